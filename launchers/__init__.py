@@ -1,0 +1,1 @@
+"""The hook protocols (harness ``[[hooks]]``, openHarness ``hooks:``), records, and the CLI."""

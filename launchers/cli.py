@@ -1,0 +1,83 @@
+"""``harness-sandbox``: audit, banner, run, hook, doctor.
+
+Each command lives in its own module, imported only when that command runs, so that
+``harness-sandbox run`` pays for nothing it does not use. Messages to people go to
+stderr; ``--json`` output is one document on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from importlib import import_module
+
+# command -> (module, function); the function takes the parsed arguments, returns the exit.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "audit": ("launchers.audit", "cmd_audit"),
+    "banner": ("launchers.audit", "cmd_banner"),
+    "run": ("launchers.runcmd", "cmd_run"),
+    "hook": ("launchers.hookcmd", "cmd_hook"),
+    "doctor": ("launchers.doctor", "cmd_doctor"),
+}
+
+
+def _session_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", metavar="FILE", help="the user config (default: discovered)")
+    p.add_argument("--project", metavar="DIR", default=".", help="the project (default: .)")
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="harness-sandbox",
+        description="Run an agent harness's hooks and tool commands in a box.",
+    )
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("audit", help="check every configured hook before a session")
+    _session_options(p)
+    p.add_argument("--no-sandbox", action="store_true", help="audit for a session with no sandbox")
+    p.add_argument("--openharness", metavar="FILE", help="also audit .oh/config.yaml hooks")
+    p.add_argument("--json", action="store_true", help="one JSON document on stdout")
+
+    p = sub.add_parser("banner", help="print the hooks: line a session starts with")
+    _session_options(p)
+    p.add_argument("--no-sandbox", action="store_true", help="a session with no sandbox")
+    p.add_argument("--no-hooks", action="store_true", help="a session with hooks turned off")
+
+    p = sub.add_parser("run", help="run a command in the session's box")
+    _session_options(p)
+    p.add_argument("--host", action="store_true", help="run on the host (the host runner)")
+    p.add_argument("--timeout", type=float, metavar="S", help="seconds before the box is ended")
+    p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD [ARG...]")
+
+    p = sub.add_parser("hook", help="fire one event through the configured hooks")
+    p.add_argument("event", metavar="EVENT")
+    _session_options(p)
+    p.add_argument("--openharness", metavar="FILE", help="use .oh/config.yaml hooks instead")
+    p.add_argument("--tool", metavar="NAME", help="the tool called (PreToolUse)")
+    p.add_argument("--input", metavar="JSON", help="the tool's input, a JSON object")
+    p.add_argument("--prompt", metavar="TEXT", help="the prompt (UserPromptSubmit)")
+    p.add_argument("--session-id", metavar="ID", default=None, help="the session's id")
+    p.add_argument("--permission-mode", metavar="MODE", default="auto")
+    p.add_argument("--no-sandbox", action="store_true", help="a session with no sandbox")
+    p.add_argument("--no-hooks", action="store_true", help="run with hooks turned off")
+    p.add_argument("--json", action="store_true", help="one JSON document on stdout")
+
+    p = sub.add_parser("doctor", help="what this machine can do")
+    p.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    module, name = COMMANDS[args.command]
+    func: Callable[[argparse.Namespace], int] = getattr(import_module(module), name)
+    try:
+        return func(args)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

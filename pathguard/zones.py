@@ -1,0 +1,32 @@
+"""Zones: the folders that matter to the guard, with the words used to name them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+ZoneKind = Literal["project", "writable", "hidden"]
+
+
+@dataclass(frozen=True)
+class Zone:
+    """A folder (or file, for hidden paths) the guard compares locations against.
+
+    ``path`` is absolute as the user wrote it (``~`` expanded, no lexical ``..``
+    clean-up); the guard also compares against where it leads. ``label`` names the
+    folder in a refusal: "the project", "the private temp folder", ...
+    """
+
+    path: str
+    kind: ZoneKind
+    label: str
+
+
+# The labels, in one place so messages and tests agree.
+PROJECT = "the project"
+COMMON_DIR = "the worktree's common directory"
+PRIVATE_TMP = "the private temp folder"
+WRITABLE = "a writable folder"
+SYSTEM_TMP = "the system temp folder"
+USER_TMP = "the user temp folder"
+HIDDEN = "a folder the sandbox hides"

@@ -1,0 +1,24 @@
+"""The errors of the sandbox package, named by state. A leaf: imports nothing of ours."""
+
+from __future__ import annotations
+
+
+class SandboxError(Exception):
+    """Base of every error this package raises on purpose."""
+
+
+class PolicyError(SandboxError):
+    """The session's policy cannot be built: a path the user named is unusable."""
+
+
+class SandboxUnavailable(SandboxError):
+    """The box cannot be built on this machine (no bwrap, user namespaces blocked, ...).
+
+    ``diagnosis`` is the one-line cause; ``fix`` says what the user can do about it.
+    Callers never fall back to running on the host when they catch this.
+    """
+
+    def __init__(self, diagnosis: str, fix: str = "") -> None:
+        self.diagnosis = diagnosis
+        self.fix = fix
+        super().__init__(f"{diagnosis} {fix}".strip())

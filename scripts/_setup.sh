@@ -1,0 +1,70 @@
+# Shared set-up for scripts/demo, scripts/test and scripts/bench: install what is
+# missing, then make sure .venv holds the package. Sourced, not run.
+set -euo pipefail
+
+HS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+HS_VENV="$HS_ROOT/.venv"
+
+hs_say() { printf 'setup: %s\n' "$*" >&2; }
+
+# System packages: bubblewrap (the Linux box), libcap-dev, gcc and the Python headers
+# (python-prctl compiles against them), python3-venv, git (the tests commit in a box).
+hs_system_packages() {
+    [ "$(uname -s)" = Linux ] || return 0
+    local missing=()
+    command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
+    [ -e /usr/include/sys/capability.h ] || missing+=(libcap-dev)
+    command -v gcc >/dev/null 2>&1 || missing+=(gcc)
+    command -v git >/dev/null 2>&1 || missing+=(git)
+    if [ -x /usr/bin/python3 ]; then
+        /usr/bin/python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
+        local inc
+        inc=$(/usr/bin/python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+        [ -e "$inc/Python.h" ] || missing+=(python3-dev)
+    else
+        missing+=(python3 python3-venv python3-dev)
+    fi
+    [ ${#missing[@]} -eq 0 ] && return 0
+    if ! command -v apt-get >/dev/null 2>&1; then
+        hs_say "missing: ${missing[*]}; install them with your package manager and run this again."
+        return 1
+    fi
+    local sudo=()
+    if [ "$(id -u)" -ne 0 ]; then
+        if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+            sudo=(sudo -n)
+        else
+            hs_say "missing: ${missing[*]}; run: sudo apt-get install ${missing[*]}"
+            return 1
+        fi
+    fi
+    hs_say "installing ${missing[*]} with apt-get"
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+# The system interpreter, not a per-user build: the unprivileged test run must reach it.
+hs_python() {
+    if [ -x /usr/bin/python3 ]; then echo /usr/bin/python3; else command -v python3; fi
+}
+
+# hs_venv DIR SRC: a virtual environment in DIR with the package from SRC installed
+# (editable, with the test and dev extras). Re-installs when pyproject.toml changes.
+hs_venv() {
+    local dir=$1 src=$2 stamp
+    stamp=$(cksum < "$src/pyproject.toml")
+    if [ -x "$dir/bin/python" ] && [ "$(cat "$dir/.hs-stamp" 2>/dev/null)" = "$stamp" ]; then
+        return 0
+    fi
+    hs_say "preparing $dir"
+    rm -rf "$dir"
+    "$(hs_python)" -m venv "$dir"
+    "$dir/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip setuptools wheel >/dev/null
+    "$dir/bin/python" -m pip install -q --disable-pip-version-check -e "$src[test,dev]" >/dev/null
+    echo "$stamp" > "$dir/.hs-stamp"
+}
+
+hs_setup() {
+    hs_system_packages
+    hs_venv "$HS_VENV" "$HS_ROOT"
+}
