@@ -1,0 +1,56 @@
+"""``harness-sandbox doctor``: what this machine can do, and whether the box works.
+
+The report is for people (stderr), ending with a one-line verdict; ``--json`` prints
+one document on stdout instead. Exit 0 when the box works, 1 when it does not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def _sysctl(value: int | None) -> str:
+    return "not present" if value is None else str(value)
+
+
+def report(p: object) -> list[str]:
+    """The human report's lines for a :class:`sandbox.probe.Probe`."""
+    from sandbox.probe import Probe
+
+    assert isinstance(p, Probe)
+    lines = [f"bwrap: {p.bwrap or 'not found on PATH'}"]
+    if p.bwrap:
+        lines.append(f"version: {p.version or 'unknown'}")
+        notable = ("--disable-userns", "--die-with-parent", "--new-session", "--cap-drop",
+                   "--clearenv", "--size")
+        lines.append("options: " + ", ".join(
+            f"{f} {'yes' if f in p.features else 'no'}" for f in notable))
+        lines.append("user namespaces: " + ("ok" if p.userns_ok
+                                             else f"failed ({p.userns_error})"))
+    lines += [
+        "kernel.apparmor_restrict_unprivileged_userns: " + _sysctl(p.apparmor_restrict),
+        "user.max_user_namespaces: " + _sysctl(p.max_user_namespaces),
+        "kernel.unprivileged_userns_clone: " + _sysctl(p.unprivileged_userns_clone),
+    ]
+    if p.links is not None:
+        lines.append("network links in a box: " + (", ".join(p.links) or "none"))
+    if p.euid == 0:
+        lines.append("running as root: the box drops every capability, but files owned "
+                     "by root stay owned by it; run as a normal user where you can")
+    lines.append(p.verdict)
+    if p.fix:
+        lines.append(f"fix: {p.fix}")
+    return lines
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from sandbox.probe import probe
+
+    p = probe()
+    if args.json:
+        sys.stdout.write(json.dumps(p.as_dict(), indent=2) + "\n")
+    else:
+        sys.stderr.write("\n".join(report(p)) + "\n")
+    return 0 if p.ok else 1

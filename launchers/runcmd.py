@@ -1,0 +1,97 @@
+"""``harness-sandbox run``: one command in the session's box, as bash and exec run it.
+
+Exit status: the command's own; 124 timed out; 125 the box could not be built (or the
+config or a path it names is unusable); 126 the command could not be executed; 127 it
+was not found; 128+N killed by signal N (in the box, as bwrap reports it); 130 cancelled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import os
+import shutil
+import sys
+
+EXIT_TIMED_OUT = 124
+EXIT_NO_BOX = 125
+EXIT_NOT_EXECUTABLE = 126
+EXIT_NOT_FOUND = 127
+EXIT_CANCELLED = 130
+
+
+def _say(message: str) -> None:
+    sys.stderr.write(f"harness-sandbox: {message}\n")
+    sys.stderr.flush()
+
+
+def _stdin() -> bytes:
+    """What we were given on stdin, unless it is a terminal: a box never gets one."""
+    stream = sys.stdin
+    if stream is None or stream.isatty():
+        return b""
+    return stream.buffer.read()
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    # Imported here: `run` is on the hot path and pays only for what it uses.
+    from launchers.config import ConfigError, load, locate
+    from sandbox.errors import PolicyError, SandboxUnavailable
+    from sandbox.session import Session
+
+    argv = list(args.argv)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    if not argv:
+        _say("run needs a command: harness-sandbox run -- CMD [ARG...]")
+        return 2
+
+    project = os.path.abspath(args.project)
+    try:
+        found = locate(os.environ, explicit=args.config)
+        config = load(found.path if found else None, project=project,
+                      source=found.source if found else None)
+    except ConfigError as err:
+        _say(f"{err.file}: {err.message}")
+        return EXIT_NO_BOX
+
+    if args.host and not os.path.isabs(argv[0]):
+        # The host runner takes absolute programs only; look the name up once, here.
+        resolved = shutil.which(argv[0])
+        if resolved is None:
+            _say(f"{argv[0]}: command not found")
+            return EXIT_NOT_FOUND
+        argv[0] = os.path.abspath(resolved)
+
+    stdin = _stdin()
+    try:
+        with Session.open(project, config.sandbox) as session:
+            result = session.run(argv, stdin=stdin, timeout=args.timeout, host=args.host)
+    except (SandboxUnavailable, PolicyError) as err:
+        _say(str(err) if not isinstance(err, SandboxUnavailable)
+             else "; ".join(x for x in (err.diagnosis, err.fix) if x))
+        return EXIT_NO_BOX
+
+    if result.outcome == "failed_to_start":
+        _say(f"{argv[0]}: {result.error}")
+        return EXIT_NOT_FOUND if result.errno == errno.ENOENT else EXIT_NOT_EXECUTABLE
+
+    out, err_ = sys.stdout.buffer, sys.stderr.buffer
+    out.write(result.stdout)
+    out.flush()
+    err_.write(result.stderr)
+    err_.flush()
+    for name, capped in (("stdout", result.stdout_capped), ("stderr", result.stderr_capped)):
+        if capped:
+            _say(f"the command's {name} passed {session.policy.output_cap} bytes; "
+                 "the rest was dropped")
+
+    if result.outcome == "exited":
+        return result.returncode if result.returncode is not None else 1
+    if result.outcome == "signaled":
+        return 128 + (result.signal or 0)
+    if result.outcome == "timed_out":
+        _say(f"{result.plan.description if result.plan else argv[0]} timed out after "
+             f"{args.timeout:g} s")
+        return EXIT_TIMED_OUT
+    return EXIT_CANCELLED

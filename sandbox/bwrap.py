@@ -1,0 +1,185 @@
+"""Linux: (Policy, argv) -> LaunchPlan for bubblewrap. Pure: no I/O but stat/readlink.
+
+The box bash, exec and sandboxed hooks share. :func:`plan` builds bwrap's argv; the
+supervisor runs it. Nothing here spawns.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Collection, Mapping, Sequence
+from pathlib import PurePosixPath
+
+from .errors import SandboxUnavailable
+from .plan import LaunchPlan
+from .policy import Policy
+
+# Flags the box cannot do without: a bwrap that lacks one is refused, not worked around.
+REQUIRED_FEATURES: tuple[str, ...] = (
+    "--unshare-all",
+    "--unshare-user",
+    "--die-with-parent",
+    "--new-session",
+    "--cap-drop",
+    "--remount-ro",
+)
+# Used when this bwrap has it (0.8.0 and later): no nested user namespaces in the box.
+OPTIONAL_FEATURES: tuple[str, ...] = ("--disable-userns",)
+
+# Masked by a fresh, empty tmpfs. /run holds the host's listening sockets (the system and
+# session D-Bus, systemd, docker, gpg-agent...). A network namespace does not cut off
+# pathname Unix sockets, and a read-only mount does not stop connect(2), so without this
+# a boxed command could ask a host service to run something outside the box.
+MASKED_RUNTIME = "/run"
+# Kept when the policy allows the network: on systemd-resolved machines
+# /etc/resolv.conf leads here.
+RESOLVER_DIR = "/run/systemd/resolve"
+
+# Mount kinds, in the order they are applied to one path (a later one covers an earlier).
+_TMP, _RUNTIME, _RW, _PIN, _PROTECT, _HIDE_DIR, _HIDE_FILE = range(7)
+
+
+def _depth(path: str) -> int:
+    return len(PurePosixPath(path).parts)
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def box_env(policy: Policy, env_extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment a boxed command gets: the session's, minus provider keys, with
+    ``TMPDIR=/tmp`` (the box's /tmp is the private temp folder)."""
+    from . import env as _env
+
+    out = dict(_env.box_env(policy))
+    if env_extra:
+        out.update(env_extra)
+    out["TMPDIR"] = "/tmp"
+    # Scrubbed again after the caller's additions: no path into the box carries a key.
+    return _env.scrub(out)
+
+
+def plan(
+    policy: Policy,
+    argv: Sequence[str],
+    *,
+    bwrap: str,
+    features: Collection[str] | None = None,
+    env_extra: Mapping[str, str] | None = None,
+) -> LaunchPlan:
+    """The bubblewrap command that runs ``argv`` in the session's box.
+
+    Mounts are applied in order, each covering what is beneath it:
+
+    1. ``--ro-bind / /``: the whole host, read-only (reads are wide).
+    2. ``--dev /dev``, ``--proc /proc``: a fresh minimal /dev (null, zero, random, tty,
+       a private devpts and shm) and a /proc of the box's own PID namespace.
+    3. Then, path by path from the shallowest to the deepest, so that a more specific
+       rule always wins over a broader one:
+
+       - the private temp folder bound read-write at ``/tmp``;
+       - ``/run`` replaced by an empty tmpfs (host sockets; see ``MASKED_RUNTIME``);
+       - the project, a linked worktree's common directory and ``[sandbox] writable``
+         bound read-write at their own paths; these come after ``/tmp`` so a project
+         under /tmp is still the project;
+       - the project's ``.git`` bound onto itself, so that it is a mount point and cannot
+         be renamed away and replaced by a ``.git`` whose hooks are writable;
+       - protected paths (``.git/hooks``, ``.git/config``) bound read-only onto
+         themselves, after the read-write bind that contains them;
+       - hidden folders as an empty tmpfs, hidden files as ``/dev/null`` bound
+         read-only (the box's bind mounts are ``nodev``, so opening it fails with
+         "Permission denied": the file cannot be read). A hidden folder that contains
+         the project is masked *before* the project is bound into it.
+    4. The hidden folders' tmpfs mounts are made read-only last: a read-only tmpfs
+       would stop bwrap from creating the mount points of deeper binds.
+
+    Hidden paths under /tmp that no read-write bind shows are left out: the box's /tmp
+    is the private folder, so the host's files there are not visible anyway.
+
+    Namespaces: ``--unshare-all`` (user, IPC, PID, network, UTS, cgroup), with the user
+    namespace required (``--unshare-user``: fail rather than silently skip it when run
+    as root) and, where bwrap supports it, ``--disable-userns``. ``--share-net`` only
+    when the policy allows the network. ``--die-with-parent`` ends the box with the
+    supervisor, ``--new-session`` takes away the controlling terminal (no TIOCSTI),
+    ``--cap-drop ALL`` leaves no capability in any namespace.
+
+    The environment is bwrap's own (``LaunchPlan.env``); bwrap passes it to the command
+    unchanged. ``argv[0]`` may be a bare name: bwrap looks it up on the box's PATH.
+    """
+    if not argv:
+        raise ValueError("an empty command cannot run in the box")
+    if not os.path.isabs(bwrap):
+        raise ValueError(f"bwrap must be an absolute path, not {bwrap!r}")
+    if features is not None:
+        missing = [f for f in REQUIRED_FEATURES if f not in features]
+        if missing:
+            raise SandboxUnavailable(
+                f"{bwrap} lacks {', '.join(missing)}",
+                "install bubblewrap 0.4 or later: sudo apt-get install bubblewrap",
+            )
+
+    rw = list(policy.read_write_paths())
+    ops: list[tuple[int, int, str]] = [(_depth("/tmp"), _TMP, "/tmp")]
+    ops.append((_depth(MASKED_RUNTIME), _RUNTIME, MASKED_RUNTIME))
+    ops += [(_depth(p), _RW, p) for p in rw]
+
+    protected = [os.path.realpath(p) for p in policy.protected_paths()]
+    pinned: list[str] = []
+    for p in protected:
+        gitdir = os.path.dirname(p)
+        if gitdir not in rw and gitdir not in pinned:
+            pinned.append(gitdir)
+    ops += [(_depth(g), _PIN, g) for g in pinned]
+    ops += [(_depth(p), _PROTECT, p) for p in protected]
+
+    hidden_dirs: list[str] = []
+    for h in policy.hidden:
+        real = os.path.realpath(h)
+        if _under(real, "/tmp") and not any(_under(real, r) for r in rw):
+            continue
+        if os.path.isdir(real):
+            if real not in hidden_dirs:
+                hidden_dirs.append(real)
+                ops.append((_depth(real), _HIDE_DIR, real))
+        elif os.path.exists(real):
+            ops.append((_depth(real), _HIDE_FILE, real))
+    # Stable: equal depth and kind keep the policy's order.
+    ops.sort(key=lambda op: (op[0], op[1]))
+
+    args: list[str] = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    for _, kind, path in ops:
+        if kind == _TMP:
+            args += ["--bind", policy.private_tmp, "/tmp"]
+        elif kind == _RUNTIME:
+            args += ["--tmpfs", MASKED_RUNTIME]
+            if policy.network and os.path.isdir(RESOLVER_DIR):
+                args += ["--ro-bind", RESOLVER_DIR, RESOLVER_DIR]
+        elif kind in (_RW, _PIN):
+            args += ["--bind", path, path]
+        elif kind == _PROTECT:
+            args += ["--ro-bind", path, path]
+        elif kind == _HIDE_DIR:
+            args += ["--tmpfs", path]
+        else:
+            args += ["--ro-bind", "/dev/null", path]
+    for d in hidden_dirs:
+        args += ["--remount-ro", d]
+
+    args += ["--unshare-all", "--unshare-user"]
+    if policy.network:
+        args.append("--share-net")
+    for f in OPTIONAL_FEATURES:
+        if features is None or f in features:
+            args.append(f)
+    args += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    args += ["--chdir", policy.project, "--", *argv]
+
+    return LaunchPlan(
+        backend="bwrap",
+        argv=tuple(args),
+        env=box_env(policy, env_extra),
+        cwd=policy.project,
+        description=shlex.join(argv),
+    )

@@ -1,0 +1,196 @@
+"""A session: the policy, its private temp folder, and the one box its commands share.
+
+:meth:`Session.open` makes the private temp folder, checks the paths the user named,
+finds the box (bwrap once, by absolute path), and removes the folder at the end.
+:meth:`Session.run` plans one command (box or host) and hands it to the supervisor.
+When the box cannot be built the error propagates: nothing ever runs on the host
+instead.
+"""
+
+from __future__ import annotations
+
+import errno as _errno
+import os
+import shutil
+import stat
+import tempfile
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+from .errors import PolicyError, SandboxUnavailable
+from .plan import LaunchPlan, RunResult
+from .policy import DEFAULT_OUTPUT_CAP, Policy, private_tmp_root
+
+if TYPE_CHECKING:
+    from launchers.config import SandboxSettings
+
+# bwrap reports a command it could not start as one line on stderr and exit status 1.
+_EXEC_PREFIX = "bwrap: execvp "
+_STRERROR = {os.strerror(n): n for n in sorted(_errno.errorcode, reverse=True)}
+
+
+def exec_failure(result: RunResult) -> RunResult | None:
+    """The box's "could not start the command" (bwrap's exit 1 with its one execvp
+    line) as ``failed_to_start`` with the OS error, else None."""
+    if result.outcome != "exited" or result.returncode != 1:
+        return None
+    lines = result.stderr.decode("utf-8", "replace").strip().splitlines()
+    if len(lines) != 1 or not lines[0].startswith(_EXEC_PREFIX):
+        return None
+    _, _, error = lines[0][len(_EXEC_PREFIX):].rpartition(": ")
+    if error not in _STRERROR:
+        return None
+    return replace(result, outcome="failed_to_start", returncode=None, error=error,
+                   errno=_STRERROR[error])
+
+
+def make_private_root(path: str) -> str:
+    """The per-user folder private temp folders are made in: created mode 700, or, if it
+    exists, a real folder (not a link) owned by us with mode 700. Anything else could
+    let another user read or swap a session's temp files, and is refused."""
+    try:
+        os.mkdir(path, 0o700)
+        return path
+    except FileExistsError:
+        pass
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        raise PolicyError(f"the private temp root {path} is a link; remove it and try again")
+    if not stat.S_ISDIR(st.st_mode):
+        raise PolicyError(
+            f"the private temp root {path} is not a folder; remove it and try again")
+    if st.st_uid != os.getuid():
+        raise PolicyError(
+            f"the private temp root {path} belongs to uid {st.st_uid}, not to you "
+            f"(uid {os.getuid()}); remove it and try again")
+    mode = stat.S_IMODE(st.st_mode)
+    if mode != 0o700:
+        raise PolicyError(
+            f"the private temp root {path} has mode {mode:04o}, not 0700; "
+            "remove it and try again")
+    return path
+
+
+class Session:
+    """Runs commands under one policy. Build it with :meth:`open` (which owns the private
+    temp folder) or directly from a policy whose folders already exist."""
+
+    def __init__(self, policy: Policy, *, bwrap: str | None = None,
+                 features: tuple[str, ...] | None = None) -> None:
+        self.policy = policy
+        self._bwrap = bwrap
+        self._features = features
+        self._lock = threading.Lock()
+
+    @classmethod
+    @contextmanager
+    def open(
+        cls,
+        project: str,
+        settings: SandboxSettings | None = None,
+        *,
+        sandboxed: bool = True,
+        env: Mapping[str, str] | None = None,
+        output_cap: int = DEFAULT_OUTPUT_CAP,
+    ) -> Iterator[Session]:
+        """A session for ``project`` with ``[sandbox]`` ``settings`` (defaults if None).
+
+        Raises :class:`PolicyError` for a path the user named that cannot be used and
+        :class:`SandboxUnavailable` when the session needs the box and it cannot be built.
+        """
+        if settings is None:
+            from launchers.config import SandboxSettings
+
+            settings = SandboxSettings()
+        sandboxed = sandboxed and settings.enabled
+        root = make_private_root(private_tmp_root())
+        tmp = tempfile.mkdtemp(prefix="session-", dir=root)
+        try:
+            policy = Policy.create(
+                project, private_tmp=tmp, writable=settings.writable, hidden=settings.hidden,
+                hide_defaults=settings.hide_defaults, protect=settings.protect,
+                network=settings.network, sandboxed=sandboxed, env=env,
+                output_cap=output_cap,
+            )
+            session = cls(policy)
+            if sandboxed:
+                session.box()  # fail now, before anything runs, if there is no box
+            yield session
+        finally:
+            # The box's /tmp: whatever its commands left there goes with the session.
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def box(self) -> str:
+        """The backend program of the box (bwrap's absolute path on Linux), found once."""
+        if self.policy.platform == "darwin":
+            return "/usr/bin/sandbox-exec"
+        if self._bwrap is None:
+            from .probe import require_box
+
+            with self._lock:
+                if self._bwrap is None:
+                    self._bwrap = require_box(self.policy)
+        return self._bwrap
+
+    def plan(self, argv: Sequence[str], *, host: bool = False,
+             env_extra: Mapping[str, str] | None = None) -> LaunchPlan:
+        """The plan that runs ``argv``: on the host (``host=True`` or a session with no
+        sandbox; ``argv[0]`` must be absolute) or in the box (``argv[0]`` may be a bare
+        name, looked up on PATH inside the box)."""
+        if host or not self.policy.sandboxed:
+            from . import host as _host
+
+            return _host.plan(self.policy, argv, env_extra=env_extra)
+        if self.policy.platform == "darwin":
+            # By name: the macOS backend is only imported where it can run.
+            seatbelt = import_module("sandbox.seatbelt")
+            made: LaunchPlan = seatbelt.plan(self.policy, argv, env_extra=env_extra)
+            return made
+        from . import bwrap as _bwrap
+
+        return _bwrap.plan(self.policy, argv, bwrap=self.box(), features=self._features,
+                           env_extra=env_extra)
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: bytes = b"",
+        timeout: float | None = None,
+        cancel: threading.Event | None = None,
+        host: bool = False,
+        env_extra: Mapping[str, str] | None = None,
+    ) -> RunResult:
+        """Run ``argv`` to its end (and everything it started) and say how it ended.
+
+        In the box, a command killed by signal N is reported as exited with status
+        128+N: bwrap waits for it inside the box and exits that way, as a shell does.
+        A command the box could not start is ``failed_to_start`` with the OS error.
+        Raises :class:`SandboxUnavailable` when the box itself cannot be built.
+        """
+        from . import supervisor
+
+        plan = self.plan(argv, host=host, env_extra=env_extra)
+        result = supervisor.run(plan, stdin=stdin, timeout=timeout, cancel=cancel,
+                                output_cap=self.policy.output_cap)
+        if plan.backend != "bwrap":
+            return result
+        if result.outcome == "failed_to_start":
+            raise SandboxUnavailable(f"{plan.argv[0]} could not start: {result.error}",
+                                     "install the bubblewrap package: "
+                                     "sudo apt-get install bubblewrap")
+        if result.outcome == "exited" and result.returncode == 1:
+            failed = exec_failure(result)
+            if failed is not None:
+                return failed
+            from .probe import diagnose_start_failure, namespace_error
+
+            error = namespace_error(result.stderr)
+            if error is not None:
+                raise diagnose_start_failure(error)
+        return result
+
