@@ -1,0 +1,228 @@
+"""Resolve a path hop by hop, as the kernel's namei does, and keep every location on the way.
+
+``os.path.realpath`` answers "where does it lead"; the guard also needs "what did the
+kernel pass through to get there": each folder and link on the way is something the agent
+could replace or re-point if it sits in a folder the agent can write. So the walk takes
+components one at a time from ``/`` (or from the working directory), follows every link
+(the last component too, as ``exec`` and ``open`` do), and records each location with what
+was found there.
+
+The walk stats and reads links; it never opens or runs anything.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import posixpath
+import stat
+from dataclasses import dataclass
+from typing import Literal
+
+# Linux's MAXSYMLINKS: path resolution fails with ELOOP once it has followed more than
+# this many links in one lookup (fs/namei.c, nd->total_link_count).
+MAX_LINKS = 40
+
+LOOP_REASON = f"a link loop or a chain of more than {MAX_LINKS} links"
+NUL_REASON = "the path contains a NUL character"
+
+Kind = Literal["dir", "file", "link", "missing", "other"]
+Status = Literal["ok", "missing", "notdir", "loop", "unreadable"]
+
+
+@dataclass(frozen=True)
+class Visit:
+    """One location the walk reached. ``target`` is a link's text, as stored."""
+
+    location: str
+    kind: Kind
+    target: str | None = None
+
+
+@dataclass(frozen=True)
+class Entry:
+    """What ``lstat`` (and ``readlink``) said about one location.
+
+    ``error`` is set, with ``kind`` "other", when the location could not be examined for a
+    reason other than its absence (permission denied, name too long, ...).
+    """
+
+    kind: Kind
+    target: str | None = None
+    error: str | None = None
+
+
+class Lookup:
+    """``lstat`` + ``readlink`` per location, remembered.
+
+    One Lookup stands for one moment of the file system: a guard checks every hook
+    against the same answers, and a folder shared by many paths is examined once.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[str, Entry] = {}
+        self.calls = 0  # lstat calls actually made (for tests of the cache)
+
+    def __call__(self, location: str) -> Entry:
+        entry = self._seen.get(location)
+        if entry is None:
+            entry = self._examine(location)
+            self._seen[location] = entry
+        return entry
+
+    def _examine(self, location: str) -> Entry:
+        self.calls += 1
+        try:
+            st = os.lstat(location)
+        except FileNotFoundError:
+            return Entry("missing")
+        except OSError as err:
+            return Entry("other", error=_describe(err))
+        mode = st.st_mode
+        if stat.S_ISLNK(mode):
+            try:
+                return Entry("link", target=os.readlink(location))
+            except FileNotFoundError:
+                # Removed between lstat and readlink: absent now.
+                return Entry("missing")
+            except OSError as err:
+                return Entry("other", error=_describe(err))
+        if stat.S_ISDIR(mode):
+            return Entry("dir")
+        if stat.S_ISREG(mode):
+            return Entry("file")
+        return Entry("other")
+
+
+def _describe(err: OSError) -> str:
+    if err.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied"
+    text = err.strerror or os.strerror(err.errno or 0)
+    return text[:1].lower() + text[1:]
+
+
+@dataclass(frozen=True)
+class Walk:
+    """Where a path leads and everything passed on the way.
+
+    ``status``:
+
+    - "ok": every component resolved; ``final`` is the canonical path, ``kind`` what is
+      there (a link never: links are followed).
+    - "missing": ``final`` is the first location that does not exist; ``remaining`` the
+      components that were not reached.
+    - "notdir": ``final`` is a non-directory that a later component needed to look into.
+    - "loop": more than :data:`MAX_LINKS` links were followed (the kernel's ELOOP).
+    - "unreadable": ``final`` could not be examined; ``reason`` says why.
+
+    ``visits`` holds every location reached, in order: each component's own location,
+    each link (with its text), the components of each link's target, and each folder a
+    ``..`` stepped up to. A relative path's working directory is walked first and its
+    visits come first.
+    """
+
+    path: str
+    cwd: str
+    status: Status
+    final: str
+    kind: Kind
+    visits: tuple[Visit, ...]
+    remaining: tuple[str, ...] = ()
+    links: int = 0
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def leads_to(self) -> str:
+        """Where the path leads, or would lead if what is missing were made as folders."""
+        if self.status in ("missing", "notdir") and self.remaining:
+            return posixpath.normpath(posixpath.join(self.final, *self.remaining))
+        return self.final
+
+
+def components(path: str) -> list[str]:
+    """A path's components, as the kernel takes them: empty ones (``a//b``) dropped, and a
+    trailing ``/`` kept as ``.`` since it demands a directory."""
+    parts = [p for p in path.split("/") if p]
+    if path.endswith("/") and parts:
+        parts.append(".")
+    return parts
+
+
+def walk(path: str, cwd: str, *, lookup: Lookup | None = None) -> Walk:
+    """Resolve ``path`` as the kernel would, from ``cwd`` when it is relative.
+
+    ``cwd`` must be absolute; it is itself walked first for a relative path (its links
+    are followed and recorded), and a relative path whose ``cwd`` does not resolve to a
+    folder stops with that walk's status.
+    """
+    if not path:
+        raise ValueError("an empty path names nothing")
+    look = lookup if lookup is not None else Lookup()
+    if "\0" in path:
+        return Walk(path, cwd, "unreadable", path, "other", (), reason=NUL_REASON)
+    if path.startswith("/"):
+        return _resolve(path, cwd, "/", [], components(path), look)
+    if not cwd.startswith("/"):
+        raise ValueError(f"the working directory {cwd} is not absolute")
+    base = walk(cwd, "/", lookup=look)
+    if base.status != "ok":
+        return Walk(path, cwd, base.status, base.final, base.kind, base.visits,
+                    base.remaining + tuple(components(path)), base.links, base.reason)
+    if base.kind != "dir":
+        return Walk(path, cwd, "notdir", base.final, base.kind, base.visits,
+                    tuple(components(path)), base.links)
+    return _resolve(path, cwd, base.final, list(base.visits), components(path), look)
+
+
+def _resolve(path: str, cwd: str, start: str, visits: list[Visit], parts: list[str],
+             look: Lookup) -> Walk:
+    # The components still to take, next one last (a stack): a link's target is pushed
+    # in front of what remains, as the kernel splices it in.
+    pending = parts[::-1]
+    current = start
+    kind: Kind = "dir"
+    links = 0
+
+    def stopped(status: Status, at: str, at_kind: Kind, reason: str = "",
+                also: tuple[str, ...] = ()) -> Walk:
+        rest = also + tuple(reversed(pending))
+        return Walk(path, cwd, status, at, at_kind, tuple(visits), rest, links, reason)
+
+    while pending:
+        name = pending.pop()
+        if kind != "dir":
+            # Only a folder can be looked into; "file/x" and "file/." fail with ENOTDIR.
+            return stopped("notdir", current, kind, also=(name,))
+        if name == ".":
+            continue
+        if name == "..":
+            # The parent of where we are, after any link: never a lexical step back.
+            current = posixpath.dirname(current)
+            visits.append(Visit(current, "dir"))
+            continue
+        location = "/" + name if current == "/" else current + "/" + name
+        entry = look(location)
+        if entry.error is not None:
+            return stopped("unreadable", location, "other", f"{entry.error} at {location}")
+        visits.append(Visit(location, entry.kind, entry.target))
+        if entry.kind == "missing":
+            return stopped("missing", location, "missing")
+        if entry.kind == "link":
+            links += 1
+            if links > MAX_LINKS:
+                return stopped("loop", location, "link", LOOP_REASON)
+            target = entry.target or ""
+            if not target:
+                # An empty link leads nowhere (the kernel answers ENOENT).
+                return stopped("missing", location, "link")
+            pending.extend(reversed(components(target)))
+            if target.startswith("/"):
+                current = "/"
+            # A relative target is taken from the folder holding the link: ``current``.
+            continue
+        current = location
+        kind = entry.kind
+    return Walk(path, cwd, "ok", current, kind, tuple(visits), (), links)
