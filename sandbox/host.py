@@ -1,0 +1,45 @@
+"""The host runner: ``(Policy, argv) -> LaunchPlan`` for a hook that runs on the machine.
+
+A host hook starts in ``/`` so that nothing it or its interpreter loads by a relative
+name comes from the project. ``argv[0]`` was resolved to an absolute path by pathguard
+when the session started; nothing is looked up again here or at run time.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Mapping, Sequence
+
+from .env import host_env, scrub
+from .plan import LaunchPlan
+from .policy import Policy
+
+
+def plan(
+    policy: Policy,
+    argv: Sequence[str],
+    *,
+    env_extra: Mapping[str, str] | None = None,
+) -> LaunchPlan:
+    """The plan for running ``argv`` on the host. Pure: builds data, starts nothing.
+
+    Raises :class:`ValueError` for an empty command or a ``command[0]`` that is not an
+    absolute path.
+    """
+    args = tuple(argv)
+    if not args:
+        raise ValueError("the command is empty")
+    if not os.path.isabs(args[0]):
+        raise ValueError(f"the program {args[0]} is not an absolute path")
+    env = host_env(policy)
+    if env_extra:
+        # Scrubbed too: no caller can hand a provider key to a hook by accident.
+        env.update(scrub(env_extra))
+    return LaunchPlan(
+        backend="host",
+        argv=args,
+        env=env,
+        cwd="/",
+        description=shlex.join(args),
+    )
