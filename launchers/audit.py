@@ -1,0 +1,245 @@
+"""``harness-sandbox audit`` and ``harness-sandbox banner``: the checks a session makes
+before it starts, without starting one.
+
+``audit`` loads the user config, builds the session's policy and asks the path guard
+about every hook's command: is any file it names somewhere the agent could change, or
+(for a boxed hook) somewhere the box hides? Exit 0 when every hook may run, 1 when one
+or more is refused, 2 when the config (or the policy it describes) cannot be loaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pathguard.argv import CommandVerdict, check_command
+from pathguard.guard import Guard
+from sandbox.errors import PolicyError
+from sandbox.policy import Policy
+
+from .config import Config, ConfigError, banner, load, locate
+
+JSON_VERSION = 1
+
+RefusalKind = Literal["project", "writable", "hidden", "not-found", "not-absolute",
+                      "undecidable"]
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
+def _load(args: argparse.Namespace) -> Config:
+    """The user config the command line and the environment name. Raises ConfigError."""
+    found = locate(os.environ, explicit=args.config)
+    if found is None:
+        return Config(path=None)
+    return load(found.path, project=args.project, source=found.source)
+
+
+# -- banner -----------------------------------------------------------------------------
+
+
+def cmd_banner(args: argparse.Namespace) -> int:
+    """Print the ``hooks:`` line on stdout (start-up warnings on stderr)."""
+    try:
+        config = _load(args)
+    except ConfigError as err:
+        _say(str(err))
+        return 2
+    for warning in config.warnings:
+        _say(warning)
+    print(banner(config, no_hooks=bool(getattr(args, "no_hooks", False)),
+                 sandboxed_session=not args.no_sandbox))
+    return 0
+
+
+# -- audit ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """One refused path of a hook's command, as ``--json`` reports it."""
+
+    path: str
+    reason: str
+    folder: str | None
+    kind: RefusalKind
+
+    def as_json(self) -> dict[str, Any]:
+        return {"path": self.path, "reason": self.reason, "folder": self.folder,
+                "kind": self.kind}
+
+
+@dataclass(frozen=True)
+class Checked:
+    """One hook and the guard's verdict on its command."""
+
+    name: str
+    event: str
+    tools: tuple[str, ...] | None
+    boxed: bool
+    argv: tuple[str, ...]
+    refusals: tuple[Refusal, ...]
+    source: Literal["harness", "openharness"] = "harness"
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "source": self.source,
+            "event": self.event,
+            "tools": None if self.tools is None else list(self.tools),
+            "sandbox": self.boxed,
+            "runs": "box" if self.boxed else "host",
+            "verdict": "refused" if self.refusals else "ok",
+            "command": list(self.argv),
+            "refusals": [r.as_json() for r in self.refusals],
+        }
+
+
+class Auditor:
+    """Checks commands against one policy. The guard for boxed hooks and the guard for
+    host hooks are each built once: every hook is checked against the same picture of
+    the file system, and a thousand hooks share the work of walking their folders."""
+
+    def __init__(self, policy: Policy, path_env: str | None) -> None:
+        self.policy = policy
+        self.path_env = path_env
+        self._guards: dict[bool, Guard] = {}
+
+    def guard(self, boxed: bool) -> Guard:
+        guard = self._guards.get(boxed)
+        if guard is None:
+            guard = Guard(self.policy.writable_zones(hook_sandboxed=boxed),
+                          self.policy.hidden_zones(hook_sandboxed=boxed),
+                          casefold=self.policy.platform == "darwin")
+            self._guards[boxed] = guard
+        return guard
+
+    def check(self, name: str, command: Sequence[str], *, sandbox: bool
+              ) -> tuple[bool, tuple[str, ...], tuple[Refusal, ...]]:
+        """(runs boxed, argv as it will run, refusals) for one hook."""
+        boxed = sandbox and self.policy.sandboxed
+        if not command:
+            return boxed, (), (Refusal("", f"hook {name}: the command is empty.", None,
+                                       "not-found"),)
+        verdict = check_command(name, command, project=self.policy.project,
+                                guard=self.guard(boxed), path_env=self.path_env)
+        return boxed, verdict.argv, _refusals(name, command[0], verdict)
+
+
+def _refusals(name: str, program: str, verdict: CommandVerdict) -> tuple[Refusal, ...]:
+    """The structured form of each refusal message of ``verdict``.
+
+    A refusal with a verdict behind it carries its zone; the others concern
+    ``command[0]``: a relative path with a ``/``, or a program that was not found.
+    """
+    by_message = {v.refusal(name): v for v in verdict.verdicts if not v.ok}
+    out: list[Refusal] = []
+    for message in verdict.refusals:
+        v = by_message.get(message)
+        if v is None:
+            kind: RefusalKind = ("not-absolute" if "/" in program
+                                 and not program.startswith("/") else "not-found")
+            out.append(Refusal(program, message, None, kind))
+        elif v.zone is None:
+            out.append(Refusal(v.path, message, None, "undecidable"))
+        else:
+            out.append(Refusal(v.path, message, v.zone.path, v.zone.kind))
+    return tuple(out)
+
+
+def _verdict_line(checked: Sequence[Checked], config: Config, looked_at: str | None) -> str:
+    total = len(checked)
+    refused = sum(1 for c in checked if c.refusals)
+    if total == 0:
+        if config.path is None and looked_at is not None:
+            return f"audit: no hooks to check ({looked_at} does not exist)"
+        return "audit: no hooks to check"
+    noun = "hook" if total == 1 else "hooks"
+    if refused:
+        return f"audit: {refused} of {total} {noun} refused"
+    return f"audit: {total} {noun} may run"
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    """Check every configured hook before a session. See the module's doc."""
+    as_json = bool(args.json)
+
+    def fail(message: str) -> int:
+        _say(message)
+        if as_json:
+            print(json.dumps({"version": JSON_VERSION, "ok": False, "error": message},
+                             ensure_ascii=False))
+        return 2
+
+    found = locate(os.environ, explicit=args.config)
+    try:
+        config = (Config(path=None) if found is None
+                  else load(found.path, project=args.project, source=found.source))
+    except ConfigError as err:
+        return fail(str(err))
+
+    settings = config.sandbox
+    sandboxed = not (args.no_sandbox or not settings.enabled)
+    try:
+        policy = Policy.create(
+            args.project,
+            writable=settings.writable,
+            hidden=settings.hidden,
+            hide_defaults=settings.hide_defaults,
+            protect=settings.protect,
+            network=settings.network,
+            sandboxed=sandboxed,
+        )
+    except PolicyError as err:
+        # Only the project is checked before [sandbox]'s paths; those name the config.
+        about_project = str(err).startswith("the project ")
+        where = "" if about_project or config.path is None else f"{config.path}: [sandbox]: "
+        return fail(f"{where}{err}.")
+
+    auditor = Auditor(policy, os.environ.get("PATH"))
+    checked: list[Checked] = []
+    for spec in config.hooks:
+        boxed, argv, refusals = auditor.check(spec.name, spec.command, sandbox=spec.sandbox)
+        checked.append(Checked(spec.name, spec.event, spec.tools, boxed, argv, refusals))
+
+    if getattr(args, "openharness", None):
+        # Imported here: only --openharness pays for the YAML front end.
+        from .openharness import OhConfigError, audit_hooks
+
+        try:
+            oh_hooks = audit_hooks(os.path.abspath(args.openharness),
+                                   project=policy.project, policy=policy)
+        except OhConfigError as err:
+            return fail(str(err))
+        for label, words, sandbox in oh_hooks:
+            boxed, argv, refusals = auditor.check(label, tuple(words), sandbox=sandbox)
+            checked.append(Checked(label, label.split("[", 1)[0], None, boxed, argv,
+                                   refusals, source="openharness"))
+
+    ok = not any(c.refusals for c in checked)
+    _say(banner(config, sandboxed_session=sandboxed))
+    for warning in config.warnings:
+        _say(warning)
+    for c in checked:
+        for r in c.refusals:
+            _say(r.reason)
+    _say(_verdict_line(checked, config, found.path if found else None))
+
+    if as_json:
+        print(json.dumps({
+            "version": JSON_VERSION,
+            "config": config.path,
+            "project": policy.project,
+            "sandbox": policy.sandboxed,
+            "hooks": [c.as_json() for c in checked],
+            "warnings": list(config.warnings),
+            "ok": ok,
+        }, ensure_ascii=False))
+    return 0 if ok else 1
