@@ -29,6 +29,7 @@ CONTEXT_LIMIT = 10_000
 NO_REASON = "(no reason given)"
 NOT_HOOK_JSON = "printed output that is not hook JSON"
 KILLED = "was killed by a signal"
+SIGNAL_MAX = 64  # the highest signal number Linux delivers (SIGRTMAX)
 
 # -- envelopes ---------------------------------------------------------------------
 
@@ -201,8 +202,15 @@ def _read_json(obj: Mapping[str, Any], event: Event) -> Answer:
     return Answer("none")
 
 
-def parse(result: RunResult, event: Event, *, timeout: float) -> Answer:
-    """Read one run's answer. ``timeout`` is the hook's, for the failure text."""
+def parse(result: RunResult, event: Event, *, timeout: float, boxed: bool = False) -> Answer:
+    """Read one run's answer. ``timeout`` is the hook's, for the failure text.
+
+    ``boxed``: the run was in the box, whose init reports a command killed by signal N
+    as exit status 128+N (as a shell does); such a status reads as killed by a signal.
+    """
+    if boxed and result.outcome == "exited" and result.returncode is not None \
+            and 128 < result.returncode <= 128 + SIGNAL_MAX:
+        return Answer("failure", failure=KILLED)
     if result.outcome == "cancelled":
         return Answer("interrupted")
     kind = failure_kind(result, timeout)

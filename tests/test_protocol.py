@@ -224,3 +224,11 @@ def test_transcript_row_texts() -> None:
         "This session was killed before bash ran. It never ran."
     assert p.killed_while_running("UserPromptSubmit", None) == \
         "This session was killed while a prompt hook ran. The prompt was not sent."
+
+
+def test_a_boxed_exit_status_past_128_reads_as_killed_by_a_signal() -> None:
+    assert p.parse(exited(137), "PreToolUse", timeout=1, boxed=True).failure == \
+        "was killed by a signal"
+    assert p.parse(exited(137), "PreToolUse", timeout=1).failure == "exited with code 137"
+    assert p.parse(exited(200), "PreToolUse", timeout=1, boxed=True).failure == \
+        "exited with code 200"

@@ -1,0 +1,163 @@
+"""``harness-sandbox hook EVENT``: fire one event through the configured hooks.
+
+It does what a session does for one call or one prompt: load the user config, guard
+every hook, open the session's box, run the hooks that cover the event, and print the
+outcome. The model's text for a blocked call, the panel line for a blocked prompt and
+every warning go to stderr; the framed contexts go to stdout (or, with ``--json``, one
+document). Exit 0 not blocked, 1 blocked or interrupted, 2 the config, the options, the
+box or the guard stopped it before any hook ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+from typing import Any
+
+from launchers.config import Config, ConfigError, Event, load, locate
+from launchers.hooks import Decision, HookRefused, HookRunner, new_session_id
+from launchers.protocol import NO_HOOKS_BANNER
+
+JSON_VERSION = 1
+EVENTS: tuple[Event, ...] = ("PreToolUse", "UserPromptSubmit")
+
+
+class UsageError(Exception):
+    """The options do not describe an event that can be fired."""
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
+def _load(args: argparse.Namespace, project: str) -> Config:
+    found = locate(os.environ, explicit=args.config)
+    if found is None:
+        return Config(path=None)
+    return load(found.path, project=project, source=found.source)
+
+
+def _event(args: argparse.Namespace) -> tuple[Event, dict[str, Any]]:
+    """The event and its fields from the options. Raises UsageError."""
+    event = args.event
+    if event not in EVENTS:
+        raise UsageError(f"unknown event {event!r}: the events are PreToolUse and "
+                         "UserPromptSubmit")
+    if event == "PreToolUse":
+        if not args.tool:
+            raise UsageError("PreToolUse needs --tool NAME")
+        if args.prompt is not None:
+            raise UsageError("--prompt is for UserPromptSubmit; PreToolUse takes --input")
+        tool_input: Any = {}
+        if args.input is not None:
+            try:
+                tool_input = json.loads(args.input)
+            except ValueError as err:
+                raise UsageError(f"--input is not valid JSON: {err}") from err
+            if not isinstance(tool_input, dict):
+                raise UsageError("--input must be a JSON object (the tool's arguments)")
+        return "PreToolUse", {"tool": args.tool, "input": tool_input}
+    if args.tool is not None or args.input is not None:
+        raise UsageError("--tool and --input are for PreToolUse; UserPromptSubmit takes "
+                         "--prompt")
+    if args.prompt is None:
+        raise UsageError("UserPromptSubmit needs --prompt TEXT")
+    return "UserPromptSubmit", {"prompt": args.prompt}
+
+
+def _fire(runner: HookRunner, event: Event, fields: dict[str, Any], mode: str) -> Decision:
+    """Run the event in a worker so Ctrl-C can cancel the running hook (the seed's Esc)
+    and still wait for its whole tree to be ended."""
+    cancel = threading.Event()
+    done = threading.Event()
+    out: list[Decision] = []
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            if event == "PreToolUse":
+                out.append(runner.pre_tool_use(
+                    fields["tool"], fields["input"], tool_use_id=new_session_id(),
+                    permission_mode=mode, cancel=cancel))
+            else:
+                out.append(runner.user_prompt_submit(fields["prompt"], permission_mode=mode,
+                                                     cancel=cancel))
+        except BaseException as err:  # handed to the main thread
+            errors.append(err)
+        finally:
+            done.set()
+
+    worker = threading.Thread(target=work, name="hook-event")
+    worker.start()
+    # Wait on our own event, not on join(): a KeyboardInterrupt inside Thread.join can
+    # leave the thread looking finished while it still runs.
+    while not done.is_set():
+        try:
+            done.wait(0.1)
+        except KeyboardInterrupt:
+            cancel.set()
+    worker.join()
+    if errors:
+        raise errors[0]
+    return out[0]
+
+
+def cmd_hook(args: argparse.Namespace) -> int:
+    if getattr(args, "openharness", None):
+        from launchers import openharness
+
+        return int(openharness.cmd_hook(args))
+
+    from sandbox.errors import SandboxError
+    from sandbox.session import Session
+
+    project = os.path.abspath(args.project or ".")
+    try:
+        event, fields = _event(args)
+        config = _load(args, project)
+    except (UsageError, ConfigError) as err:
+        _say(str(err))
+        return 2
+    for warning in config.warnings:
+        _say(warning)
+    no_hooks = bool(args.no_hooks)
+    if no_hooks:
+        _say(NO_HOOKS_BANNER)
+
+    try:
+        with Session.open(project, config.sandbox, sandboxed=not args.no_sandbox) as session:
+            runner = HookRunner(config, session, no_hooks=no_hooks,
+                                session_id=args.session_id or new_session_id())
+            decision = _fire(runner, event, fields, args.permission_mode)
+    except HookRefused as err:
+        for message in err.messages:
+            _say(message)
+        return 2
+    except SandboxError as err:
+        _say(str(err))
+        return 2
+
+    for warning in decision.warnings:
+        _say(warning)
+    if decision.outcome == "interrupted":
+        _say(f"interrupted while hook {decision.hook} ran; nothing was sent")
+    elif decision.message is not None:
+        _say(decision.message)
+
+    if args.json:
+        print(json.dumps({
+            "version": JSON_VERSION,
+            "event": event,
+            "outcome": decision.outcome,
+            "message": decision.message,
+            "contexts": decision.contexts,
+            "warnings": decision.warnings,
+            "hook": decision.hook,
+        }, ensure_ascii=False))
+    else:
+        for context in decision.contexts:
+            print(context)
+    return 0 if decision.outcome == "allowed" else 1

@@ -1,0 +1,308 @@
+"""One event through the configured hooks.
+
+:class:`HookRunner` is what a harness embeds. At construction it resolves and guards
+every hook's command once (a refusal stops the session before it starts); after that
+no name is looked up again. Each event runs the hooks that cover it in file order:
+
+* the first block ends the run and later hooks do not start;
+* a failure blocks (``on_failure = "block"``, with a fixed message that is not the
+  hook's output) or is skipped (``"continue"``), with one warning per hook per turn;
+* a cancel (Esc) stops the running hook's whole tree and the event is "interrupted";
+* a blocked prompt keeps none of the contexts the hooks before it added.
+
+Every run is recorded as an effect filed under its input digest, so a replay serves it
+and starts nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from launchers import protocol
+from launchers import records as rec
+from launchers.config import Config, Event, HookSpec
+from pathguard.argv import check_command, prune_path
+from pathguard.guard import Guard
+from sandbox.plan import RunResult
+from sandbox.policy import Policy
+
+DecisionOutcome = Literal["allowed", "blocked", "interrupted"]
+
+
+class HookRefused(Exception):
+    """One or more hooks may not run: their files lie where the agent could change them
+    (or where a boxed hook could not read them). The session must not start.
+
+    ``messages`` holds one full refusal line per problem.
+    """
+
+    def __init__(self, messages: Sequence[str]) -> None:
+        self.messages = tuple(messages)
+        super().__init__("\n".join(self.messages))
+
+
+class SessionLike(Protocol):
+    """What the runner needs of :class:`sandbox.session.Session`."""
+
+    @property
+    def policy(self) -> Policy: ...
+
+    def run(
+        self, argv: Sequence[str], *, stdin: bytes = b"", timeout: float | None = None,
+        cancel: threading.Event | None = None, host: bool = False,
+        env_extra: Mapping[str, str] | None = None,
+    ) -> RunResult: ...
+
+
+@dataclass
+class Decision:
+    """How one event ended.
+
+    ``message`` is the model's text for a blocked call, or the panel line for a blocked
+    prompt; None when allowed or interrupted. ``contexts`` are the framed texts to put
+    after the prompt (always empty for a blocked prompt). ``hook`` names the hook that
+    decided (None when allowed). ``records`` are the records this event produced.
+    """
+
+    outcome: DecisionOutcome
+    message: str | None = None
+    contexts: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    records: list[rec.Record] = field(default_factory=list)
+    hook: str | None = None
+
+    @property
+    def blocked(self) -> bool:
+        return self.outcome == "blocked"
+
+
+@dataclass(frozen=True)
+class _Hook:
+    spec: HookSpec
+    argv: tuple[str, ...]
+    host: bool
+
+
+def guard_hooks(hooks: Sequence[HookSpec], policy: Policy) -> tuple[tuple[_Hook, ...], list[str]]:
+    """Resolve and check each hook's command; the resolved hooks and every refusal."""
+    out: list[_Hook] = []
+    refusals: list[str] = []
+    for spec in hooks:
+        boxed = spec.sandbox and policy.sandboxed
+        guard = Guard(
+            policy.writable_zones(hook_sandboxed=spec.sandbox),
+            policy.hidden_zones(hook_sandboxed=spec.sandbox),
+            casefold=policy.platform == "darwin",
+        )
+        path_env = policy.env.get("PATH")
+        if not boxed and policy.sandboxed:
+            # A host hook in a sandboxed session looks names up on the PATH it will
+            # run with: the one without the agent's folders.
+            path_env = prune_path(path_env, guard)
+        verdict = check_command(spec.name, spec.command, project=policy.project_as_written,
+                                guard=guard, path_env=path_env)
+        if verdict.refusals:
+            refusals.extend(verdict.refusals)
+            continue
+        out.append(_Hook(spec, tuple(verdict.argv), host=not boxed))
+    return tuple(out), refusals
+
+
+class HookRunner:
+    """The configured hooks of one session segment.
+
+    ``recorded`` turns on a crash resume: the hook definitions the log recorded. Only
+    those run, and only those that today's ``config`` defines identically; the rest are
+    skipped as no objection, with a warning in :attr:`warnings`. ``replay`` serves
+    recorded effects instead of starting the hooks. ``recorder`` receives every record.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        session: SessionLike,
+        *,
+        no_hooks: bool = False,
+        recorder: rec.Recorder | None = None,
+        replay: rec.Replay | None = None,
+        session_id: str | None = None,
+        recorded: Sequence[Mapping[str, Any]] | None = None,
+        resumed: bool = False,
+    ) -> None:
+        self.session = session
+        self.policy = session.policy
+        self.no_hooks = no_hooks
+        self.recorder = recorder
+        self.replay = replay
+        self.session_id = session_id
+        self.warnings: list[str] = []
+        self._skipped: dict[str, dict[str, Any]] = {}
+        self._warned: set[str] = set()
+
+        specs: Sequence[HookSpec] = config.hooks
+        if recorded is not None:
+            plan = rec.plan_resume(recorded, config.hooks)
+            specs = plan.run
+            self._skipped = {str(d.get("name")): d for d in plan.skipped}
+            self.warnings.extend(plan.warnings)
+            resumed = True
+        self.specs: tuple[HookSpec, ...] = tuple(specs)
+
+        if no_hooks:
+            self.hooks: tuple[_Hook, ...] = ()
+        else:
+            self.hooks, refusals = guard_hooks(self.specs, self.policy)
+            if refusals:
+                raise HookRefused(refusals)
+        self._write(rec.session_record(self.specs, no_hooks=no_hooks, session_id=session_id,
+                                       resumed=resumed))
+
+    # -- public ----------------------------------------------------------------------
+
+    def argv(self, name: str) -> tuple[str, ...]:
+        """The resolved command a hook runs (argv[0] absolute)."""
+        for h in self.hooks:
+            if h.spec.name == name:
+                return h.argv
+        raise KeyError(name)
+
+    def new_turn(self) -> None:
+        """A new turn: failing hooks warn again."""
+        self._warned.clear()
+
+    def pre_tool_use(
+        self, tool_name: str, tool_input: Mapping[str, Any], *, tool_use_id: str,
+        permission_mode: str = "auto", session_id: str | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Decision:
+        """Run the PreToolUse hooks that cover ``tool_name``."""
+        sid = self._sid(session_id)
+        roots = (self.policy.project_as_written, self.policy.project)
+
+        def envelope() -> bytes:
+            return protocol.pre_tool_use(sid, self.policy.project_as_written, permission_mode,
+                                         tool_name, tool_input, tool_use_id, roots)
+
+        return self._fire("PreToolUse", tool_name, envelope, cancel)
+
+    def user_prompt_submit(
+        self, prompt: str, *, permission_mode: str = "auto", session_id: str | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Decision:
+        """Run the UserPromptSubmit hooks for a prompt that opens a turn."""
+        sid = self._sid(session_id)
+
+        def envelope() -> bytes:
+            return protocol.user_prompt_submit(sid, self.policy.project_as_written,
+                                               permission_mode, prompt)
+
+        return self._fire("UserPromptSubmit", None, envelope, cancel)
+
+    # -- the run ---------------------------------------------------------------------
+
+    def _sid(self, session_id: str | None) -> str:
+        sid = session_id if session_id is not None else self.session_id
+        if sid is None:
+            raise ValueError("a session id is needed: pass session_id to the runner or call")
+        return sid
+
+    def _covers(self, spec: HookSpec, event: Event, tool: str | None) -> bool:
+        if spec.event != event:
+            return False
+        return event != "PreToolUse" or spec.tools is None or tool in spec.tools
+
+    def _write(self, record: rec.Record) -> None:
+        if self.recorder is not None:
+            self.recorder.write(record)
+
+    def _warn_once(self, d: Decision, hook: str, text: str) -> None:
+        if hook not in self._warned:
+            self._warned.add(hook)
+            d.warnings.append(text)
+
+    def _emit(self, d: Decision, record: rec.Record) -> None:
+        d.records.append(record)
+        self._write(record)
+
+    def _run_one(self, hook: _Hook, event: Event, tool: str | None, envelope: bytes,
+                 cancel: threading.Event | None, d: Decision) -> RunResult:
+        key = rec.digest(envelope)
+        if self.replay is not None:
+            served = self.replay.take(hook.spec.name, key)
+            if served is not None:
+                return served
+        if cancel is not None and cancel.is_set():
+            return RunResult(outcome="cancelled")
+        self._write(rec.started_record(hook.spec.name, event, tool, key))
+        result = self.session.run(hook.argv, stdin=envelope, timeout=hook.spec.timeout,
+                                  cancel=cancel, host=hook.host)
+        self._emit(d, rec.effect_record(hook.spec.name, key, result))
+        return result
+
+    def _fire(self, event: Event, tool: str | None, make_envelope: Callable[[], bytes],
+              cancel: threading.Event | None) -> Decision:
+        d = Decision("allowed")
+        pending_context: list[tuple[str, str]] = []
+        envelope: bytes | None = None
+
+        for name, definition in self._skipped.items():
+            tools = definition.get("tools")
+            if definition.get("event") == event and (
+                    tool is None or tools is None or tool in tools):
+                self._emit(d, rec.decided_record(name, event, tool, "skip",
+                                                 reason="changed in the config since recorded"))
+
+        for hook in self.hooks:
+            spec = hook.spec
+            if not self._covers(spec, event, tool):
+                continue
+            if envelope is None:
+                envelope = make_envelope()
+            result = self._run_one(hook, event, tool, envelope, cancel, d)
+            answer = protocol.parse(result, event, timeout=spec.timeout, boxed=not hook.host)
+
+            if answer.kind == "interrupted":
+                self._emit(d, rec.decided_record(spec.name, event, tool, "interrupt"))
+                d.outcome, d.hook = "interrupted", spec.name
+                return d
+            if answer.kind == "block":
+                self._emit(d, rec.decided_record(spec.name, event, tool, "block",
+                                                 reason=answer.reason))
+                d.outcome, d.hook = "blocked", spec.name
+                d.message = (protocol.call_blocked(spec.name, answer.reason) if tool is not None
+                             else protocol.prompt_blocked(spec.name, answer.reason))
+                return d
+            if answer.kind == "failure":
+                kind = answer.failure or "failed"
+                if spec.on_failure == "block":
+                    self._emit(d, rec.decided_record(spec.name, event, tool, "failure",
+                                                     failure=kind))
+                    self._warn_once(d, spec.name, protocol.failing_warning(spec.name, kind, event))
+                    d.outcome, d.hook = "blocked", spec.name
+                    d.message = (protocol.call_failed(spec.name, kind) if tool is not None
+                                 else protocol.prompt_failed(spec.name, kind))
+                    return d
+                self._emit(d, rec.decided_record(spec.name, event, tool, "failure",
+                                                 failure=kind, went_ahead=True))
+                self._warn_once(d, spec.name, protocol.continued_warning(spec.name, kind, event))
+                continue
+            if answer.context is not None:
+                pending_context.append((spec.name, answer.context))
+
+        # Allowed: only now is any context kept (a later block would have dropped it).
+        for name, text in pending_context:
+            kept, warning = protocol.cut_context(name, text)
+            if warning is not None:
+                d.warnings.append(warning)
+            self._emit(d, rec.context_record(name, kept))
+            d.contexts.append(protocol.frame_context(name, kept))
+        return d
+
+
+def new_session_id() -> str:
+    """A fresh random session id."""
+    return os.urandom(13).hex().upper()
