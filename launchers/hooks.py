@@ -118,7 +118,9 @@ class HookRunner:
     ``recorded`` turns on a crash resume: the hook definitions the log recorded. Only
     those run, and only those that today's ``config`` defines identically; the rest are
     skipped as no objection, with a warning in :attr:`warnings`. ``replay`` serves
-    recorded effects instead of starting the hooks. ``recorder`` receives every record.
+    recorded effects instead of starting the hooks (a served effect is not recorded
+    again; an input the log has no effect for runs live, as a resumed session goes on
+    past its log). ``recorder`` receives every record, ``hook.started`` included.
     """
 
     def __init__(

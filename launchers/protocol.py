@@ -9,7 +9,9 @@ read from the exit status, stderr and stdout:
 
 * exit 2 blocks; stderr is the reason;
 * exit 0 with nothing on stdout is no objection;
-* exit 0 with a JSON object on stdout is read as Claude Code's hook JSON;
+* exit 0 with a JSON object on stdout is read as Claude Code's hook JSON (a
+  ``permissionDecision`` of "deny" blocks on either event: a hook only ever blocks, and
+  reading its refusal as no objection would let a prompt through that it meant to stop);
 * anything else is a failure, named by its kind ("exited with code 1", ...).
 """
 

@@ -232,3 +232,16 @@ def test_a_boxed_exit_status_past_128_reads_as_killed_by_a_signal() -> None:
     assert p.parse(exited(137), "PreToolUse", timeout=1).failure == "exited with code 137"
     assert p.parse(exited(200), "PreToolUse", timeout=1, boxed=True).failure == \
         "exited with code 200"
+
+
+def test_a_deny_blocks_a_prompt_too() -> None:
+    doc = {"hookSpecificOutput": {"permissionDecision": "deny",
+                                  "permissionDecisionReason": "not now"}}
+    assert p.parse(exited(0, json.dumps(doc)), "UserPromptSubmit", timeout=5) == \
+        p.Answer("block", reason="not now")
+
+
+def test_continue_false_wins_over_other_fields() -> None:
+    doc = {"continue": False, "stopReason": "stop", "decision": "block", "reason": "other"}
+    assert p.parse(exited(0, json.dumps(doc)), "PreToolUse", timeout=5) == \
+        p.Answer("block", reason="stop")
