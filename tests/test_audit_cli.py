@@ -314,6 +314,19 @@ def test_the_example_config_with_its_placeholder_left_in_is_refused(world: World
     assert done.lines[-1] == "audit: 3 of 3 hooks refused"
 
 
+def test_a_path_that_cannot_be_traced_is_refused_as_undecidable(world: World) -> None:
+    loop = world.tmp / "loop"
+    loop.symlink_to(loop)
+    world.write_config(hook("loop", ["/bin/sh", str(loop)], extra="sandbox = false"))
+    done = world.audit("--json")
+    assert done.code == 1
+    message = (f"hook loop: {loop} cannot be checked: a link loop or a chain of more than "
+               "40 links, so the hook is refused.")
+    assert done.lines[1:] == [message, "audit: 1 of 1 hook refused"]
+    assert done.doc["hooks"][0]["refusals"] == [
+        {"path": str(loop), "reason": message, "folder": None, "kind": "undecidable"}]
+
+
 def test_a_program_found_on_path_is_checked_where_it_was_found(world: World) -> None:
     bin_dir = world.project / "bin"
     script(bin_dir / "planted-hsbox")
