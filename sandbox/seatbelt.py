@@ -1,0 +1,279 @@
+"""macOS: ``(Policy, argv) -> LaunchPlan`` running ``argv`` under ``sandbox-exec``.
+
+The profile is the fixed text of ``seatbelt_base.sbpl`` plus rules built from the
+*shape* of the policy: how many writable folders, hidden paths, protected paths. Each
+rule names its path as ``(param "WRITABLE_ROOT_0")`` and the value travels as a separate
+``-DWRITABLE_ROOT_0=/path`` argument, so no path, whatever characters it holds, can
+change the profile. Two policies whose paths differ only in spelling give byte-identical
+profiles.
+
+The rules, in the order Seatbelt needs them (the last rule that matches wins):
+
+1. the base: deny by default, read everything, fork and exec, a few services;
+2. write below each writable root: the project, a linked worktree's common directory,
+   the private temp folder, the user temp folder, ``[sandbox] writable``;
+3. no write to a protected path (``.git/hooks``, ``.git/config``) nor to a hidden one,
+   and no read of a hidden one;
+4. no unlink or rename of any folder above a hidden or protected path, so
+   ``mv .git .git2`` cannot carry ``.git/hooks`` out from under its rule;
+5. the network, only when the policy allows it.
+
+``/usr/bin/sandbox-exec`` is named by its fixed path: it is never looked up on PATH,
+where the agent might have planted another.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+from .env import scrub
+from .plan import LaunchPlan
+from .policy import Policy
+
+SANDBOX_EXEC = "/usr/bin/sandbox-exec"
+
+# macOS keeps these three at the top only as links into /private. Seatbelt compares
+# against where a path really is, so a rule for /tmp/x would never match anything.
+_PRIVATE_LINKS = ("/tmp", "/var", "/etc")
+
+# Opened only when the session allows the network: DNS configuration and the services
+# that check TLS certificates.
+_NETWORK_RULES = """\
+(allow network-outbound)
+(allow network-inbound)
+(allow network-bind)
+(allow system-socket)
+(allow mach-lookup
+  (global-name "com.apple.SystemConfiguration.DNSConfiguration")
+  (global-name "com.apple.SystemConfiguration.configd")
+  (global-name "com.apple.dnssd.service")
+  (global-name "com.apple.networkd")
+  (global-name "com.apple.SecurityServer")
+  (global-name "com.apple.trustd.agent")
+  (global-name "com.apple.ocspd"))
+"""
+
+
+@cache
+def base_profile() -> str:
+    """The fixed part of every profile (package data ``seatbelt_base.sbpl``)."""
+    return resources.files(__package__).joinpath("seatbelt_base.sbpl").read_text("utf-8")
+
+
+def canonical(path: str) -> str:
+    """``path`` as Seatbelt sees it: absolute, ``/tmp``, ``/var`` and ``/etc`` under
+    ``/private``, and on macOS every link resolved and every name in the case the disk
+    stores it.
+
+    Elsewhere nothing on disk is consulted (plans for macOS are built and checked on
+    any machine); only the ``/private`` rules and lexical clean-up apply.
+    Raises :class:`ValueError` for a relative path.
+    """
+    if not os.path.isabs(path):
+        raise ValueError(f"the path {path} is not absolute")
+    p = "/" + os.path.normpath(path).lstrip("/")
+    p = _under_private(p)
+    if sys.platform == "darwin":
+        p = _stored_case(_under_private(os.path.realpath(p)))
+    return p
+
+
+def _under_private(p: str) -> str:
+    for top in _PRIVATE_LINKS:
+        if p == top or p.startswith(top + "/"):
+            return "/private" + p
+    return p
+
+
+def _fold(name: str) -> str:
+    # APFS and HFS+ as shipped ignore case and Unicode normalisation both.
+    return unicodedata.normalize("NFD", name).casefold()
+
+
+def _stored_case(p: str) -> str:
+    """``p`` with each existing name spelled as its folder lists it.
+
+    On a case-insensitive disk ``~/.SSH`` opens ``~/.ssh``, but Seatbelt matches the
+    stored name byte for byte: a hidden path written in another case would hide
+    nothing. A name that cannot be listed is kept as written.
+    """
+    out = "/"
+    for name in p.strip("/").split("/"):
+        if not name:
+            continue
+        try:
+            entries = os.listdir(out)
+        except OSError:
+            entries = []
+        if name not in entries:
+            matches = [e for e in entries if _fold(e) == _fold(name)]
+            if len(matches) == 1:
+                name = matches[0]
+        out = os.path.join(out, name)
+    return out
+
+
+def _where_name_lives(path: str) -> str:
+    """The location of the name ``path`` itself (its folder resolved, not the name).
+
+    For a link that is the link, which ``rm`` would remove; :func:`canonical` gives
+    where it leads, which a write through it reaches.
+    """
+    parent, name = os.path.split(path)
+    if not name:
+        return canonical(path)
+    p = os.path.join(canonical(parent), name)
+    if sys.platform == "darwin":
+        p = _stored_case(p)
+    return p
+
+
+def _unique(paths: Iterable[str]) -> list[str]:
+    out: list[str] = []
+    for p in paths:
+        if p not in out:
+            out.append(p)
+    return out
+
+
+def _ancestors(path: str) -> list[str]:
+    """Every folder above ``path``, nearest first, ``/`` excluded."""
+    out: list[str] = []
+    p = os.path.dirname(path)
+    while p not in ("/", ""):
+        out.append(p)
+        p = os.path.dirname(p)
+    return out
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A profile and the values of the parameters it names, in argument order."""
+
+    text: str
+    params: tuple[tuple[str, str], ...]
+
+    def definitions(self) -> tuple[str, ...]:
+        return tuple(f"-D{name}={value}" for name, value in self.params)
+
+
+def _rule(action: str, operations: str, filters: Sequence[str]) -> str:
+    if not filters:
+        # "(allow file-write*)" with no filter would open every path.
+        raise ValueError(f"({action} {operations}) needs at least one filter")
+    body = "\n".join(f"  {f}" for f in filters)
+    return f"({action} {operations}\n{body})\n"
+
+
+def writable_roots(policy: Policy) -> list[str]:
+    """The folders the box may write below, canonical, in rule order."""
+    roots = [policy.project]
+    if policy.common_dir:
+        roots.append(policy.common_dir)
+    roots.append(policy.private_tmp)
+    # The user temp folder is one the agent can write on macOS, as the guard assumes.
+    roots.append(policy.tmpdir)
+    roots += policy.writable
+    return _unique(canonical(r) for r in roots)
+
+
+def hidden_paths(policy: Policy) -> list[str]:
+    """Hidden paths, canonical: each both where its name lives and where it leads."""
+    return _unique(q for h in policy.hidden for q in (_where_name_lives(h), canonical(h)))
+
+
+def protected_paths(policy: Policy) -> list[str]:
+    """Protected paths, canonical, both spellings as for :func:`hidden_paths`: a link
+    at ``.git/hooks`` must not be replaceable any more than the folder it leads to."""
+    return _unique(
+        q for p in policy.protected_paths() for q in (_where_name_lives(p), canonical(p))
+    )
+
+
+def profile(policy: Policy) -> Profile:
+    """The complete profile for ``policy`` and its parameter values."""
+    params: list[tuple[str, str]] = []
+
+    def param(prefix: str, values: Sequence[str]) -> list[str]:
+        names: list[str] = []
+        for i, value in enumerate(values):
+            name = f"{prefix}_{i}"
+            params.append((name, value))
+            names.append(name)
+        return names
+
+    writable = param("WRITABLE_ROOT", writable_roots(policy))
+    hidden_values = hidden_paths(policy)
+    protected_values = protected_paths(policy)
+    hidden = param("HIDDEN", hidden_values)
+    protected = param("PROTECTED", protected_values)
+    ancestors = param(
+        "ANCESTOR",
+        _unique(a for p in hidden_values + protected_values for a in _ancestors(p)),
+    )
+
+    def whole(name: str) -> list[str]:
+        # The literal as well as the subpath: the rule must hold for the path itself
+        # being made, not only for what lies below it.
+        return [f'(literal (param "{name}"))', f'(subpath (param "{name}"))']
+
+    parts = [base_profile(), "\n; The session's rules.\n"]
+    parts.append(
+        _rule("allow", "file-write*", [f'(subpath (param "{n}"))' for n in writable])
+    )
+    if protected or hidden:
+        parts.append(
+            _rule("deny", "file-write*", [f for n in protected + hidden for f in whole(n)])
+        )
+    if hidden:
+        parts.append(_rule("deny", "file-read*", [f for n in hidden for f in whole(n)]))
+    if ancestors:
+        # Only the folder itself, by literal: files beside it can still be removed.
+        parts.append(
+            _rule("deny", "file-write-unlink", [f'(literal (param "{n}"))' for n in ancestors])
+        )
+    if policy.network:
+        parts.append(_NETWORK_RULES)
+    return Profile(text="".join(parts), params=tuple(params))
+
+
+def box_env(policy: Policy, env_extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The box's environment: no provider keys, temp files in the private temp folder."""
+    env = scrub(policy.env)
+    if env_extra:
+        # Scrubbed too: no caller can hand a provider key to the box by accident.
+        env.update(scrub(env_extra))
+    env["TMPDIR"] = canonical(policy.private_tmp)
+    return env
+
+
+def plan(
+    policy: Policy,
+    argv: Sequence[str],
+    *,
+    env_extra: Mapping[str, str] | None = None,
+) -> LaunchPlan:
+    """The plan for running ``argv`` in the macOS box. Pure: builds data, starts nothing
+    (on macOS it resolves links and name case of the policy's paths).
+
+    A bare ``argv[0]`` is looked up by sandbox-exec on the box's PATH, after the profile
+    applies, from the project. Raises :class:`ValueError` for an empty command.
+    """
+    args = tuple(argv)
+    if not args:
+        raise ValueError("an empty command cannot run in the box")
+    prof = profile(policy)
+    return LaunchPlan(
+        backend="seatbelt",
+        argv=(SANDBOX_EXEC, "-p", prof.text, *prof.definitions(), "--", *args),
+        env=box_env(policy, env_extra),
+        cwd=policy.project,
+        description=shlex.join(args),
+    )
