@@ -78,21 +78,28 @@ def _proc_marker(pid: int) -> str | None:
 def _kill_pid_if(pid: int, match: Callable[[str], bool]) -> bool:
     """SIGKILL ``pid`` if it still carries a matching marker; True when a signal went."""
     # A pidfd pins the process: if the pid were reused between the scan and the kill,
-    # the signal would fail instead of reaching a stranger.
-    try:
-        pidfd = os.pidfd_open(pid)
-    except OSError:
-        return False
+    # the signal would fail instead of reaching a stranger. Without pidfds (Linux before
+    # 5.3) the marker is read again just before the kill, which leaves a tiny window.
+    pidfd = -1
+    if hasattr(os, "pidfd_open"):
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError:
+            return False
     try:
         marker = _proc_marker(pid)
         if marker is None or not match(marker):
             return False
-        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        if pidfd >= 0:
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGKILL)
         return True
     except OSError:
         return False
     finally:
-        os.close(pidfd)
+        if pidfd >= 0:
+            os.close(pidfd)
 
 
 def kill_marked(match: Callable[[str], bool], *, bound: float = KILL_BOUND) -> int:
@@ -106,7 +113,7 @@ def kill_marked(match: Callable[[str], bool], *, bound: float = KILL_BOUND) -> i
     sent = 0
     while True:
         found = 0
-        if _HAVE_PROC and hasattr(os, "pidfd_open"):
+        if _HAVE_PROC:
             for name in os.listdir("/proc"):
                 if not name.isdigit():
                     continue

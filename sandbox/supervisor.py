@@ -60,8 +60,12 @@ _CANCEL_SLICE = 0.02
 _DRAIN_IDLE = 0.02
 # A box's processes die with bubblewrap through its PID namespace, a little later.
 _DRAIN_IDLE_BOX = 0.25
-# Output is collected for at most this long after the run ends, whatever holds the pipes.
-_DRAIN_MAX = 1.0
+# However busy the pipes, output is collected for at most this long after the main
+# process ends before stragglers are hunted down (a leftover may write forever), and
+# for at most the second figure after that.
+_DRAIN_MAX = 0.1
+_DRAIN_MAX_BOX = 1.0
+_DRAIN_AFTER_KILL = 0.25
 _READ_SIZE = 1 << 16
 # On platforms without pidfds the exit is noticed by polling, this often at most.
 _EXIT_POLL_MAX = 0.02
@@ -412,8 +416,10 @@ def _supervise(
         streams = _Streams(proc, data, cap)
         if _HAVE_PIDFD:
             # Readable when the main process exits: the wait below needs no polling.
-            pidfd = os.pidfd_open(pid)
-            streams.poller.register(pidfd, select.POLLIN)
+            # A kernel without pidfds (before 5.3) falls back to polling the exit.
+            with contextlib.suppress(OSError):
+                pidfd = os.pidfd_open(pid)
+                streams.poller.register(pidfd, select.POLLIN)
         deadline = None if timeout is None else started + timeout
         outcome = _wait(proc, streams, pidfd, deadline, cancel)
         if pidfd >= 0:
@@ -423,14 +429,14 @@ def _supervise(
         # while the zombie still pins the group's id.
         _killpg(pid)
         streams.close_stdin()
-        idle = _DRAIN_IDLE_BOX if plan.backend == "bwrap" else _DRAIN_IDLE
-        until = time.monotonic() + _DRAIN_MAX
-        ended = streams.drain(idle, until)
+        box = plan.backend == "bwrap"
+        idle = _DRAIN_IDLE_BOX if box else _DRAIN_IDLE
+        ended = streams.drain(idle, time.monotonic() + (_DRAIN_MAX_BOX if box else _DRAIN_MAX))
         if marker is not None and (outcome != "exited" or not ended):
             from .reaper import kill_marked
 
             kill_marked(marker.__eq__)
-            streams.drain(idle, until)
+            streams.drain(idle, time.monotonic() + _DRAIN_AFTER_KILL)
         streams.close()
         rc = proc.wait()
         if _subreaper:

@@ -237,6 +237,14 @@ def test_a_setsid_leftover_holding_the_pipes_is_ended_after_a_normal_exit(tmp_pa
     assert_gone(read_pids(tmp_path).values())
 
 
+def test_a_leftover_that_keeps_writing_does_not_hold_the_run(tmp_path: Path) -> None:
+    script = 'setsid sh -c \'yes & echo $! > "$1/yes.pid"\' sh "$1"; exit 0'
+    r = supervisor.run(sh(script, str(tmp_path)), timeout=30, output_cap=1000)
+    assert (r.outcome, r.returncode) == ("exited", 0)
+    assert r.elapsed < 10
+    assert_gone(read_pids(tmp_path).values())
+
+
 def test_a_daemon_that_closed_its_pipes_is_swept_after_a_normal_exit(tmp_path: Path) -> None:
     pidfile = str(tmp_path / "double.pid")
     r = supervisor.run(plan([sys.executable, DOUBLE_FORK, pidfile, "--close"]), timeout=30)
