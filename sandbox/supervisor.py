@@ -411,6 +411,7 @@ def _supervise(
     pid = proc.pid
     pidfd = -1
     streams: _Streams | None = None
+    rc: int | None = None
     try:
         start_ticks = _start_ticks(pid) if _subreaper else 0
         streams = _Streams(proc, data, cap)
@@ -443,7 +444,9 @@ def _supervise(
             _reap_adopted(start_ticks)
     except BaseException:
         # Whatever went wrong here (KeyboardInterrupt included), leave nothing behind.
-        _killpg(pid)
+        # Once the main process is reaped its pid may be reused: no group kill then.
+        if rc is None:
+            _killpg(pid)
         if marker is not None:
             from .reaper import kill_marked
 
