@@ -44,6 +44,14 @@ USERNS_CLONE_DIAGNOSIS = (
 )
 USERNS_CLONE_FIX = "turn them on with sudo sysctl -w kernel.unprivileged_userns_clone=1"
 DOCTOR_FIX = "run harness-sandbox doctor for details"
+LIMIT_DIAGNOSIS = (
+    "no user namespace can be made here: user.max_user_namespaces is reached or "
+    "namespaces are nested too deep"
+)
+LIMIT_FIX = (
+    "raise the limit with sudo sysctl -w user.max_user_namespaces=15000; inside a "
+    "container, run harness-sandbox on the host or allow nested user namespaces"
+)
 
 # What bwrap prints when it cannot make the box's namespaces (as opposed to the
 # command's own failure): bwrap's messages start with "bwrap: ".
@@ -111,6 +119,9 @@ def diagnose_userns(
         return None
     if euid != 0 and apparmor_restrict == 1:
         return SandboxUnavailable(APPARMOR_DIAGNOSIS, APPARMOR_FIX)
+    if "ENOSPC" in error or "No space left on device" in error:
+        return SandboxUnavailable(LIMIT_DIAGNOSIS, LIMIT_FIX)
+    error = error.removeprefix("bwrap: ")
     return SandboxUnavailable(f"bwrap could not create the box: {error}", DOCTOR_FIX)
 
 

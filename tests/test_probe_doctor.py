@@ -1,0 +1,249 @@
+"""The probe's diagnoses (pure over the values a machine gives) and doctor on this machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sandbox import probe
+from sandbox.errors import SandboxUnavailable
+from sandbox.policy import Policy
+
+CLI = os.path.join(os.path.dirname(sys.executable), "harness-sandbox")
+SYSTEM_BWRAP = shutil.which("bwrap")
+needs_bwrap = pytest.mark.skipif(SYSTEM_BWRAP is None or not sys.platform.startswith("linux"),
+                                 reason="needs bubblewrap on Linux")
+
+# Messages exactly as real bwrap 0.8 prints them.
+NO_PERMISSION = ("bwrap: No permissions to create new namespace, likely because the kernel "
+                 "does not allow non-privileged user namespaces. On e.g. debian this can be "
+                 "enabled with 'sysctl kernel.unprivileged_userns_clone=1'.")
+UID_MAP = "bwrap: setting up uid map: Permission denied"
+ENOSPC = ("bwrap: Creating new namespace failed: nesting depth or "
+          "/proc/sys/user/max_*_namespaces exceeded (ENOSPC)")
+
+
+def diag(**kw: object) -> str | None:
+    values: dict[str, object] = {"euid": 1000, "apparmor_restrict": None,
+                                 "max_user_namespaces": 15000,
+                                 "unprivileged_userns_clone": None, "error": None}
+    values.update(kw)
+    found = probe.diagnose_userns(**values)  # type: ignore[arg-type]
+    return None if found is None else str(found)
+
+
+def test_userns_allowed_gives_no_diagnosis() -> None:
+    assert diag() is None
+    assert diag(apparmor_restrict=0, unprivileged_userns_clone=1) is None
+
+
+def test_max_user_namespaces_zero_names_that_sysctl() -> None:
+    assert diag(max_user_namespaces=0) == (
+        "user namespaces are turned off (user.max_user_namespaces=0) "
+        "turn them on with sudo sysctl -w user.max_user_namespaces=15000")
+    assert diag(euid=0, max_user_namespaces=0) == diag(max_user_namespaces=0)
+
+
+def test_unprivileged_userns_clone_zero_names_that_sysctl() -> None:
+    assert diag(unprivileged_userns_clone=0) == (
+        "unprivileged user namespaces are turned off (kernel.unprivileged_userns_clone=0) "
+        "turn them on with sudo sysctl -w kernel.unprivileged_userns_clone=1")
+
+
+def test_unprivileged_userns_clone_zero_does_not_stop_root() -> None:
+    assert diag(euid=0, unprivileged_userns_clone=0) is None
+
+
+def test_apparmor_restriction_alone_is_not_a_diagnosis() -> None:
+    # A profile for bwrap may allow it: only a box that failed to start decides.
+    assert diag(apparmor_restrict=1) is None
+
+
+def test_apparmor_restriction_with_a_failed_box_names_the_sysctl_and_the_fix() -> None:
+    assert diag(apparmor_restrict=1, error=UID_MAP) == (
+        "user namespaces are blocked by AppArmor "
+        "(kernel.apparmor_restrict_unprivileged_userns=1) allow them with sudo sysctl -w "
+        "kernel.apparmor_restrict_unprivileged_userns=0, or install an AppArmor profile "
+        "for bwrap that allows userns")
+    err = probe.diagnose_userns(euid=1000, apparmor_restrict=1, max_user_namespaces=15000,
+                                unprivileged_userns_clone=None, error=NO_PERMISSION)
+    assert err is not None
+    assert err.diagnosis == probe.APPARMOR_DIAGNOSIS
+    assert err.fix == probe.APPARMOR_FIX
+
+
+def test_namespace_limit_is_named() -> None:
+    assert diag(error=ENOSPC) == (
+        "no user namespace can be made here: user.max_user_namespaces is reached or "
+        "namespaces are nested too deep raise the limit with sudo sysctl -w "
+        "user.max_user_namespaces=15000; inside a container, run harness-sandbox on the "
+        "host or allow nested user namespaces")
+
+
+def test_other_start_failure_quotes_bwrap() -> None:
+    assert diag(error=UID_MAP) == (
+        "bwrap could not create the box: setting up uid map: Permission denied "
+        "run harness-sandbox doctor for details")
+
+
+def test_namespace_errors_are_told_from_the_commands_own_failure() -> None:
+    assert probe.namespace_error(NO_PERMISSION.encode() + b"\n") == NO_PERMISSION
+    assert probe.namespace_error(UID_MAP.encode()) == UID_MAP
+    assert probe.namespace_error(ENOSPC.encode()) == ENOSPC
+    assert probe.namespace_error(b"bwrap: execvp x: No such file or directory\n") is None
+    assert probe.namespace_error(b"error: user namespace\n") is None
+    assert probe.namespace_error(b"") is None
+
+
+def test_features_are_read_from_the_help_text() -> None:
+    text = ("usage: bwrap [OPTIONS...] [--] COMMAND [ARGS...]\n\n"
+            "    --help                       Print this help\n"
+            "    --cap-drop CAP               Drop cap CAP when running as privileged user\n")
+    assert probe.parse_features(text) == ("--help", "--cap-drop")
+
+
+def test_missing_bwrap_is_named_with_the_package_to_install() -> None:
+    with pytest.raises(SandboxUnavailable) as err:
+        probe.require_box(env={"PATH": "/nonexistent"})
+    assert err.value.diagnosis == "bubblewrap (bwrap) is not installed"
+    assert err.value.fix == "install the bubblewrap package: sudo apt-get install bubblewrap"
+
+
+def test_relative_path_entries_are_not_searched(tmp_path: Path) -> None:
+    (tmp_path / "bwrap").write_text("#!/bin/sh\n")
+    (tmp_path / "bwrap").chmod(0o755)
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        assert probe.find_bwrap(".:bin:") is None
+    finally:
+        os.chdir(cwd)
+    assert probe.find_bwrap(str(tmp_path)) == str(tmp_path / "bwrap")
+
+
+@needs_bwrap
+def test_bwrap_inside_the_project_is_refused(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / "bin").mkdir(parents=True)
+    assert SYSTEM_BWRAP is not None
+    (project / "bin" / "bwrap").symlink_to(SYSTEM_BWRAP)
+    (tmp_path / "ptmp").mkdir()
+    policy = Policy.create(str(project), private_tmp=str(tmp_path / "ptmp"),
+                           hide_defaults=False, env={})
+    with pytest.raises(SandboxUnavailable) as err:
+        probe.require_box(policy, env={"PATH": f"{project}/bin:/usr/bin"})
+    assert str(err.value) == (
+        f"{project}/bin/bwrap is in the project ({project}), where boxed commands could "
+        "replace it install bubblewrap outside it (sudo apt-get install bubblewrap) and "
+        "put that folder first on PATH")
+
+
+@needs_bwrap
+def test_require_box_finds_the_system_bwrap() -> None:
+    assert probe.require_box(env={"PATH": "/nonexistent:" + os.path.dirname(SYSTEM_BWRAP or "")}) \
+        == SYSTEM_BWRAP
+
+
+def test_sysctls_are_read_as_integers_or_none(tmp_path: Path) -> None:
+    (tmp_path / "v").write_text("1\n")
+    (tmp_path / "bad").write_text("x\n")
+    assert probe.read_sysctl(str(tmp_path / "v")) == 1
+    assert probe.read_sysctl(str(tmp_path / "bad")) is None
+    assert probe.read_sysctl(str(tmp_path / "absent")) is None
+
+
+# -- on this machine -------------------------------------------------------------------
+
+
+def _version() -> str:
+    assert SYSTEM_BWRAP is not None
+    return subprocess.run([SYSTEM_BWRAP, "--version"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+@needs_bwrap
+def test_doctor_on_this_machine_says_the_box_works() -> None:
+    r = subprocess.run([CLI, "doctor"], capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == ""
+    lines = r.stderr.splitlines()
+    assert lines[0] == f"bwrap: {SYSTEM_BWRAP}"
+    assert "user namespaces: ok" in lines
+    assert "network links in a box: lo" in lines
+    assert lines[-1] == (f"the box works: {_version()} at {SYSTEM_BWRAP}, "
+                         "network links inside: lo")
+
+
+@needs_bwrap
+def test_doctor_json_is_one_document_on_stdout() -> None:
+    r = subprocess.run([CLI, "doctor", "--json"], capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["ok"] is True
+    assert doc["bwrap"] == SYSTEM_BWRAP
+    assert doc["links"] == ["lo"]
+    assert doc["userns_ok"] is True
+    assert "--cap-drop" in doc["features"]
+    assert set(doc["sysctls"]) == {"kernel.apparmor_restrict_unprivileged_userns",
+                                   "user.max_user_namespaces",
+                                   "kernel.unprivileged_userns_clone"}
+
+
+def test_doctor_without_bwrap_says_what_to_install() -> None:
+    env = {**os.environ, "PATH": "/nonexistent"}
+    r = subprocess.run([CLI, "doctor"], capture_output=True, text=True, env=env, check=False)
+    assert r.returncode == 1
+    assert r.stderr.splitlines()[-2:] == [
+        "the box cannot be built: bubblewrap (bwrap) is not installed",
+        "fix: install the bubblewrap package: sudo apt-get install bubblewrap",
+    ]
+
+
+def _in_box_without_userns(code: str) -> subprocess.CompletedProcess[str]:
+    """Run python ``code`` in a box where no further user namespace can be made: a real
+    machine on which bwrap cannot start."""
+    assert SYSTEM_BWRAP is not None
+    argv = [SYSTEM_BWRAP, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+            "--tmpfs", "/tmp", "--unshare-all", "--unshare-user", "--disable-userns",
+            "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--chdir", "/tmp",
+            "--", sys.executable, "-c", code]
+    return subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60,
+                          env={**os.environ, "PATH": os.path.dirname(SYSTEM_BWRAP)})
+
+
+@needs_bwrap
+def test_probe_where_userns_is_blocked_reports_the_real_error_and_the_limit() -> None:
+    r = _in_box_without_userns(
+        "import json; from sandbox.probe import probe; print(json.dumps(probe().as_dict()))")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["userns_ok"] is False
+    assert doc["userns_error"].startswith("bwrap: Creating new namespace failed")
+    assert doc["diagnosis"] == probe.LIMIT_DIAGNOSIS
+    assert doc["fix"] == probe.LIMIT_FIX
+    assert doc["links"] is None
+
+
+@needs_bwrap
+def test_a_box_that_cannot_start_raises_the_diagnosis_instead_of_running_on_the_host() -> None:
+    code = (
+        "import os\n"
+        "from sandbox.session import Session\n"
+        "from sandbox.errors import SandboxUnavailable\n"
+        "os.mkdir('/tmp/p')\n"
+        "with Session.open('/tmp/p') as s:\n"
+        "    try:\n"
+        "        r = s.run(['sh', '-c', 'echo ran'])\n"
+        "        print('RAN', r)\n"
+        "    except SandboxUnavailable as e:\n"
+        "        print(e.diagnosis)\n"
+    )
+    r = _in_box_without_userns(code)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == probe.LIMIT_DIAGNOSIS
