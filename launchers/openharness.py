@@ -34,7 +34,8 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -804,13 +805,12 @@ def run_hook(
     *,
     runner: CommandRunner,
     cancel: threading.Event | None = None,
-    post: Callable[..., tuple[bytes | None, str | None]] = post_json,
 ) -> Answer:
     """Run one hook and say what its answer is."""
     timeout = hook.timeout_ms / 1000
     if hook.http is not None:
         body = json.dumps(envelope(hook.event, ctx), ensure_ascii=False).encode("utf-8")
-        data, error = post(hook.http, body, timeout, cancel)
+        data, error = post_json(hook.http, body, timeout, cancel)
         return answer_of_http(hook, data, error)
     assert hook.command is not None
     stdin = b""
@@ -866,6 +866,11 @@ def fire(
     for hook in config.for_event(event):
         if event in TOOL_EVENTS and not hook.matches(ctx.tool_name):
             continue
+        if cancel is not None and cancel.is_set():
+            # Nothing more starts; on a gating event an unfinished run is a deny.
+            if gating:
+                return result("deny", "cancelled", None)
+            break
         answer = run_hook(hook, ctx, runner=runner, cancel=cancel)
         ran.append(hook.label)
         if answer.failure is not None:
@@ -882,8 +887,6 @@ def fire(
             first_ask = (hook.label, answer)
         if answer.kind == "allow":
             allowed = True
-        if cancel is not None and cancel.is_set():
-            return result("deny", "cancelled", hook.label)
     if first_ask is not None:
         return result("ask", first_ask[1].reason, first_ask[0])
     if allowed:
@@ -962,7 +965,7 @@ def context_from_args(args: argparse.Namespace, project: str) -> Context:
             raise ValueError("--input must be a JSON object")
         tool_input = parsed
     return Context(
-        session_id=getattr(args, "session_id", None) or "",
+        session_id=getattr(args, "session_id", None) or uuid.uuid4().hex,
         permission_mode=getattr(args, "permission_mode", None) or "",
         cwd=project,
         tool_name=getattr(args, "tool", None) or "",
@@ -988,6 +991,39 @@ def describe(result: Result) -> list[str]:
         lines.append("added context:")
         lines.append(result.additional_context)
     return lines
+
+
+def _fire_interruptible(
+    config: OhConfig, event: str, ctx: Context, runner: CommandRunner
+) -> tuple[Result, bool]:
+    """Fire in a worker so that Ctrl-C cancels the running hook and still waits for its
+    whole tree to be ended. Returns the result and whether it was interrupted."""
+    cancel = threading.Event()
+    done = threading.Event()
+    out: list[Result] = []
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            out.append(fire(config, event, ctx, runner=runner, cancel=cancel))
+        except BaseException as err:  # handed to the main thread
+            errors.append(err)
+        finally:
+            done.set()
+
+    worker = threading.Thread(target=work, name="oh-hook-event")
+    worker.start()
+    # Waiting on our own event, not in join(): a KeyboardInterrupt inside join can leave
+    # the thread looking finished while it still runs.
+    while not done.is_set():
+        try:
+            done.wait(0.1)
+        except KeyboardInterrupt:
+            cancel.set()
+    worker.join()
+    if errors:
+        raise errors[0]
+    return out[0], cancel.is_set()
 
 
 def cmd_hook(args: argparse.Namespace) -> int:
@@ -1035,10 +1071,14 @@ def cmd_hook(args: argparse.Namespace) -> int:
                     for msg in refusals:
                         _say(msg)
                     return 2
-                result = fire(config, event, ctx, runner=session_runner(session))
+                result, interrupted = _fire_interruptible(
+                    config, event, ctx, session_runner(session))
         except SandboxError as err:
             _say(str(err))
             return 2
+        if interrupted:
+            _say(f"{event}: interrupted; the running hook was ended")
+            return 130
 
     if getattr(args, "json", False):
         print(json.dumps(result.to_json(), ensure_ascii=False))

@@ -9,6 +9,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import socket
 import tempfile
 import threading
@@ -21,7 +22,7 @@ from typing import Any
 import pytest
 
 from launchers import openharness as oh
-from launchers.cli import parser
+from launchers.cli import main, parser
 from launchers.openharness import (
     EVENTS,
     PROMPT_BLOCKED,
@@ -1217,3 +1218,62 @@ def test_describe_has_one_line_per_outcome() -> None:
         "sessionStart: no objection (ran sessionStart[0])",
     ]
 
+
+
+def test_cancel_ends_the_running_hook_and_starts_no_other(
+    tmp_path: Path, runner: oh.CommandRunner
+) -> None:
+    later = tmp_path / "later"
+    text = (
+        "hooks:\n  preToolUse:\n    - command: 'sleep 30'\n"
+        f"    - command: 'touch {later}'\n"
+    )
+    cancel = threading.Event()
+    threading.Timer(0.3, cancel.set).start()
+    start = time.monotonic()
+    result = oh.fire(config(tmp_path, text), "preToolUse", Context(tool_name="Bash"),
+                     runner=runner, cancel=cancel)
+    assert time.monotonic() - start < 5
+    assert (result.decision, result.reason) == ("deny", "hook preToolUse[0] failed (cancelled)")
+    assert not later.exists()
+
+
+def test_ctrl_c_during_cmd_hook_ends_the_hook_and_exits_130(
+    tmp_path: Path, project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, one_hook("preToolUse", "sleep 30"))
+    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+    start = time.monotonic()
+    code = hook_cmd("preToolUse", "--openharness", path, "--project", str(project),
+                    "--tool", "Bash", "--no-sandbox")
+    assert time.monotonic() - start < 5
+    assert code == 130
+    assert capsys.readouterr().err == (
+        "harness-sandbox: preToolUse: interrupted; the running hook was ended\n")
+
+
+def test_the_cli_hook_command_hands_openharness_files_here(
+    tmp_path: Path, project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, one_hook("permissionRequest", "exit 0"))
+    code = main(["hook", "permissionRequest", "--openharness", path, "--project",
+                 str(project), "--tool", "Bash", "--session-id", "s-1", "--no-sandbox",
+                 "--json"])
+    assert code == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "version": 1, "event": "permissionRequest", "decision": "ask", "reason": None,
+        "additionalContext": None, "ran": ["permissionRequest[0]"],
+    }
+
+
+def test_a_huge_tool_output_is_cut_so_the_hook_still_starts(
+    tmp_path: Path, runner: oh.CommandRunner
+) -> None:
+    count = tmp_path / "count"
+    cfg = config(tmp_path, one_hook(
+        "postToolUse", f'printf %s "$OH_TOOL_OUTPUT" | wc -c > {count}'))
+    # Past Linux's 128 KiB limit for one environment string.
+    result = oh.fire(cfg, "postToolUse", Context(tool_name="Bash", tool_output="x" * 200_000),
+                     runner=runner)
+    assert result.warnings == ()
+    assert int(count.read_text()) == oh.ENV_VALUE_CAP == 65536
