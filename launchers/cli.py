@@ -7,10 +7,14 @@ stderr; ``--json`` output is one document on stdout.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Callable, Sequence
 from importlib import import_module
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    import argparse
 
 # command -> (module, function); the function takes the parsed arguments, returns the exit.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -28,6 +32,8 @@ def _session_options(p: argparse.ArgumentParser) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
+    import argparse
+
     top = argparse.ArgumentParser(
         prog="harness-sandbox",
         description="Run an agent harness's hooks and tool commands in a box.",
@@ -69,8 +75,51 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+_RUN_VALUED = {"--config": "config", "--project": "project", "--timeout": "timeout"}
+
+
+def _parse_run(argv: Sequence[str]) -> Any:
+    """``run [--config F] [--project D] [--host] [--timeout S] -- CMD...`` by hand.
+
+    ``run`` is on the path of every bash and exec call, and importing argparse alone
+    costs several milliseconds. Anything unusual (help, an unknown option, a bad
+    value) returns None, and argparse parses it and words the error.
+    """
+    args = SimpleNamespace(command="run", config=None, project=".", host=False,
+                           timeout=None, argv=[])
+    i = 1
+    while i < len(argv):
+        word = argv[i]
+        if word == "--":
+            args.argv = list(argv[i + 1 :])
+            return args
+        if word == "--host":
+            args.host = True
+            i += 1
+            continue
+        name, eq, value = word.partition("=")
+        if name not in _RUN_VALUED:
+            return None
+        if not eq:
+            if i + 1 >= len(argv):
+                return None
+            value = argv[i + 1]
+            i += 1
+        if name == "--timeout":
+            try:
+                args.timeout = float(value)
+            except ValueError:
+                return None
+        else:
+            setattr(args, _RUN_VALUED[name], value)
+        i += 1
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    fast = _parse_run(words) if words[:1] == ["run"] else None
+    args = cast("argparse.Namespace", fast) if fast is not None else parser().parse_args(words)
     module, name = COMMANDS[args.command]
     func: Callable[[argparse.Namespace], int] = getattr(import_module(module), name)
     try:

@@ -5,14 +5,10 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from pathlib import PurePosixPath
-from typing import Any, Literal, cast
+from typing import Any, Literal, NamedTuple, cast
 
 Event = Literal["PreToolUse", "UserPromptSubmit"]
 OnFailure = Literal["block", "continue"]
@@ -24,8 +20,7 @@ TOOLS: tuple[str, ...] = (
 )
 
 
-@dataclass(frozen=True)
-class HookSpec:
+class HookSpec(NamedTuple):
     """One ``[[hooks]]`` entry as loaded. ``tools`` is None when omitted (every tool)."""
 
     name: str
@@ -49,8 +44,7 @@ class HookSpec:
         }
 
 
-@dataclass(frozen=True)
-class SandboxSettings:
+class SandboxSettings(NamedTuple):
     """The ``[sandbox]`` table."""
 
     writable: tuple[str, ...] = ()
@@ -61,8 +55,7 @@ class SandboxSettings:
     enabled: bool = True
 
 
-@dataclass(frozen=True)
-class Config:
+class Config(NamedTuple):
     """A loaded config. ``path`` is None when no config file exists (no hooks)."""
 
     path: str | None
@@ -101,8 +94,7 @@ class ConfigError(Exception):
 Source = Literal["HARNESS_HOME", "XDG_CONFIG_HOME", "HOME", "--config"]
 
 
-@dataclass(frozen=True)
-class Located:
+class Located(NamedTuple):
     """Where the user config is looked for, and the rule that chose it."""
 
     path: str
@@ -188,6 +180,8 @@ def _a(value: object) -> str:
 def _q(value: object) -> str:
     """A value as it would be written in TOML (strings quoted)."""
     if isinstance(value, str):
+        import json
+
         return json.dumps(value, ensure_ascii=False)
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -196,8 +190,12 @@ def _q(value: object) -> str:
 
 def _within(path: str, folder: str) -> bool:
     """``path`` is ``folder`` or below it, compared by components."""
-    p, f = PurePosixPath(path).parts, PurePosixPath(folder).parts
+    p, f = _parts(path), _parts(folder)
     return p[: len(f)] == f
+
+
+def _parts(path: str) -> list[str]:
+    return [c for c in os.path.normpath(path).split("/") if c]
 
 
 def _inside_project(file: str, project: str) -> bool:
@@ -232,6 +230,9 @@ def load(path: str | None, *, project: str, source: Source | None = None) -> Con
     if not os.path.exists(file):
         raise ConfigError(file, f"is a link to {os.path.realpath(file)}, which does not "
                                 "exist.")
+    # Imported here: a session with no config file (and `run`) need no TOML parser.
+    import tomllib
+
     try:
         with open(file, "rb") as f:
             data = tomllib.load(f)

@@ -7,11 +7,13 @@ was not found; 128+N killed by signal N (in the box, as bwrap reports it); 130 c
 
 from __future__ import annotations
 
-import argparse
 import errno
 import os
-import shutil
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import argparse
 
 EXIT_TIMED_OUT = 124
 EXIT_NO_BOX = 125
@@ -55,17 +57,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         _say(f"{err.file}: {err.message}")
         return EXIT_NO_BOX
 
-    if args.host and not os.path.isabs(argv[0]):
-        # The host runner takes absolute programs only; look the name up once, here.
-        resolved = shutil.which(argv[0])
-        if resolved is None:
-            _say(f"{argv[0]}: command not found")
-            return EXIT_NOT_FOUND
-        argv[0] = os.path.abspath(resolved)
-
     stdin = _stdin()
     try:
         with Session.open(project, config.sandbox) as session:
+            if args.host and "/" not in argv[0]:
+                # The host runner takes absolute programs only. Look the name up once,
+                # on the PATH a host command gets (pruned of the agent's folders).
+                from pathguard.argv import find_program
+                from sandbox.env import host_env
+
+                resolved = find_program(argv[0], host_env(session.policy).get("PATH"))
+                if resolved is None:
+                    _say(f"{argv[0]}: command not found")
+                    return EXIT_NOT_FOUND
+                argv[0] = resolved
+            elif args.host:
+                argv[0] = os.path.abspath(argv[0])
             result = session.run(argv, stdin=stdin, timeout=args.timeout, host=args.host)
     except (SandboxUnavailable, PolicyError) as err:
         _say(str(err) if not isinstance(err, SandboxUnavailable)

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 ZoneKind = Literal["project", "writable", "hidden"]
 
 
-@dataclass(frozen=True)
-class Zone:
+class Zone(NamedTuple):
     """A folder (or file, for hidden paths) the guard compares locations against.
 
     ``path`` is absolute as the user wrote it (``~`` expanded, no lexical ``..``

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import shlex
 from collections.abc import Collection, Mapping, Sequence
-from pathlib import PurePosixPath
 
 from .errors import SandboxUnavailable
 from .plan import LaunchPlan
@@ -41,7 +40,7 @@ _TMP, _RUNTIME, _RW, _PIN, _PROTECT, _HIDE_DIR, _HIDE_FILE = range(7)
 
 
 def _depth(path: str) -> int:
-    return len(PurePosixPath(path).parts)
+    return len([c for c in path.split("/") if c])
 
 
 def _under(path: str, root: str) -> bool:

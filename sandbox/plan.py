@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 Backend = Literal["bwrap", "seatbelt", "host"]
 Outcome = Literal["exited", "signaled", "timed_out", "cancelled", "failed_to_start"]
 
 
-@dataclass(frozen=True)
-class LaunchPlan:
+class LaunchPlan(NamedTuple):
     """Everything needed to start one process, decided before anything starts.
 
     ``argv[0]`` is an absolute path. ``env`` is the complete environment (nothing is
@@ -28,8 +26,7 @@ class LaunchPlan:
     pass_fds: tuple[int, ...] = ()
 
 
-@dataclass(frozen=True)
-class RunResult:
+class RunResult(NamedTuple):
     """How a supervised run ended.
 
     ``outcome`` tells apart: exited with ``returncode``; killed by ``signal``; timed out;
@@ -48,7 +45,7 @@ class RunResult:
     error: str | None = None
     errno: int | None = None
     elapsed: float = 0.0
-    plan: LaunchPlan | None = field(default=None, repr=False, compare=False)
+    plan: LaunchPlan | None = None
 
     @property
     def ok(self) -> bool:

@@ -10,8 +10,8 @@ import os
 import sys
 import tempfile
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
+from types import MappingProxyType
+from typing import NamedTuple
 
 from pathguard import zones as z
 from pathguard.zones import Zone
@@ -79,8 +79,7 @@ def expand(path: str, home: str) -> str:
     return path
 
 
-@dataclass(frozen=True)
-class Policy:
+class Policy(NamedTuple):
     """The session's box, as data.
 
     ``project`` and ``private_tmp`` are canonical (real) absolute paths.
@@ -99,9 +98,10 @@ class Policy:
     network: bool = False
     sandboxed: bool = True
     platform: str = sys.platform
-    home: str = field(default_factory=lambda: os.path.expanduser("~"))
-    tmpdir: str = field(default_factory=tempfile.gettempdir)
-    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ), repr=False)
+    # Filled in by create(): build policies with it, not directly.
+    home: str = ""
+    tmpdir: str = ""
+    env: Mapping[str, str] = MappingProxyType({})
     output_cap: int = DEFAULT_OUTPUT_CAP
 
     @classmethod
@@ -228,7 +228,7 @@ class Policy:
         out = [self.project]
         if self.common_dir:
             out.append(self.common_dir)
-        out += [str(Path(w).resolve()) for w in self.writable]
+        out += [os.path.realpath(w) for w in self.writable]
         seen: list[str] = []
         for p in out:
             if p not in seen:

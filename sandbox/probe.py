@@ -17,7 +17,6 @@ import stat
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -201,8 +200,7 @@ def require_box(policy: Policy | None = None, *, env: Mapping[str, str] | None =
 # -- the full probe, for doctor ------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Probe:
+class Probe(NamedTuple):
     """What ``doctor`` reports. ``links`` are the network links a box sees (None when
     no box could start); ``error`` is the diagnosis when the box cannot be built."""
 
@@ -215,7 +213,7 @@ class Probe:
     max_user_namespaces: int | None = None
     unprivileged_userns_clone: int | None = None
     links: tuple[str, ...] | None = None
-    euid: int = field(default_factory=os.geteuid)
+    euid: int = -1
     diagnosis: str | None = None
     fix: str | None = None
 

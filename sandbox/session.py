@@ -17,7 +17,6 @@ import tempfile
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
 from importlib import import_module
 from typing import TYPE_CHECKING
 
@@ -44,7 +43,7 @@ def exec_failure(result: RunResult) -> RunResult | None:
     _, _, error = lines[0][len(_EXEC_PREFIX):].rpartition(": ")
     if error not in _STRERROR:
         return None
-    return replace(result, outcome="failed_to_start", returncode=None, error=error,
+    return result._replace(outcome="failed_to_start", returncode=None, error=error,
                    errno=_STRERROR[error])
 
 

@@ -346,10 +346,14 @@ def run(
     started = time.monotonic()
     if cancel is not None and cancel.is_set():
         return RunResult("cancelled", elapsed=0.0, plan=plan)
-    _watchdog.ensure()
+    # The box needs no watchdog: bwrap dies with its parent (--die-with-parent) and its
+    # PID namespace ends everything inside when it does. Sparing the watchdog keeps a
+    # one-shot `harness-sandbox run` from paying for starting it.
+    watched = plan.backend != "bwrap"
     marker: str | None = None
     env: Mapping[str, str] = plan.env
-    if plan.backend != "bwrap":
+    if watched:
+        _watchdog.ensure()
         marker = _watchdog.marker()
         env = {**plan.env, MARKER_VAR: marker}
 
@@ -371,11 +375,13 @@ def run(
             plan=plan,
         )
     pid = proc.pid
-    _watchdog.send(b"+ %d\n" % pid)
+    if watched:
+        _watchdog.send(b"+ %d\n" % pid)
     try:
         return _supervise(plan, proc, marker, stdin, timeout, cancel, output_cap, started)
     finally:
-        _watchdog.send(b"- %d %s\n" % (pid, (marker or "-").encode()))
+        if watched:
+            _watchdog.send(b"- %d %s\n" % (pid, (marker or "-").encode()))
         if _subreaper:
             with _spawn_lock:
                 _running.discard(pid)
