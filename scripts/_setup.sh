@@ -59,12 +59,21 @@ hs_venv() {
     fi
     hs_say "preparing $dir"
     rm -rf "$dir"
-    "$(hs_python)" -m venv "$dir"
-    "$dir/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip setuptools wheel >/dev/null
+    local log
+    log=$(mktemp)
     # compat: a plain path entry rather than an import hook, which costs every start
     # of the CLI several milliseconds.
-    "$dir/bin/python" -m pip install -q --disable-pip-version-check \
-        --config-settings editable_mode=compat -e "$src[test,dev]" >/dev/null
+    if ! { "$(hs_python)" -m venv "$dir" &&
+           "$dir/bin/python" -m pip install --disable-pip-version-check --upgrade \
+               pip setuptools wheel &&
+           "$dir/bin/python" -m pip install --disable-pip-version-check \
+               --config-settings editable_mode=compat -e "$src[test,dev]"; } >"$log" 2>&1; then
+        cat "$log" >&2
+        rm -f "$log"
+        hs_say "could not prepare $dir (the pip output is above)"
+        return 1
+    fi
+    rm -f "$log"
     echo "$stamp" > "$dir/.hs-stamp"
 }
 

@@ -11,7 +11,6 @@ import argparse
 import json
 import os
 import platform
-import resource
 import shutil
 import statistics
 import subprocess
@@ -48,7 +47,9 @@ def summary(xs: list[float]) -> dict[str, float]:
     return {"median_ms": round(statistics.median(xs), 3), "p95_ms": round(p95, 3), "n": len(xs)}
 
 
-def interleave(cases: dict[str, Sample], rounds: int, warmup: int = 3) -> dict[str, dict[str, float]]:
+def interleave(
+    cases: dict[str, Sample], rounds: int, warmup: int = 3
+) -> dict[str, dict[str, float]]:
     samples: dict[str, list[float]] = {k: [] for k in cases}
     for i in range(rounds + warmup):
         for name, fn in cases.items():
@@ -101,7 +102,7 @@ def main() -> int:
             box_plan = session.plan([TRUE])
             host_plan = host.plan(session.policy, [TRUE])
             spec = HookSpec(name="ok", event="PreToolUse", command=(str(ok),), tools=("bash",))
-            runner = HookRunner(Config(path=None, hooks=(spec,)), session)
+            runner = HookRunner(Config(path=None, hooks=(spec,)), session, session_id="bench")
 
             def bare() -> None:
                 subprocess.run([TRUE], check=False)
@@ -163,17 +164,27 @@ def main() -> int:
             subprocess.run([sys.executable, "-c", "pass"], check=True)
 
         imp = interleave({"h_import": imports, "h_interpreter_alone": interpreter}, cli_rounds)
+        alone = imp["h_interpreter_alone"]["median_ms"]
         imp["h_import_package"] = {
-            "median_ms": round(imp["h_import"]["median_ms"] - imp["h_interpreter_alone"]["median_ms"], 3),
+            "median_ms": round(imp["h_import"]["median_ms"] - alone, 3),
             "p95_ms": 0.0, "n": imp["h_import"]["n"],
         }
         results.update(imp)
 
-        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-        subprocess.run([CLI, "audit", "--json", "--config", str(home / "config-1000.toml"),
-                        "--project", str(project)], env=env, capture_output=True, check=True)
-        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-        results["cli_peak_rss_kib"] = max(peak, before)
+        # Peak memory of one CLI process: a fresh parent whose only child is the CLI.
+        def peak_kib(*argv: str) -> int:
+            probe = ("import resource, subprocess, sys; "
+                     "subprocess.run(sys.argv[1:], capture_output=True); "
+                     "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+            out = subprocess.run([sys.executable, "-c", probe, *argv], env=env,
+                                 capture_output=True, check=True)
+            return int(out.stdout)
+
+        results["cli_peak_rss_kib_run_true"] = peak_kib(
+            CLI, "run", "--project", str(project), "--", TRUE)
+        results["cli_peak_rss_kib_audit_1000"] = peak_kib(
+            CLI, "audit", "--json", "--config", str(home / "config-1000.toml"),
+            "--project", str(project))
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -213,7 +224,9 @@ def main() -> int:
     for k, v in results.items():
         if isinstance(v, dict):
             print(f"{k:32} {v['median_ms']:>10.2f} {v['p95_ms']:>10.2f} {v['n']:>5}")
-    print(f"{'cli_peak_rss_kib':32} {results['cli_peak_rss_kib']:>10}")
+    for k, v in results.items():
+        if not isinstance(v, dict):
+            print(f"{k:32} {v:>10}")
     for k, v in derived.items():
         print(f"{k:32} {v:>10}")
     for k, ok_ in targets.items():
