@@ -36,7 +36,7 @@ MASKED_RUNTIME = "/run"
 RESOLVER_DIR = "/run/systemd/resolve"
 
 # Mount kinds, in the order they are applied to one path (a later one covers an earlier).
-_TMP, _RUNTIME, _RW, _PIN, _PROTECT, _HIDE_DIR, _HIDE_FILE = range(7)
+_TMP, _RUNTIME, _RW, _PIN, _PROTECT, _EMPTY_RO, _HIDE_DIR, _HIDE_FILE = range(8)
 
 
 def _depth(path: str) -> int:
@@ -86,7 +86,9 @@ def plan(
        - the project's ``.git`` bound onto itself, so that it is a mount point and cannot
          be renamed away and replaced by a ``.git`` whose hooks are writable;
        - protected paths (``.git/hooks``, ``.git/config``) bound read-only onto
-         themselves, after the read-write bind that contains them;
+         themselves, after the read-write bind that contains them; a ``.git/hooks``
+         that does not exist yet becomes an empty read-only tmpfs (bwrap leaves its
+         empty mount point behind in the project, as git itself would make it);
        - hidden folders as an empty tmpfs, hidden files as ``/dev/null`` bound
          read-only (the box's bind mounts are ``nodev``, so opening it fails with
          "Permission denied": the file cannot be read). A hidden folder that contains
@@ -132,6 +134,13 @@ def plan(
             pinned.append(gitdir)
     ops += [(_depth(g), _PIN, g) for g in pinned]
     ops += [(_depth(p), _PROTECT, p) for p in protected]
+    empty_ro = list(policy.missing_hook_dirs())
+    for p in empty_ro:
+        gitdir = os.path.dirname(p)
+        if gitdir not in rw and gitdir not in pinned:
+            pinned.append(gitdir)
+            ops.append((_depth(gitdir), _PIN, gitdir))
+    ops += [(_depth(p), _EMPTY_RO, p) for p in empty_ro]
 
     hidden_dirs: list[str] = []
     for h in policy.hidden:
@@ -159,11 +168,11 @@ def plan(
             args += ["--bind", path, path]
         elif kind == _PROTECT:
             args += ["--ro-bind", path, path]
-        elif kind == _HIDE_DIR:
+        elif kind in (_HIDE_DIR, _EMPTY_RO):
             args += ["--tmpfs", path]
         else:
             args += ["--ro-bind", "/dev/null", path]
-    for d in hidden_dirs:
+    for d in [*empty_ro, *hidden_dirs]:
         args += ["--remount-ro", d]
 
     args += ["--unshare-all", "--unshare-user"]

@@ -206,7 +206,8 @@ class Policy(NamedTuple):
     def protected_paths(self) -> tuple[str, ...]:
         """``.git/hooks`` and ``.git/config`` of the project (and its common dir) that
         exist, read-only in the box so boxed code cannot plant a git hook that later
-        runs on the host."""
+        runs on the host. See :meth:`missing_hook_dirs` for a ``hooks`` folder that
+        does not exist yet."""
         if not self.protect:
             return ()
         gitdirs = [os.path.join(self.project, ".git")]
@@ -220,6 +221,22 @@ class Policy(NamedTuple):
                 p = os.path.join(g, name)
                 if os.path.lexists(p) and p not in out:
                     out.append(p)
+        return tuple(out)
+
+    def missing_hook_dirs(self) -> tuple[str, ...]:
+        """``.git/hooks`` folders that do not exist yet in a git folder that does: the
+        box must not be able to create one and fill it (git would run it on the host).
+        Backends cover each with an empty read-only folder."""
+        if not self.protect:
+            return ()
+        gitdirs = [os.path.join(self.project, ".git")]
+        if self.common_dir:
+            gitdirs.append(self.common_dir)
+        out: list[str] = []
+        for g in gitdirs:
+            p = os.path.join(g, "hooks")
+            if os.path.isdir(g) and not os.path.lexists(p) and p not in out:
+                out.append(p)
         return tuple(out)
 
     def read_write_paths(self) -> tuple[str, ...]:

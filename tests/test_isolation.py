@@ -424,3 +424,19 @@ def test_the_private_temp_folder_goes_with_the_session(tmp_path: Path) -> None:
         assert os.path.exists(os.path.join(tmp, "left"))
         assert os.stat(os.path.dirname(tmp)).st_mode & 0o777 == 0o700
     assert not os.path.exists(tmp)
+
+
+def test_a_missing_git_hooks_folder_cannot_be_created_and_filled() -> None:
+    base = Path(os.path.realpath(tempfile.mkdtemp(dir="/var/tmp", prefix="hs-iso-")))
+    try:
+        project = base / "project"
+        subprocess.run(["git", "init", "-q", str(project)], check=True)
+        shutil.rmtree(project / ".git" / "hooks")
+        with Session.open(str(project), SandboxSettings(hide_defaults=False)) as session:
+            r = session.run(["sh", "-c", "mkdir -p .git/hooks; "
+                             "printf '#!/bin/sh\\necho pwned\\n' > .git/hooks/pre-commit"])
+        assert r.returncode != 0, explain(r)
+        assert b"Read-only file system" in r.stderr
+        assert not (project / ".git" / "hooks" / "pre-commit").exists()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
