@@ -191,10 +191,10 @@ def hidden_paths(policy: Policy) -> list[str]:
 
 def protected_paths(policy: Policy) -> list[str]:
     """Protected paths, canonical, both spellings as for :func:`hidden_paths`: a link
-    at ``.git/hooks`` must not be replaceable any more than the folder it leads to."""
-    return _unique(
-        q for p in policy.protected_paths() for q in (_where_name_lives(p), canonical(p))
-    )
+    at ``.git/hooks`` must not be replaceable any more than the folder it leads to.
+    A ``.git/hooks`` that does not exist yet is denied too, so it cannot be created."""
+    paths = (*policy.protected_paths(), *policy.missing_hook_dirs())
+    return _unique(q for p in paths for q in (_where_name_lives(p), canonical(p)))
 
 
 def profile(policy: Policy) -> Profile:

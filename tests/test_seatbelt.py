@@ -665,3 +665,12 @@ def test_hidden_zones_of_a_macos_session_are_the_boxes_hidden_paths(tmp_path: Pa
     zones = {seatbelt.canonical(zn.path) for zn in policy.hidden_zones(hook_sandboxed=True)}
     assert denied == zones
     assert os.path.isdir(secret)
+
+
+def test_a_missing_git_hooks_folder_is_denied_for_writing(tmp_path: Path) -> None:
+    project = tmp_path / "proj"
+    (project / ".git").mkdir(parents=True)
+    (project / ".git" / "config").write_text("[core]\n")
+    policy = Policy.create(str(project), private_tmp=str(tmp_path / "ptmp"),
+                           hide_defaults=False, platform="darwin", env={"TMPDIR": "/var/x"})
+    assert seatbelt.canonical(str(project / ".git" / "hooks")) in seatbelt.protected_paths(policy)
