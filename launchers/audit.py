@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pathguard.argv import CommandVerdict, check_command
+from pathguard.argv import Refusal, check_command
 from pathguard.guard import Guard
 from sandbox.errors import PolicyError
 from sandbox.policy import Policy
@@ -26,8 +26,6 @@ from .config import Config, ConfigError, banner, load, locate
 
 JSON_VERSION = 1
 
-RefusalKind = Literal["project", "writable", "hidden", "not-found", "not-absolute",
-                      "undecidable"]
 
 
 def _say(text: str) -> None:
@@ -62,18 +60,8 @@ def cmd_banner(args: argparse.Namespace) -> int:
 # -- audit ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Refusal:
-    """One refused path of a hook's command, as ``--json`` reports it."""
-
-    path: str
-    reason: str
-    folder: str | None
-    kind: RefusalKind
-
-    def as_json(self) -> dict[str, Any]:
-        return {"path": self.path, "reason": self.reason, "folder": self.folder,
-                "kind": self.kind}
+def _refusal_json(r: Refusal) -> dict[str, Any]:
+    return {"path": r.path, "reason": r.message, "folder": r.folder, "kind": r.kind}
 
 
 @dataclass(frozen=True)
@@ -98,7 +86,7 @@ class Checked:
             "runs": "box" if self.boxed else "host",
             "verdict": "refused" if self.refusals else "ok",
             "command": list(self.argv),
-            "refusals": [r.as_json() for r in self.refusals],
+            "refusals": [_refusal_json(r) for r in self.refusals],
         }
 
 
@@ -126,32 +114,10 @@ class Auditor:
         """(runs boxed, argv as it will run, refusals) for one hook."""
         boxed = sandbox and self.policy.sandboxed
         if not command:
-            return boxed, (), (Refusal("", f"hook {name}: the command is empty.", None,
-                                       "not-found"),)
+            return boxed, (), (Refusal("", f"hook {name}: the command is empty.", "not-found"),)
         verdict = check_command(name, command, project=self.policy.project,
                                 guard=self.guard(boxed), path_env=self.path_env)
-        return boxed, verdict.argv, _refusals(name, command[0], verdict)
-
-
-def _refusals(name: str, program: str, verdict: CommandVerdict) -> tuple[Refusal, ...]:
-    """The structured form of each refusal message of ``verdict``.
-
-    A refusal with a verdict behind it carries its zone; the others concern
-    ``command[0]``: a relative path with a ``/``, or a program that was not found.
-    """
-    by_message = {v.refusal(name): v for v in verdict.verdicts if not v.ok}
-    out: list[Refusal] = []
-    for message in verdict.refusals:
-        v = by_message.get(message)
-        if v is None:
-            kind: RefusalKind = ("not-absolute" if "/" in program
-                                 and not program.startswith("/") else "not-found")
-            out.append(Refusal(program, message, None, kind))
-        elif v.zone is None:
-            out.append(Refusal(v.path, message, None, "undecidable"))
-        else:
-            out.append(Refusal(v.path, message, v.zone.path, v.zone.kind))
-    return tuple(out)
+        return boxed, verdict.argv, verdict.details
 
 
 def _verdict_line(checked: Sequence[Checked], config: Config, looked_at: str | None) -> str:
@@ -229,7 +195,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         _say(warning)
     for c in checked:
         for r in c.refusals:
-            _say(r.reason)
+            _say(r.message)
     _say(_verdict_line(checked, config, found.path if found else None))
 
     if as_json:

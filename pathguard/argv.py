@@ -20,22 +20,42 @@ import posixpath
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from .guard import Guard, Verdict
+
+RefusalKind = Literal["project", "writable", "hidden", "not-found", "not-absolute",
+                      "undecidable"]
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """One refused element of a command: the path as checked, the full message, why
+    (``kind``), and the folder it fell in (None for the kinds that name no folder)."""
+
+    path: str
+    message: str
+    kind: RefusalKind
+    folder: str | None = None
 
 
 @dataclass(frozen=True)
 class CommandVerdict:
     """The checked command: ``argv`` with ``argv[0]`` replaced by the absolute path found
-    on PATH; ``refusals`` the full messages; ``verdicts`` every check made."""
+    on PATH; ``details`` each refusal; ``verdicts`` every check made."""
 
     argv: tuple[str, ...]
-    refusals: tuple[str, ...]
+    details: tuple[Refusal, ...]
     verdicts: tuple[Verdict, ...]
 
     @property
+    def refusals(self) -> tuple[str, ...]:
+        """The refusal messages, in the order the elements were checked."""
+        return tuple(r.message for r in self.details)
+
+    @property
     def ok(self) -> bool:
-        return not self.refusals
+        return not self.details
 
 
 def find_program(name: str, path_env: str | None) -> str | None:
@@ -61,35 +81,45 @@ def check_command(hook: str, command: Sequence[str], *, project: str, guard: Gua
     """Check every element of hook ``hook``'s command that names a path."""
     if not command:
         raise ValueError(f"hook {hook} has an empty command")
-    refusals: list[str] = []
+    refusals: list[Refusal] = []
     verdicts: list[Verdict] = []
 
     def record(verdict: Verdict) -> None:
         verdicts.append(verdict)
-        if not verdict.ok:
-            refusals.append(verdict.refusal(hook))
+        if verdict.ok:
+            return
+        zone = verdict.zone
+        if zone is None:
+            refusals.append(Refusal(verdict.path, verdict.refusal(hook), "undecidable"))
+        else:
+            refusals.append(Refusal(verdict.path, verdict.refusal(hook), zone.kind, zone.path))
+
+    def not_found(path: str) -> None:
+        refusals.append(Refusal(path, f"hook {hook}: {path} was not found.", "not-found"))
 
     program = command[0]
     argv0 = program
     if "/" not in program:
         found = find_program(program, path_env) if program else None
         if found is None:
-            refusals.append(f"hook {hook}: {program} was not found.")
+            not_found(program)
         else:
             argv0 = found
             record(guard.check(found, project))
     elif not program.startswith("/"):
-        refusals.append(
+        refusals.append(Refusal(
+            program,
             f"hook {hook}: {program} must be an absolute path "
-            "(a command with a / is not looked up on PATH)."
-        )
+            "(a command with a / is not looked up on PATH).",
+            "not-absolute",
+        ))
     else:
         verdict = guard.check(program, project)
         if not verdict.ok:
             record(verdict)
         elif verdict.status != "ok":
             verdicts.append(verdict)
-            refusals.append(f"hook {hook}: {program} was not found.")
+            not_found(program)
         else:
             verdicts.append(verdict)
 

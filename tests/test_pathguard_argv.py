@@ -282,3 +282,18 @@ def test_prune_path_gives_none_when_nothing_is_left(tree: Tree) -> None:
     assert prune_path(f":.:{tree.proj}", tree.guard) is None
     assert prune_path("", tree.guard) is None
     assert prune_path(None, tree.guard) is None
+
+
+def test_each_refusal_carries_its_kind_and_folder(tree: Tree) -> None:
+    inside = touch(tree.proj / "check.sh")
+    loop = link(tree.tools / "a", tree.tools / "b")
+    link(tree.tools / "b", tree.tools / "a")
+    v = tree.run(inside, f"--rules={loop}")
+    assert [(r.path, r.kind, r.folder) for r in v.details] == [
+        (str(inside), "project", str(tree.proj)),
+        (str(loop), "undecidable", None),
+    ]
+    assert v.refusals == tuple(r.message for r in v.details)
+    assert [(r.kind, r.folder) for r in tree.run("no-such-program-here", path_env="/usr/bin")
+            .details] == [("not-found", None)]
+    assert [r.kind for r in tree.run("hooks/check.sh").details] == ["not-absolute"]
