@@ -17,11 +17,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pathguard.argv import Refusal, check_command
-from pathguard.guard import Guard
+from pathguard.argv import Refusal
 from sandbox.errors import PolicyError
 from sandbox.policy import Policy
 
+from .admission import Admission
 from .config import Config, ConfigError, banner, load, locate
 
 JSON_VERSION = 1
@@ -90,36 +90,6 @@ class Checked:
         }
 
 
-class Auditor:
-    """Checks commands against one policy. The guard for boxed hooks and the guard for
-    host hooks are each built once: every hook is checked against the same picture of
-    the file system, and a thousand hooks share the work of walking their folders."""
-
-    def __init__(self, policy: Policy, path_env: str | None) -> None:
-        self.policy = policy
-        self.path_env = path_env
-        self._guards: dict[bool, Guard] = {}
-
-    def guard(self, boxed: bool) -> Guard:
-        guard = self._guards.get(boxed)
-        if guard is None:
-            guard = Guard(self.policy.writable_zones(hook_sandboxed=boxed),
-                          self.policy.hidden_zones(hook_sandboxed=boxed),
-                          casefold=self.policy.platform == "darwin")
-            self._guards[boxed] = guard
-        return guard
-
-    def check(self, name: str, command: Sequence[str], *, sandbox: bool
-              ) -> tuple[bool, tuple[str, ...], tuple[Refusal, ...]]:
-        """(runs boxed, argv as it will run, refusals) for one hook."""
-        boxed = sandbox and self.policy.sandboxed
-        if not command:
-            return boxed, (), (Refusal("", f"hook {name}: the command is empty.", "not-found"),)
-        verdict = check_command(name, command, project=self.policy.project,
-                                guard=self.guard(boxed), path_env=self.path_env)
-        return boxed, verdict.argv, verdict.details
-
-
 def _verdict_line(checked: Sequence[Checked], config: Config, looked_at: str | None) -> str:
     total = len(checked)
     refused = sum(1 for c in checked if c.refusals)
@@ -169,11 +139,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
         where = "" if about_project or config.path is None else f"{config.path}: [sandbox]: "
         return fail(f"{where}{err}.")
 
-    auditor = Auditor(policy, os.environ.get("PATH"))
+    admission = Admission(policy)
     checked: list[Checked] = []
     for spec in config.hooks:
-        boxed, argv, refusals = auditor.check(spec.name, spec.command, sandbox=spec.sandbox)
-        checked.append(Checked(spec.name, spec.event, spec.tools, boxed, argv, refusals))
+        boxed, v = admission.check(spec.name, spec.command, sandbox=spec.sandbox)
+        checked.append(Checked(spec.name, spec.event, spec.tools, boxed, v.argv, v.details))
 
     if getattr(args, "openharness", None):
         # Imported here: only --openharness pays for the YAML front end.
@@ -185,9 +155,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
         except OhConfigError as err:
             return fail(str(err))
         for label, words, sandbox in oh_hooks:
-            boxed, argv, refusals = auditor.check(label, tuple(words), sandbox=sandbox)
-            checked.append(Checked(label, label.split("[", 1)[0], None, boxed, argv,
-                                   refusals, source="openharness"))
+            boxed, v = admission.check(label, tuple(words), sandbox=sandbox)
+            checked.append(Checked(label, label.split("[", 1)[0], None, boxed, v.argv,
+                                   v.details, source="openharness"))
 
     ok = not any(c.refusals for c in checked)
     _say(banner(config, sandboxed_session=sandboxed))

@@ -24,9 +24,8 @@ from typing import Any, Literal, Protocol
 
 from launchers import protocol
 from launchers import records as rec
+from launchers.admission import Admission
 from launchers.config import Config, Event, HookSpec
-from pathguard.argv import check_command, prune_path
-from pathguard.guard import Guard
 from sandbox.plan import RunResult
 from sandbox.policy import Policy
 
@@ -89,22 +88,11 @@ class _Hook:
 
 def guard_hooks(hooks: Sequence[HookSpec], policy: Policy) -> tuple[tuple[_Hook, ...], list[str]]:
     """Resolve and check each hook's command; the resolved hooks and every refusal."""
+    admission = Admission(policy)
     out: list[_Hook] = []
     refusals: list[str] = []
     for spec in hooks:
-        boxed = spec.sandbox and policy.sandboxed
-        guard = Guard(
-            policy.writable_zones(hook_sandboxed=spec.sandbox),
-            policy.hidden_zones(hook_sandboxed=spec.sandbox),
-            casefold=policy.platform == "darwin",
-        )
-        path_env = policy.env.get("PATH")
-        if not boxed and policy.sandboxed:
-            # A host hook in a sandboxed session looks names up on the PATH it will
-            # run with: the one without the agent's folders.
-            path_env = prune_path(path_env, guard)
-        verdict = check_command(spec.name, spec.command, project=policy.project_as_written,
-                                guard=guard, path_env=path_env)
+        boxed, verdict = admission.check(spec.name, spec.command, sandbox=spec.sandbox)
         if verdict.refusals:
             refusals.extend(verdict.refusals)
             continue

@@ -915,27 +915,14 @@ def check(config: OhConfig, *, project: str, policy: Policy) -> list[tuple[str, 
     A ``sandbox: true`` hook is checked as a boxed ``[[hooks]]`` hook (the box's ``/tmp``
     and hidden folders count), any other as a host hook.
     """
-    from pathguard.argv import check_command
-    from pathguard.guard import Guard
+    from .admission import Admission
 
+    admission = Admission(policy)
     out: list[tuple[str, CommandVerdict]] = []
-    guards: dict[bool, Guard] = {}
     for hook in config.all_hooks():
         if hook.command is None:
             continue
-        boxed = hook.sandbox
-        if boxed not in guards:
-            guards[boxed] = Guard(
-                policy.writable_zones(hook_sandboxed=boxed),
-                policy.hidden_zones(hook_sandboxed=boxed),
-            )
-        verdict = check_command(
-            hook.label,
-            hook.words,
-            project=project,
-            guard=guards[boxed],
-            path_env=policy.env.get("PATH"),
-        )
+        _, verdict = admission.check(hook.label, hook.words, sandbox=hook.sandbox)
         out.append((hook.label, verdict))
     return out
 

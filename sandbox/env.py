@@ -79,10 +79,8 @@ def host_env(policy: Policy) -> dict[str, str]:
     if policy.sandboxed:
         # Imported here: pathguard is only needed for a sandboxed session's host hooks.
         from pathguard.argv import prune_path
-        from pathguard.guard import Guard
 
-        guard = Guard(policy.writable_zones(hook_sandboxed=False), ())
-        pruned = prune_path(env.get("PATH"), guard)
+        pruned = prune_path(env.get("PATH"), policy.guard(hook_sandboxed=False))
         if pruned is None:
             env.pop("PATH", None)
         else:

@@ -21,8 +21,12 @@ def plan(
     argv: Sequence[str],
     *,
     env_extra: Mapping[str, str] | None = None,
+    base_env: Mapping[str, str] | None = None,
 ) -> LaunchPlan:
     """The plan for running ``argv`` on the host. Pure: builds data, starts nothing.
+
+    ``base_env`` is ``host_env(policy)`` when the caller already has it (a session
+    computes it once: pruning PATH walks every entry).
 
     Raises :class:`ValueError` for an empty command or a ``command[0]`` that is not an
     absolute path.
@@ -32,7 +36,7 @@ def plan(
         raise ValueError("the command is empty")
     if not os.path.isabs(args[0]):
         raise ValueError(f"the program {args[0]} is not an absolute path")
-    env = host_env(policy)
+    env = dict(base_env) if base_env is not None else host_env(policy)
     if env_extra:
         # Scrubbed too: no caller can hand a provider key to a hook by accident.
         env.update(scrub(env_extra))

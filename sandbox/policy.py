@@ -11,10 +11,13 @@ import sys
 import tempfile
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from pathguard import zones as z
 from pathguard.zones import Zone
+
+if TYPE_CHECKING:
+    from pathguard.guard import Guard
 
 from .errors import PolicyError
 
@@ -202,6 +205,15 @@ class Policy(NamedTuple):
         if not (hook_sandboxed and self.sandboxed):
             return ()
         return tuple(Zone(h, "hidden", z.HIDDEN) for h in self.hidden)
+
+    def guard(self, *, hook_sandboxed: bool) -> Guard:
+        """pathguard's Guard over W and H for a hook run boxed or on the host. Build it
+        once per kind and share it: it caches what it has walked."""
+        from pathguard.guard import Guard
+
+        return Guard(self.writable_zones(hook_sandboxed=hook_sandboxed),
+                     self.hidden_zones(hook_sandboxed=hook_sandboxed),
+                     casefold=self.platform == "darwin")
 
     def protected_paths(self) -> tuple[str, ...]:
         """``.git/hooks`` and ``.git/config`` of the project (and its common dir) that

@@ -84,6 +84,7 @@ class Session:
         self._bwrap = bwrap
         self._features = features
         self._lock = threading.Lock()
+        self._host_env: Mapping[str, str] | None = None
 
     @classmethod
     @contextmanager
@@ -142,8 +143,13 @@ class Session:
         name, looked up on PATH inside the box)."""
         if host or not self.policy.sandboxed:
             from . import host as _host
+            from .env import host_env
 
-            return _host.plan(self.policy, argv, env_extra=env_extra)
+            if self._host_env is None:
+                # Once per session: pruning PATH walks every entry.
+                self._host_env = host_env(self.policy)
+            return _host.plan(self.policy, argv, env_extra=env_extra,
+                              base_env=self._host_env)
         if self.policy.platform == "darwin":
             # By name: the macOS backend is only imported where it can run.
             seatbelt = import_module("sandbox.seatbelt")

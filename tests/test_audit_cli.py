@@ -327,15 +327,28 @@ def test_a_path_that_cannot_be_traced_is_refused_as_undecidable(world: World) ->
         {"path": str(loop), "reason": message, "folder": None, "kind": "undecidable"}]
 
 
-def test_a_program_found_on_path_is_checked_where_it_was_found(world: World) -> None:
+def test_a_boxed_program_found_on_path_is_checked_where_it_was_found(world: World) -> None:
     bin_dir = world.project / "bin"
     script(bin_dir / "planted-hsbox")
-    world.write_config(hook("planted", ["planted-hsbox"], extra="sandbox = false"))
+    world.write_config(hook("planted", ["planted-hsbox"]))
     done = world.audit("--json", env={"PATH": f"{bin_dir}:/usr/bin:/bin"})
     assert done.code == 1
     entry = done.doc["hooks"][0]
     assert entry["command"] == [f"{bin_dir}/planted-hsbox"]
     assert entry["refusals"][0]["kind"] == "project"
+
+
+def test_a_host_hook_looks_its_program_up_on_the_pruned_path(world: World) -> None:
+    # The agent's folders are not on a host hook's PATH, so a program planted there is
+    # not found by name: the audit agrees with what the run would do.
+    bin_dir = world.project / "bin"
+    script(bin_dir / "planted-hsbox")
+    world.write_config(hook("planted", ["planted-hsbox"], extra="sandbox = false"))
+    done = world.audit("--json", env={"PATH": f"{bin_dir}:/usr/bin:/bin"})
+    assert done.code == 1
+    assert done.lines[1:] == ["hook planted: planted-hsbox was not found.",
+                              "audit: 1 of 1 hook refused"]
+    assert done.doc["hooks"][0]["refusals"][0]["kind"] == "not-found"
 
 
 # -- sessions with no sandbox -------------------------------------------------------------
