@@ -133,14 +133,20 @@ def main() -> int:
             results.update(inner)
 
         outer: dict[str, Sample] = {"f_cli_run_true": cli_run}
-        srt = shutil.which("srt")
-        codex = shutil.which("codex")
-        if srt:
-            outer["srt_true"] = lambda: subprocess.run([srt, TRUE], check=False,
-                                                       capture_output=True)
-        if codex:
-            outer["codex_sandbox_true"] = lambda: subprocess.run(
-                [codex, "sandbox", "linux", "--", TRUE], check=False, capture_output=True)
+        # The peers, where installed, on the same `true` in the same project. A peer that
+        # cannot run here is reported as such, not timed.
+        peers = {"srt_true": ["srt", TRUE], "codex_sandbox_true": ["codex", "sandbox", "--", TRUE]}
+        for name, argv in peers.items():
+            exe = shutil.which(argv[0])
+            if exe is None:
+                continue
+            cmd = [exe, *argv[1:]]
+            trial = subprocess.run(cmd, cwd=str(project), capture_output=True)
+            if trial.returncode != 0:
+                results[name] = {"error": trial.stderr.decode(errors="replace")[-300:]}
+                continue
+            outer[name] = lambda cmd=cmd: subprocess.run(  # type: ignore[misc]
+                cmd, cwd=str(project), check=True, capture_output=True)
         results.update(interleave(outer, cli_rounds))
 
         home = base / "home"
@@ -167,7 +173,7 @@ def main() -> int:
         alone = imp["h_interpreter_alone"]["median_ms"]
         imp["h_import_package"] = {
             "median_ms": round(imp["h_import"]["median_ms"] - alone, 3),
-            "p95_ms": 0.0, "n": imp["h_import"]["n"],
+            "p95_ms": None, "n": imp["h_import"]["n"],
         }
         results.update(imp)
 
@@ -197,9 +203,9 @@ def main() -> int:
         "c_minus_b_ms": round(med("c_library_boxed") - med("b_bwrap_direct"), 3),
         "e_minus_a_ms": round(med("e_host_runner") - med("a_bare_spawn"), 3),
     }
-    if "srt_true" in results:
+    if "median_ms" in results.get("srt_true", {}):  # type: ignore[operator]
         derived["srt_over_f"] = round(med("srt_true") / med("f_cli_run_true"), 2)
-    if "codex_sandbox_true" in results:
+    if "median_ms" in results.get("codex_sandbox_true", {}):  # type: ignore[operator]
         derived["codex_over_f"] = round(med("codex_sandbox_true") / med("f_cli_run_true"), 2)
     targets = {
         "c_minus_b_ms < 2": derived["c_minus_b_ms"] < 2,
@@ -222,8 +228,11 @@ def main() -> int:
 
     print(f"{'case':32} {'median ms':>10} {'p95 ms':>10} {'n':>5}")
     for k, v in results.items():
-        if isinstance(v, dict):
-            print(f"{k:32} {v['median_ms']:>10.2f} {v['p95_ms']:>10.2f} {v['n']:>5}")
+        if isinstance(v, dict) and "median_ms" in v:
+            p95 = "-" if v["p95_ms"] is None else f"{v['p95_ms']:.2f}"
+            print(f"{k:32} {v['median_ms']:>10.2f} {p95:>10} {v['n']:>5}")
+        elif isinstance(v, dict):
+            print(f"{k:32} could not run: {v['error'].strip().splitlines()[-1:]}")
     for k, v in results.items():
         if not isinstance(v, dict):
             print(f"{k:32} {v:>10}")
