@@ -49,6 +49,22 @@ def private_tmp_root() -> str:
     return os.path.join(tempfile.gettempdir(), f"harness-sandbox-{os.getuid()}")
 
 
+def linked_git_dir(project: str) -> str | None:
+    """The git folder a ``.git`` *file* names (``gitdir: X``: a linked worktree or a
+    submodule checkout), canonical; None when ``.git`` is not such a file."""
+    dotgit = os.path.join(project, ".git")
+    try:
+        if not os.path.isfile(dotgit):
+            return None
+        with open(dotgit, encoding="utf-8") as f:
+            first = f.readline().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not first.startswith("gitdir:"):
+        return None
+    return os.path.realpath(os.path.join(project, first[len("gitdir:") :].strip()))
+
+
 def git_common_dir(project: str) -> str | None:
     """A linked worktree's common directory, or None.
 
@@ -56,21 +72,120 @@ def git_common_dir(project: str) -> str | None:
     names the common directory, relative to X. Unreadable or odd layouts give None:
     the project itself is writable in any case.
     """
-    dotgit = os.path.join(project, ".git")
+    gitdir = linked_git_dir(project)
+    if gitdir is None:
+        return None
     try:
-        if not os.path.isfile(dotgit):
-            return None
-        with open(dotgit, encoding="utf-8") as f:
-            first = f.readline().strip()
-        if not first.startswith("gitdir:"):
-            return None
-        gitdir = first[len("gitdir:") :].strip()
-        gitdir = os.path.join(project, gitdir)
         with open(os.path.join(gitdir, "commondir"), encoding="utf-8") as f:
             common = f.readline().strip()
-        return os.path.realpath(os.path.join(gitdir, common))
-    except OSError:
+    except (OSError, UnicodeDecodeError):
         return None
+    return os.path.realpath(os.path.join(gitdir, common))
+
+
+def _module_git_dirs(gitdir: str, depth: int = 0) -> list[str]:
+    """The git folders of submodules kept under ``gitdir/modules`` (nested too). A
+    submodule at path a/b keeps its git folder at modules/a/b; one that holds a HEAD is
+    a git folder, anything else a folder on the way to one."""
+    out: list[str] = []
+
+    def visit(folder: str, level: int) -> None:
+        if level > 8:
+            return
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            return
+        for name in names:
+            p = os.path.join(folder, name)
+            if not os.path.isdir(p) or os.path.islink(p):
+                continue
+            if os.path.isfile(os.path.join(p, "HEAD")):
+                out.append(p)
+                visit(os.path.join(p, "modules"), level + 1)
+            else:
+                visit(p, level + 1)
+
+    visit(os.path.join(gitdir, "modules"), depth)
+    return out
+
+
+def git_dirs(project: str, common_dir: str | None) -> tuple[str, ...]:
+    """The git folders whose hooks and config git would use on the host for this
+    project: its ``.git`` folder, or a linked worktree's own and common git folders,
+    and the submodules' git folders kept in them. Canonical paths."""
+    found: list[str] = []
+    own = os.path.join(project, ".git")
+    for g in (own if os.path.isdir(own) else None, linked_git_dir(project), common_dir):
+        if g is not None and os.path.isdir(g) and g not in found:
+            found.append(g)
+    for g in list(found):
+        found += [m for m in _module_git_dirs(g) if m not in found]
+    return tuple(found)
+
+
+def git_guard_paths(project: str, common_dir: str | None) -> tuple[tuple[str, ...],
+                                                                  tuple[str, ...]]:
+    """(protected, missing hooks folders) for the box.
+
+    Protected: in each git folder ``hooks``, ``config`` and ``commondir`` (which could
+    point git at a folder whose hooks the box wrote), and a ``.git`` *file* in the
+    project (which could point git at such a folder); only those that exist.
+    Missing: the ``hooks`` folders that do not exist yet, except in a linked worktree's
+    own git folder, whose hooks git takes from the common folder.
+    """
+    protected: list[str] = []
+    dotgit = os.path.join(project, ".git")
+    if os.path.isfile(dotgit):
+        protected.append(dotgit)
+    own_linked = linked_git_dir(project) if common_dir else None
+    missing: list[str] = []
+    for g in git_dirs(project, common_dir):
+        for name in ("hooks", "config", "commondir"):
+            p = os.path.join(g, name)
+            if os.path.lexists(p):
+                if p not in protected:
+                    protected.append(p)
+            elif name == "hooks" and g != own_linked:
+                missing.append(p)
+    return tuple(protected), tuple(missing)
+
+
+def pin_commondirs(project: str) -> tuple[str, ...]:
+    """Write ``commondir`` as ``.`` in each of the project's git folders that lacks one.
+
+    The box must not create a ``commondir`` (git would take hooks and config from where
+    it points), and a mount cannot cover a file that is not there. ``.`` names the git
+    folder itself, which is what an absent ``commondir`` means, so git behaves the same
+    inside and outside the box; the file is then protected like the others. Returns the
+    files written, for :func:`unpin_commondirs` at the end of the session.
+    """
+    real = os.path.realpath(project)
+    written: list[str] = []
+    for g in git_dirs(real, git_common_dir(real)):
+        p = os.path.join(g, "commondir")
+        try:
+            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        except FileExistsError:
+            continue
+        except OSError:
+            continue  # not ours to write (a read-only git folder): the box cannot either
+        with os.fdopen(fd, "w") as f:
+            f.write(".\n")
+        written.append(p)
+    return tuple(written)
+
+
+def unpin_commondirs(paths: Iterable[str]) -> None:
+    """Remove the ``commondir`` files :func:`pin_commondirs` wrote, if still as written."""
+    for p in paths:
+        try:
+            with open(p, encoding="utf-8") as f:
+                if f.read() != ".\n":
+                    continue
+            os.unlink(p)
+        except OSError:
+            pass
 
 
 def expand(path: str, home: str) -> str:
@@ -106,6 +221,9 @@ class Policy(NamedTuple):
     tmpdir: str = ""
     env: Mapping[str, str] = MappingProxyType({})
     output_cap: int = DEFAULT_OUTPUT_CAP
+    # Found once, at create(): see git_guard_paths().
+    protected: tuple[str, ...] = ()
+    missing_hooks: tuple[str, ...] = ()
 
     @classmethod
     def create(
@@ -157,11 +275,15 @@ class Policy(NamedTuple):
                 shown.append(p)
 
         tmp = private_tmp if private_tmp is not None else private_tmp_root()
+        common = git_common_dir(real_project)
+        protected, missing_hooks = git_guard_paths(real_project, common)
         return cls(
+            protected=protected,
+            missing_hooks=missing_hooks,
             project=real_project,
             project_as_written=as_written,
             private_tmp=os.path.realpath(tmp),
-            common_dir=git_common_dir(real_project),
+            common_dir=common,
             writable=tuple(extra),
             hidden=tuple(shown),
             protect=protect,
@@ -216,40 +338,15 @@ class Policy(NamedTuple):
                      casefold=self.platform == "darwin")
 
     def protected_paths(self) -> tuple[str, ...]:
-        """``.git/hooks`` and ``.git/config`` of the project (and its common dir) that
-        exist, read-only in the box so boxed code cannot plant a git hook that later
-        runs on the host. See :meth:`missing_hook_dirs` for a ``hooks`` folder that
-        does not exist yet."""
-        if not self.protect:
-            return ()
-        gitdirs = [os.path.join(self.project, ".git")]
-        if self.common_dir:
-            gitdirs.append(self.common_dir)
-        out: list[str] = []
-        for g in gitdirs:
-            if not os.path.isdir(g):
-                continue
-            for name in ("hooks", "config"):
-                p = os.path.join(g, name)
-                if os.path.lexists(p) and p not in out:
-                    out.append(p)
-        return tuple(out)
+        """What git reads to decide which programs to run, read-only in the box (see
+        :func:`git_guard_paths`). Empty when ``protect`` is off."""
+        return self.protected if self.protect else ()
 
     def missing_hook_dirs(self) -> tuple[str, ...]:
-        """``.git/hooks`` folders that do not exist yet in a git folder that does: the
-        box must not be able to create one and fill it (git would run it on the host).
+        """``hooks`` folders that do not exist yet in a git folder that does: the box
+        must not be able to create one and fill it (git would run it on the host).
         Backends cover each with an empty read-only folder."""
-        if not self.protect:
-            return ()
-        gitdirs = [os.path.join(self.project, ".git")]
-        if self.common_dir:
-            gitdirs.append(self.common_dir)
-        out: list[str] = []
-        for g in gitdirs:
-            p = os.path.join(g, "hooks")
-            if os.path.isdir(g) and not os.path.lexists(p) and p not in out:
-                out.append(p)
-        return tuple(out)
+        return self.missing_hooks if self.protect else ()
 
     def read_write_paths(self) -> tuple[str, ...]:
         """Bound read-write in the box at their own paths (the private temp folder is

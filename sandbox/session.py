@@ -22,7 +22,13 @@ from typing import TYPE_CHECKING
 
 from .errors import PolicyError, SandboxUnavailable
 from .plan import LaunchPlan, RunResult
-from .policy import DEFAULT_OUTPUT_CAP, Policy, private_tmp_root
+from .policy import (
+    DEFAULT_OUTPUT_CAP,
+    Policy,
+    pin_commondirs,
+    private_tmp_root,
+    unpin_commondirs,
+)
 
 if TYPE_CHECKING:
     from launchers.config import SandboxSettings
@@ -109,7 +115,10 @@ class Session:
         sandboxed = sandboxed and settings.enabled
         root = make_private_root(private_tmp_root())
         tmp = tempfile.mkdtemp(prefix="session-", dir=root)
+        pinned: tuple[str, ...] = ()
         try:
+            if sandboxed and settings.protect and os.path.isdir(project):
+                pinned = pin_commondirs(project)
             policy = Policy.create(
                 project, private_tmp=tmp, writable=settings.writable, hidden=settings.hidden,
                 hide_defaults=settings.hide_defaults, protect=settings.protect,
@@ -121,6 +130,7 @@ class Session:
                 session.box()  # fail now, before anything runs, if there is no box
             yield session
         finally:
+            unpin_commondirs(pinned)
             # The box's /tmp: whatever its commands left there goes with the session.
             shutil.rmtree(tmp, ignore_errors=True)
 

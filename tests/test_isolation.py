@@ -440,3 +440,70 @@ def test_a_missing_git_hooks_folder_cannot_be_created_and_filled() -> None:
         assert not (project / ".git" / "hooks" / "pre-commit").exists()
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def _git(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid",
+                           *args], cwd=cwd, capture_output=True, text=True)
+
+
+@pytest.fixture
+def repo() -> Iterator[Path]:
+    base = Path(os.path.realpath(tempfile.mkdtemp(dir="/var/tmp", prefix="hs-iso-")))
+    try:
+        project = base / "project"
+        subprocess.run(["git", "init", "-q", str(project)], check=True)
+        assert _git("commit", "-q", "--allow-empty", "-m", "first", cwd=project).returncode == 0
+        yield project
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_git_cannot_be_pointed_elsewhere_through_a_new_commondir(repo: Path) -> None:
+    commondir = repo / ".git" / "commondir"
+    assert not commondir.exists()
+    with Session.open(str(repo), SandboxSettings(hide_defaults=False)) as session:
+        r = session.run(["sh", "-c", "echo /tmp/evil > .git/commondir"])
+        assert r.returncode != 0, explain(r)
+        assert b"Read-only file system" in r.stderr
+        # git works as before, in the box and on the host, while the session lasts.
+        r = session.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid",
+                         "commit", "-q", "--allow-empty", "-m", "boxed"])
+        assert r.ok, explain(r)
+        host = _git("log", "--format=%s", cwd=repo)
+        assert host.stdout == "boxed\nfirst\n", host.stderr
+    assert not commondir.exists()
+
+
+def test_a_linked_worktree_cannot_repoint_its_git_file_or_commondir(repo: Path) -> None:
+    worktree = repo.parent / "wt"
+    assert _git("worktree", "add", "-q", str(worktree), cwd=repo).returncode == 0
+    dotgit = worktree / ".git"
+    own = Path(dotgit.read_text().split(":", 1)[1].strip())
+    before = (dotgit.read_bytes(), (own / "commondir").read_bytes())
+    with Session.open(str(worktree), SandboxSettings(hide_defaults=False)) as session:
+        r = session.run(["sh", "-c", f"echo 'gitdir: /tmp/evil' > .git; "
+                                     f"echo /tmp/evil > {own}/commondir; "
+                                     f"echo /tmp/evil > {repo}/.git/commondir; "
+                                     f"echo x > {repo}/.git/hooks/pre-commit"])
+        assert r.returncode != 0, explain(r)
+        assert r.stderr.count(b"Read-only file system") == 4, explain(r)
+        r = session.run(["git", "status", "--short"])
+        assert r.ok, explain(r)
+    assert (dotgit.read_bytes(), (own / "commondir").read_bytes()) == before
+    assert not (repo / ".git" / "commondir").exists()
+    assert not (repo / ".git" / "hooks" / "pre-commit").exists()
+
+
+def test_a_submodule_git_folder_keeps_its_hooks_read_only(repo: Path) -> None:
+    module = repo / ".git" / "modules" / "lib" / "inner"
+    (module / "hooks").mkdir(parents=True)
+    (module / "HEAD").write_text("ref: refs/heads/main\n")
+    (module / "config").write_text("[core]\n")
+    with Session.open(str(repo), SandboxSettings(hide_defaults=False)) as session:
+        r = session.run(["sh", "-c", "echo x > .git/modules/lib/inner/hooks/post-checkout; "
+                                     "echo '[core] hooksPath=/tmp' >> .git/modules/lib/inner/config"])
+    assert r.returncode != 0, explain(r)
+    assert r.stderr.count(b"Read-only file system") == 2, explain(r)
+    assert not (module / "hooks" / "post-checkout").exists()
+    assert (module / "config").read_text() == "[core]\n"
