@@ -501,8 +501,9 @@ def test_a_submodule_git_folder_keeps_its_hooks_read_only(repo: Path) -> None:
     (module / "HEAD").write_text("ref: refs/heads/main\n")
     (module / "config").write_text("[core]\n")
     with Session.open(str(repo), SandboxSettings(hide_defaults=False)) as session:
-        r = session.run(["sh", "-c", "echo x > .git/modules/lib/inner/hooks/post-checkout; "
-                                     "echo '[core] hooksPath=/tmp' >> .git/modules/lib/inner/config"])
+        inner = ".git/modules/lib/inner"
+        r = session.run(["sh", "-c", f"echo x > {inner}/hooks/post-checkout; "
+                                     f"echo '[core] hooksPath=/tmp' >> {inner}/config"])
     assert r.returncode != 0, explain(r)
     assert r.stderr.count(b"Read-only file system") == 2, explain(r)
     assert not (module / "hooks" / "post-checkout").exists()
