@@ -19,6 +19,7 @@ from typing import Any
 
 from launchers.config import Config, ConfigError, Event, load, locate
 from launchers.hooks import Decision, HookRefused, HookRunner, new_session_id
+from launchers.interrupt import run_interruptible
 from launchers.protocol import NO_HOOKS_BANNER
 
 JSON_VERSION = 1
@@ -69,40 +70,18 @@ def _event(args: argparse.Namespace) -> tuple[Event, dict[str, Any]]:
 
 
 def _fire(runner: HookRunner, event: Event, fields: dict[str, Any], mode: str) -> Decision:
-    """Run the event in a worker so Ctrl-C can cancel the running hook (the seed's Esc)
-    and still wait for its whole tree to be ended."""
-    cancel = threading.Event()
-    done = threading.Event()
-    out: list[Decision] = []
-    errors: list[BaseException] = []
+    """Run the event so that Ctrl-C cancels the running hook (the seed's Esc) and still
+    waits for its whole tree to be ended."""
 
-    def work() -> None:
-        try:
-            if event == "PreToolUse":
-                out.append(runner.pre_tool_use(
-                    fields["tool"], fields["input"], tool_use_id=new_session_id(),
-                    permission_mode=mode, cancel=cancel))
-            else:
-                out.append(runner.user_prompt_submit(fields["prompt"], permission_mode=mode,
-                                                     cancel=cancel))
-        except BaseException as err:  # handed to the main thread
-            errors.append(err)
-        finally:
-            done.set()
+    def work(cancel: threading.Event) -> Decision:
+        if event == "PreToolUse":
+            return runner.pre_tool_use(fields["tool"], fields["input"],
+                                       tool_use_id=new_session_id(), permission_mode=mode,
+                                       cancel=cancel)
+        return runner.user_prompt_submit(fields["prompt"], permission_mode=mode, cancel=cancel)
 
-    worker = threading.Thread(target=work, name="hook-event")
-    worker.start()
-    # Wait on our own event, not on join(): a KeyboardInterrupt inside Thread.join can
-    # leave the thread looking finished while it still runs.
-    while not done.is_set():
-        try:
-            done.wait(0.1)
-        except KeyboardInterrupt:
-            cancel.set()
-    worker.join()
-    if errors:
-        raise errors[0]
-    return out[0]
+    decision, _ = run_interruptible(work, "hook-event")
+    return decision
 
 
 def cmd_hook(args: argparse.Namespace) -> int:

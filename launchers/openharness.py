@@ -983,34 +983,12 @@ def describe(result: Result) -> list[str]:
 def _fire_interruptible(
     config: OhConfig, event: str, ctx: Context, runner: CommandRunner
 ) -> tuple[Result, bool]:
-    """Fire in a worker so that Ctrl-C cancels the running hook and still waits for its
-    whole tree to be ended. Returns the result and whether it was interrupted."""
-    cancel = threading.Event()
-    done = threading.Event()
-    out: list[Result] = []
-    errors: list[BaseException] = []
+    """Fire so that Ctrl-C cancels the running hook and still waits for its whole tree
+    to be ended. Returns the result and whether it was interrupted."""
+    from .interrupt import run_interruptible
 
-    def work() -> None:
-        try:
-            out.append(fire(config, event, ctx, runner=runner, cancel=cancel))
-        except BaseException as err:  # handed to the main thread
-            errors.append(err)
-        finally:
-            done.set()
-
-    worker = threading.Thread(target=work, name="oh-hook-event")
-    worker.start()
-    # Waiting on our own event, not in join(): a KeyboardInterrupt inside join can leave
-    # the thread looking finished while it still runs.
-    while not done.is_set():
-        try:
-            done.wait(0.1)
-        except KeyboardInterrupt:
-            cancel.set()
-    worker.join()
-    if errors:
-        raise errors[0]
-    return out[0], cancel.is_set()
+    return run_interruptible(
+        lambda cancel: fire(config, event, ctx, runner=runner, cancel=cancel), "oh-hook-event")
 
 
 def cmd_hook(args: argparse.Namespace) -> int:
