@@ -1,0 +1,49 @@
+"""./scripts/demo, the README's main job, end to end on the bundled example."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def home() -> Iterator[Path]:
+    # Outside /tmp: the demo installs its hooks under the home's data folder, and a
+    # sandboxed hook under /tmp would be refused (the box's /tmp is the agent's).
+    path = Path(tempfile.mkdtemp(prefix="hs-demo-home-", dir="/var/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("bwrap") is None,
+                    reason="needs bubblewrap on Linux")
+def test_the_demo_shows_the_banner_the_audit_and_the_hooks_at_work(home: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "HARNESS_"))}
+    env.update(HOME=str(home), HS_USE_VENV=str(Path(sys.executable).parent.parent))
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "demo")], env=env,
+                          capture_output=True, text=True, timeout=300)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    for line in [
+        "hooks: no-force-push (bash, exec) · keywords (prompts) · "
+        "notify (every tool, on the host)",
+        "audit: 3 hooks may run",
+        "blocked by the user's hook \"no-force-push\": force-push is not allowed here",
+        '"outcome": "allowed"',
+        "Context from the user's hook \"keywords\":",
+        "Read-only file system",
+        "audit: 1 of 1 hook refused",
+        "preToolUse: denied by preToolUse[0]: rm -rf is not allowed here",
+        "the box works: bubblewrap",
+    ]:
+        assert line in out, f"{line!r} missing from the demo's output:\n{out}"
+    assert "harness: bash in" in (home / ".local/share/harness-sandbox-demo/notify.log").read_text()
