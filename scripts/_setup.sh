@@ -20,7 +20,13 @@ hs_system_packages() {
     command -v gcc >/dev/null 2>&1 || missing+=(gcc)
     command -v git >/dev/null 2>&1 || missing+=(git)
     if [ -x /usr/bin/python3 ]; then
-        /usr/bin/python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
+        # Debian and Ubuntu keep ensurepip (which venv needs) in python3-venv.
+        if command -v dpkg-query >/dev/null 2>&1; then
+            dpkg-query -W -f='${Status}' python3-venv 2>/dev/null | grep -q 'ok installed' ||
+                missing+=(python3-venv)
+        else
+            /usr/bin/python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
+        fi
         local inc
         inc=$(/usr/bin/python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
         [ -e "$inc/Python.h" ] || missing+=(python3-dev)
