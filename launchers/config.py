@@ -53,6 +53,9 @@ class SandboxSettings(NamedTuple):
     protect: bool = True
     network: bool = False
     enabled: bool = True
+    # More environment names (or * patterns) kept from hooks and boxed commands, beside
+    # the provider keys that always go.
+    scrub: tuple[str, ...] = ()
 
 
 class Config(NamedTuple):
@@ -137,7 +140,7 @@ HOOK_KEYS: tuple[str, ...] = (
     "name", "event", "tools", "command", "timeout", "sandbox", "on_failure",
 )
 SANDBOX_KEYS: tuple[str, ...] = (
-    "writable", "hidden", "hide_defaults", "protect", "network", "enabled",
+    "writable", "hidden", "hide_defaults", "protect", "network", "enabled", "scrub",
 )
 EVENTS: tuple[str, ...] = ("PreToolUse", "UserPromptSubmit")
 _NAME = re.compile(r"[a-z0-9_-]{1,32}")
@@ -420,7 +423,20 @@ def _sandbox(file: str, raw: object) -> SandboxSettings:
         if not isinstance(value, bool):
             raise error(key, f"must be true or false, not {_a(value)}.")
         flags[key] = value
-    return SandboxSettings(writable=paths["writable"], hidden=paths["hidden"], **flags)
+    names = raw.get("scrub", [])
+    if not isinstance(names, list):
+        raise error("scrub", f"must be a list of environment names, not {_a(names)}.")
+    for i, item in enumerate(names, 1):
+        if not isinstance(item, str):
+            raise error("scrub", f"element {i} must be a string, not {_a(item)}.")
+        if not _ENV_PATTERN.fullmatch(item):
+            raise error("scrub", f"{_q(item)} is not an environment name; use letters, "
+                                 "digits and _, with * or ? for any characters.")
+    return SandboxSettings(writable=paths["writable"], hidden=paths["hidden"],
+                           scrub=tuple(names), **flags)
+
+
+_ENV_PATTERN = re.compile(r"[A-Za-z0-9_*?]+")
 
 
 # -- the banner -----------------------------------------------------------------------

@@ -238,6 +238,7 @@ class Policy(NamedTuple):
         network: bool = False,
         sandboxed: bool = True,
         env: Mapping[str, str] | None = None,
+        scrub: Iterable[str] = (),
         home: str | None = None,
         platform: str = sys.platform,
         output_cap: int = DEFAULT_OUTPUT_CAP,
@@ -249,6 +250,14 @@ class Policy(NamedTuple):
         hidden path that is neither a file nor a folder.
         """
         env = dict(os.environ if env is None else env)
+        patterns = tuple(scrub)
+        if patterns:
+            from fnmatch import fnmatchcase
+
+            # ``[sandbox] scrub``: gone from the session's environment, so from every
+            # plan built on it (boxed or on the host).
+            env = {k: v for k, v in env.items()
+                   if not any(fnmatchcase(k, p) for p in patterns)}
         home = home or env.get("HOME") or os.path.expanduser("~")
         as_written = os.path.abspath(project)
         if not os.path.isdir(as_written):

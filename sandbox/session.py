@@ -122,7 +122,7 @@ class Session:
             policy = Policy.create(
                 project, private_tmp=tmp, writable=settings.writable, hidden=settings.hidden,
                 hide_defaults=settings.hide_defaults, protect=settings.protect,
-                network=settings.network, sandboxed=sandboxed, env=env,
+                network=settings.network, sandboxed=sandboxed, env=env, scrub=settings.scrub,
                 output_cap=output_cap,
             )
             session = cls(policy)

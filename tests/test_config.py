@@ -118,6 +118,7 @@ hide_defaults = false
 protect = false
 network = true
 enabled = false
+scrub = ["GITHUB_TOKEN", "*_SECRET"]
 ''')
     config = load(path, project=str(project))
     assert config.path == path
@@ -127,7 +128,8 @@ enabled = false
         timeout=10, sandbox=False, on_failure="continue"),)
     assert config.sandbox == SandboxSettings(
         writable=("~/.cache/pip", "/srv/build"), hidden=("~/secrets",),
-        hide_defaults=False, protect=False, network=True, enabled=False)
+        hide_defaults=False, protect=False, network=True, enabled=False,
+        scrub=("GITHUB_TOKEN", "*_SECRET"))
     assert config.warnings == ()
 
 
@@ -429,7 +431,14 @@ def test_the_error_carries_file_hook_and_key(tmp_path: Path, project: Path) -> N
     ("sandbox = true\n", 'key "sandbox": must be a table ([sandbox]), not a boolean.'),
     ("[sandbox]\nnetwrok = true\n",
      '[sandbox]: unknown key "netwrok"; the keys are writable, hidden, hide_defaults, '
-     "protect, network, enabled."),
+     "protect, network, enabled, scrub."),
+    ('[sandbox]\nscrub = "GITHUB_TOKEN"\n',
+     '[sandbox]: key "scrub": must be a list of environment names, not a string.'),
+    ("[sandbox]\nscrub = [7]\n",
+     '[sandbox]: key "scrub": element 1 must be a string, not an integer.'),
+    ('[sandbox]\nscrub = ["MY TOKEN"]\n',
+     '[sandbox]: key "scrub": "MY TOKEN" is not an environment name; use letters, digits '
+     "and _, with * or ? for any characters."),
     ('[sandbox]\nwritable = "/srv"\n',
      '[sandbox]: key "writable": must be a list of paths, not a string.'),
     ("[sandbox]\nhidden = [1]\n",

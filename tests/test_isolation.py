@@ -546,3 +546,22 @@ def test_the_box_and_its_daemons_end_when_the_harness_is_killed(box: Box) -> Non
     finally:
         driver.kill()
         driver.wait()
+
+
+def test_names_listed_in_scrub_reach_neither_the_box_nor_a_host_hook() -> None:
+    base = Path(os.path.realpath(tempfile.mkdtemp(dir="/var/tmp", prefix="hs-iso-")))
+    try:
+        project = base / "project"
+        project.mkdir()
+        env = {**os.environ, "GITHUB_TOKEN": "gh-secret", "DEPLOY_SECRET": "d-secret",
+               "KEEP_ME": "kept"}
+        settings = SandboxSettings(hide_defaults=False, scrub=("GITHUB_TOKEN", "*_SECRET"))
+        with Session.open(str(project), settings, env=env) as session:
+            boxed = session.run(["env"])
+            host = session.run(["/usr/bin/env"], host=True)
+        for r in (boxed, host):
+            assert r.ok, explain(r)
+            assert b"secret" not in r.stdout
+            assert b"KEEP_ME=kept" in r.stdout
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
