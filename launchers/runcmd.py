@@ -88,6 +88,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     out.flush()
     err_.write(result.stderr)
     err_.flush()
+    for warning in session.warnings:
+        _say(warning)
     for name, capped in (("stdout", result.stdout_capped), ("stderr", result.stderr_capped)):
         if capped:
             _say(f"the command's {name} passed {session.policy.output_cap} bytes; "

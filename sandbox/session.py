@@ -25,6 +25,7 @@ from .plan import LaunchPlan, RunResult
 from .policy import (
     DEFAULT_OUTPUT_CAP,
     Policy,
+    git_dirs,
     pin_commondirs,
     private_tmp_root,
     unpin_commondirs,
@@ -80,6 +81,23 @@ def make_private_root(path: str) -> str:
     return path
 
 
+def new_git_folders(policy: Policy, before: set[str]) -> list[str]:
+    """A warning for each git folder of the project that was not there at the start."""
+    out: list[str] = []
+    for g in git_dirs(policy.project, policy.common_dir):
+        if g in before:
+            continue
+        hooks_dir = os.path.join(g, "hooks")
+        try:
+            hooks = sorted(n for n in os.listdir(hooks_dir) if not n.endswith(".sample"))
+        except OSError:
+            hooks = []
+        also = f", with hooks {', '.join(hooks)}," if hooks else ""
+        out.append(f"the git folder {g} was created during the session{also} and git run "
+                   f"on the host in {policy.project} would use it; check it before you do")
+    return out
+
+
 class Session:
     """Runs commands under one policy. Build it with :meth:`open` (which owns the private
     temp folder) or directly from a policy whose folders already exist."""
@@ -91,6 +109,8 @@ class Session:
         self._features = features
         self._lock = threading.Lock()
         self._host_env: Mapping[str, str] | None = None
+        # Said when the session ends (see :meth:`open`); read them after the with-block.
+        self.warnings: list[str] = []
 
     @classmethod
     @contextmanager
@@ -107,6 +127,10 @@ class Session:
 
         Raises :class:`PolicyError` for a path the user named that cannot be used and
         :class:`SandboxUnavailable` when the session needs the box and it cannot be built.
+
+        At the end, a git folder that appeared in the project during the session (a
+        ``git init``, a new submodule's folder) is reported in :attr:`warnings`: the box
+        cannot stop its creation, and git run on the host would use its hooks.
         """
         if settings is None:
             from launchers.config import SandboxSettings
@@ -128,7 +152,10 @@ class Session:
             session = cls(policy)
             if sandboxed:
                 session.box()  # fail now, before anything runs, if there is no box
+            before = set(git_dirs(policy.project, policy.common_dir))
             yield session
+            if sandboxed and settings.protect:
+                session.warnings += new_git_folders(policy, before)
         finally:
             unpin_commondirs(pinned)
             # The box's /tmp: whatever its commands left there goes with the session.

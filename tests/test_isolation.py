@@ -565,3 +565,38 @@ def test_names_listed_in_scrub_reach_neither_the_box_nor_a_host_hook() -> None:
             assert b"KEEP_ME=kept" in r.stdout
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_git_folder_made_in_the_box_is_reported_at_the_end() -> None:
+    base = Path(os.path.realpath(tempfile.mkdtemp(dir="/var/tmp", prefix="hs-iso-")))
+    try:
+        project = base / "project"
+        project.mkdir()
+        with Session.open(str(project), SandboxSettings(hide_defaults=False)) as session:
+            r = session.run(["sh", "-c", "git init -q . && printf '#!/bin/sh\\n' > "
+                                         ".git/hooks/pre-commit"])
+            assert r.ok, explain(r)
+            assert session.warnings == []
+        assert session.warnings == [
+            f"the git folder {project}/.git was created during the session, with hooks "
+            f"pre-commit, and git run on the host in {project} would use it; check it "
+            "before you do"]
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_run_names_a_git_folder_its_command_made(tmp_path: Path) -> None:
+    base = Path(os.path.realpath(tempfile.mkdtemp(dir="/var/tmp", prefix="hs-iso-")))
+    try:
+        project = base / "project"
+        project.mkdir()
+        cli = Path(sys.executable).parent / "harness-sandbox"
+        done = subprocess.run([str(cli), "run", "--config", str(tmp_path / "none.toml"),
+                               "--project", str(project), "--", "git", "init", "-q", "."],
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert done.stderr == (f"harness-sandbox: the git folder {project}/.git was created "
+                               f"during the session and git run on the host in {project} "
+                               "would use it; check it before you do\n")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
