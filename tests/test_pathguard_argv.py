@@ -2,31 +2,16 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from trees import FIX_W, link, touch
 
 from pathguard import zones as z
 from pathguard.argv import CommandVerdict, check_command, find_program, prune_path
 from pathguard.guard import Guard
 from pathguard.zones import Zone
-
-FIX_W = "Move it outside (for example ~/.local/share/harness/hooks/), or start with --no-hooks."
-
-
-def touch(p: Path, mode: int = 0o755) -> Path:
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text("#!/bin/sh\nexit 0\n")
-    p.chmod(mode)
-    return p
-
-
-def link(at: Path, target: str | Path) -> Path:
-    at.parent.mkdir(parents=True, exist_ok=True)
-    os.symlink(str(target), at)
-    return at
 
 
 @dataclass

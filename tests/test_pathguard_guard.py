@@ -11,28 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from trees import FIX_H, FIX_W, link, touch
 from unprivileged import as_nobody, searchable_tmp
 
 from pathguard import zones as z
 from pathguard.guard import Guard
 from pathguard.zones import Zone
 from sandbox.policy import Policy
-
-FIX_W = "Move it outside (for example ~/.local/share/harness/hooks/), or start with --no-hooks."
-FIX_H = "Move it, or set sandbox = false for this hook."
-
-
-def touch(p: Path, mode: int = 0o755) -> Path:
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text("#!/bin/sh\nexit 0\n")
-    p.chmod(mode)
-    return p
-
-
-def link(at: Path, target: str | Path) -> Path:
-    at.parent.mkdir(parents=True, exist_ok=True)
-    os.symlink(str(target), at)
-    return at
 
 
 @dataclass

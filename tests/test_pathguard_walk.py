@@ -8,21 +8,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from trees import link, touch
 from unprivileged import as_nobody, searchable_tmp
 
 from pathguard.walk import LOOP_REASON, MAX_LINKS, Lookup, Walk, walk
-
-
-def touch(p: Path) -> Path:
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text("x\n")
-    return p
-
-
-def link(at: Path, target: str | Path) -> Path:
-    at.parent.mkdir(parents=True, exist_ok=True)
-    os.symlink(str(target), at)
-    return at
 
 
 def locations(w: Walk) -> list[str]:
