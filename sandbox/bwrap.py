@@ -67,8 +67,31 @@ def plan(
     bwrap: str,
     features: Collection[str] | None = None,
     env_extra: Mapping[str, str] | None = None,
+    prefix: Sequence[str] | None = None,
 ) -> LaunchPlan:
-    """The bubblewrap command that runs ``argv`` in the session's box.
+    """The bubblewrap command that runs ``argv`` in the session's box: :func:`box_args`
+    (or ``prefix``, the same computed once by a session: it stats every protected and
+    hidden path), then ``--`` and ``argv``."""
+    if not argv:
+        raise ValueError("an empty command cannot run in the box")
+    head = tuple(prefix) if prefix is not None else box_args(policy, bwrap=bwrap,
+                                                               features=features)
+    return LaunchPlan(
+        backend="bwrap",
+        argv=(*head, "--", *argv),
+        env=box_env(policy, env_extra),
+        cwd=policy.project,
+        description=shlex.join(argv),
+    )
+
+
+def box_args(
+    policy: Policy,
+    *,
+    bwrap: str,
+    features: Collection[str] | None = None,
+) -> tuple[str, ...]:
+    """bwrap and its options for the session's box, up to the command.
 
     Mounts are applied in order, each covering what is beneath it:
 
@@ -107,10 +130,9 @@ def plan(
     ``--cap-drop ALL`` leaves no capability in any namespace.
 
     The environment is bwrap's own (``LaunchPlan.env``); bwrap passes it to the command
-    unchanged. ``argv[0]`` may be a bare name: bwrap looks it up on the box's PATH.
+    unchanged. The command's ``argv[0]`` may be a bare name: bwrap looks it up on the
+    box's PATH.
     """
-    if not argv:
-        raise ValueError("an empty command cannot run in the box")
     if not os.path.isabs(bwrap):
         raise ValueError(f"bwrap must be an absolute path, not {bwrap!r}")
     if features is not None:
@@ -182,12 +204,5 @@ def plan(
         if features is None or f in features:
             args.append(f)
     args += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
-    args += ["--chdir", policy.project, "--", *argv]
-
-    return LaunchPlan(
-        backend="bwrap",
-        argv=tuple(args),
-        env=box_env(policy, env_extra),
-        cwd=policy.project,
-        description=shlex.join(argv),
-    )
+    args += ["--chdir", policy.project]
+    return tuple(args)

@@ -109,6 +109,7 @@ class Session:
         self._features = features
         self._lock = threading.Lock()
         self._host_env: Mapping[str, str] | None = None
+        self._box_args: tuple[str, ...] | None = None
         # Said when the session ends (see :meth:`open`); read them after the with-block.
         self.warnings: list[str] = []
 
@@ -194,8 +195,12 @@ class Session:
             return made
         from . import bwrap as _bwrap
 
+        if self._box_args is None:
+            # Once per session: the mounts stat every protected and hidden path.
+            self._box_args = _bwrap.box_args(self.policy, bwrap=self.box(),
+                                             features=self._features)
         return _bwrap.plan(self.policy, argv, bwrap=self.box(), features=self._features,
-                           env_extra=env_extra)
+                           env_extra=env_extra, prefix=self._box_args)
 
     def run(
         self,
