@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from hook_programs import install_hooks
+from procs import left_after, running_with
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -198,9 +199,9 @@ def test_ctrl_c_interrupts_the_running_hook_and_ends_its_tree(
         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 15
-        while not _running(marker) and time.monotonic() < deadline:
+        while not running_with(marker) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert _running(marker), "the hook never started"
+        assert running_with(marker), "the hook never started"
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=10)
     finally:
@@ -209,21 +210,4 @@ def test_ctrl_c_interrupts_the_running_hook_and_ends_its_tree(
             proc.wait()
     assert (proc.returncode, out) == (1, "")
     assert err == "interrupted while hook slow ran; nothing was sent\n"
-    deadline = time.monotonic() + 1
-    while _running(marker) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert _running(marker) == []
-
-
-def _running(marker: str) -> list[int]:
-    out = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if marker.encode() in f.read().split(b"\0"):
-                    out.append(int(pid))
-        except OSError:
-            continue
-    return out
+    assert left_after(marker) == []

@@ -8,7 +8,6 @@ and with sandbox = false (on the host, from /).
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 import uuid
@@ -18,6 +17,7 @@ from typing import Any
 
 import pytest
 from hook_programs import install_hooks
+from procs import left_after, running_with
 
 from launchers import records as rec
 from launchers.config import Config, Event, HookSpec, OnFailure
@@ -336,26 +336,8 @@ def test_a_failure_warns_once_per_hook_per_turn(session: Session, hook: Hooks) -
 # -- cancel --------------------------------------------------------------------------
 
 
-def _running(marker: str) -> list[int]:
-    out = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if marker.encode() in argv:
-            out.append(int(pid))
-    return out
-
-
 def assert_gone(marker: str) -> None:
-    deadline = time.monotonic() + 1.0
-    while _running(marker) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert _running(marker) == []
+    assert left_after(marker) == []
 
 
 def test_cancel_interrupts_and_ends_the_hooks_whole_tree(session: Session, hook: Hooks,
@@ -368,9 +350,9 @@ def test_cancel_interrupts_and_ends_the_hooks_whole_tree(session: Session, hook:
     t = threading.Thread(target=lambda: out.append(call(r, cancel=cancel)))
     t.start()
     deadline = time.monotonic() + 10
-    while not _running(marker) and time.monotonic() < deadline:
+    while not running_with(marker) and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert _running(marker), "the hook's child never started"
+    assert running_with(marker), "the hook's child never started"
     cancel.set()
     t.join(5)
     assert not t.is_alive()

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from procs import left_after, running_with
 
 from launchers.config import SandboxSettings
 from sandbox.env import PROVIDER_KEYS
@@ -511,19 +512,6 @@ def test_a_submodule_git_folder_keeps_its_hooks_read_only(repo: Path) -> None:
     assert (module / "config").read_text() == "[core]\n"
 
 
-def _alive_with(token: str) -> list[int]:
-    import psutil
-
-    out = []
-    for p in psutil.process_iter(["cmdline"]):
-        try:
-            if token in (p.info["cmdline"] or []) and p.status() != psutil.STATUS_ZOMBIE:
-                out.append(p.pid)
-        except psutil.Error:
-            continue
-    return out
-
-
 def test_the_box_and_its_daemons_end_when_the_harness_is_killed(box: Box) -> None:
     token = f"hs-box-daemon-{uuid.uuid4().hex}"
     sleeper = f"{PY} -c 'import time; time.sleep(1000)' {token}"
@@ -534,15 +522,12 @@ def test_the_box_and_its_daemons_end_when_the_harness_is_killed(box: Box) -> Non
         cwd=str(Path(__file__).parent.parent), stdout=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 20
-        while len(_alive_with(token)) < 3 and time.monotonic() < deadline:
+        while len(running_with(token)) < 3 and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert len(_alive_with(token)) == 3, "the boxed processes did not start"
+        assert len(running_with(token)) == 3, "the boxed processes did not start"
         driver.kill()
         driver.wait()
-        deadline = time.monotonic() + 1.0
-        while _alive_with(token) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert _alive_with(token) == []
+        assert left_after(token) == []
     finally:
         driver.kill()
         driver.wait()

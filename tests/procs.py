@@ -1,0 +1,32 @@
+"""Finding a test's processes by a word in their command line, from the host's /proc."""
+
+from __future__ import annotations
+
+import os
+import time
+
+
+def running_with(word: str) -> list[int]:
+    """Pids of the processes with ``word`` as one of their arguments. A zombie has an
+    empty command line, so an ended process that nobody reaped is not counted."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if word.encode() in argv:
+            out.append(int(pid))
+    return out
+
+
+def left_after(word: str, seconds: float = 1.0) -> list[int]:
+    """The processes with ``word`` still running once ``seconds`` have passed (returns
+    as soon as none is left)."""
+    deadline = time.monotonic() + seconds
+    while running_with(word) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return running_with(word)
