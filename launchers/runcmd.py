@@ -64,9 +64,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 # The host runner takes absolute programs only. Look the name up once,
                 # on the PATH a host command gets (pruned of the agent's folders).
                 from pathguard.argv import find_program
-                from sandbox.env import host_env
 
-                resolved = find_program(argv[0], host_env(session.policy).get("PATH"))
+                resolved = find_program(argv[0], session.host_env().get("PATH"))
                 if resolved is None:
                     _say(f"{argv[0]}: command not found")
                     return EXIT_NOT_FOUND

@@ -174,6 +174,15 @@ class Session:
                     self._bwrap = require_box(self.policy)
         return self._bwrap
 
+    def host_env(self) -> Mapping[str, str]:
+        """The environment a host command starts from (provider keys gone, PATH pruned
+        in a sandboxed session), computed once: pruning PATH walks every entry."""
+        if self._host_env is None:
+            from .env import host_env
+
+            self._host_env = host_env(self.policy)
+        return self._host_env
+
     def plan(self, argv: Sequence[str], *, host: bool = False,
              env_extra: Mapping[str, str] | None = None) -> LaunchPlan:
         """The plan that runs ``argv``: on the host (``host=True`` or a session with no
@@ -181,13 +190,9 @@ class Session:
         name, looked up on PATH inside the box)."""
         if host or not self.policy.sandboxed:
             from . import host as _host
-            from .env import host_env
 
-            if self._host_env is None:
-                # Once per session: pruning PATH walks every entry.
-                self._host_env = host_env(self.policy)
             return _host.plan(self.policy, argv, env_extra=env_extra,
-                              base_env=self._host_env)
+                              base_env=self.host_env())
         if self.policy.platform == "darwin":
             # By name: the macOS backend is only imported where it can run.
             seatbelt = import_module("sandbox.seatbelt")
