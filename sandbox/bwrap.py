@@ -2,6 +2,15 @@
 
 The box bash, exec and sandboxed hooks share. :func:`plan` builds bwrap's argv; the
 supervisor runs it. Nothing here spawns.
+
+The rule for bind sources: no path bound here is ever a link's target. The read-write
+roots (the project, a real linked worktree's common dir, ``[sandbox] writable``) are
+canonical paths the user named; every other path (pinned git folders, protected git
+files, the files the git config names) was found by :mod:`sandbox.gitdirs` walking down
+from one of those roots without following a link, and every folder between the root and
+a protected path is pinned (bound onto itself), so that a boxed command cannot rename
+it and put a link in its place for the next box to follow. A read-write bind whose
+source is outside the read-write roots is a programming error: :func:`box_args` raises.
 """
 
 from __future__ import annotations
@@ -106,10 +115,12 @@ def box_args(
        - the project, a linked worktree's common directory and ``[sandbox] writable``
          bound read-write at their own paths; these come after ``/tmp`` so a project
          under /tmp is still the project;
-       - the project's ``.git`` bound onto itself, so that it is a mount point and cannot
-         be renamed away and replaced by a ``.git`` whose hooks are writable;
-       - protected paths (``.git/hooks``, ``.git/config``) bound read-only onto
-         themselves, after the read-write bind that contains them; a ``.git/hooks``
+       - the project's ``.git``, and every folder between a read-write root and a
+         protected path, bound onto itself, so that it is a mount point and cannot be
+         renamed away and replaced by one whose hooks are writable, or by a link;
+       - protected paths (``.git/hooks``, ``.git/config``, see :mod:`sandbox.gitdirs`)
+         bound read-only onto themselves, after the read-write bind that contains
+         them; a ``.git/hooks``
          that does not exist yet becomes an empty read-only tmpfs (bwrap leaves its
          empty mount point behind in the project, as git itself would make it);
        - hidden folders as an empty tmpfs, hidden files as ``/dev/null`` bound
@@ -148,18 +159,25 @@ def box_args(
     ops.append((_depth(MASKED_RUNTIME), _RUNTIME, MASKED_RUNTIME))
     ops += [(_depth(p), _RW, p) for p in rw]
 
-    protected = [os.path.realpath(p) for p in policy.protected_paths()]
-    pinned: list[str] = []
+    protected = list(policy.protected_paths())
+    pinned: list[str] = list(policy.pinned_dirs) if policy.protect else []
     for p in protected:
         gitdir = os.path.dirname(p)
         if gitdir not in rw and gitdir not in pinned:
             pinned.append(gitdir)
+    for g in pinned:
+        if not any(_under(g, r) for r in rw):
+            raise ValueError(f"a read-write bind of {g!r} would lie outside the read-write "
+                             "roots: the plan is wrong")
     ops += [(_depth(g), _PIN, g) for g in pinned]
     ops += [(_depth(p), _PROTECT, p) for p in protected]
     empty_ro = list(policy.missing_hook_dirs())
     for p in empty_ro:
         gitdir = os.path.dirname(p)
         if gitdir not in rw and gitdir not in pinned:
+            if not any(_under(gitdir, r) for r in rw):
+                raise ValueError(f"a read-write bind of {gitdir!r} would lie outside the "
+                                 "read-write roots: the plan is wrong")
             pinned.append(gitdir)
             ops.append((_depth(gitdir), _PIN, gitdir))
     ops += [(_depth(p), _EMPTY_RO, p) for p in empty_ro]

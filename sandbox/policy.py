@@ -19,7 +19,10 @@ from pathguard.zones import Zone
 if TYPE_CHECKING:
     from pathguard.guard import Guard
 
+from .beneath import link_on_the_way
 from .errors import PolicyError
+from .gitdirs import GitLayout, find_layout, git_common_dir
+from .text import escape
 
 # Hidden unless [sandbox] hide_defaults = false. Hidden folders become empty read-only
 # folders in the box, hidden files read as empty.
@@ -47,145 +50,6 @@ def private_tmp_root() -> str:
     before a session (``audit``) the exact folder does not exist yet.
     """
     return os.path.join(tempfile.gettempdir(), f"harness-sandbox-{os.getuid()}")
-
-
-def linked_git_dir(project: str) -> str | None:
-    """The git folder a ``.git`` *file* names (``gitdir: X``: a linked worktree or a
-    submodule checkout), canonical; None when ``.git`` is not such a file."""
-    dotgit = os.path.join(project, ".git")
-    try:
-        if not os.path.isfile(dotgit):
-            return None
-        with open(dotgit, encoding="utf-8") as f:
-            first = f.readline().strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-    if not first.startswith("gitdir:"):
-        return None
-    return os.path.realpath(os.path.join(project, first[len("gitdir:") :].strip()))
-
-
-def git_common_dir(project: str) -> str | None:
-    """A linked worktree's common directory, or None.
-
-    A linked worktree has a ``.git`` *file* reading ``gitdir: X``; ``X/commondir``
-    names the common directory, relative to X. Unreadable or odd layouts give None:
-    the project itself is writable in any case.
-    """
-    gitdir = linked_git_dir(project)
-    if gitdir is None:
-        return None
-    try:
-        with open(os.path.join(gitdir, "commondir"), encoding="utf-8") as f:
-            common = f.readline().strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-    return os.path.realpath(os.path.join(gitdir, common))
-
-
-def _module_git_dirs(gitdir: str, depth: int = 0) -> list[str]:
-    """The git folders of submodules kept under ``gitdir/modules`` (nested too). A
-    submodule at path a/b keeps its git folder at modules/a/b; one that holds a HEAD is
-    a git folder, anything else a folder on the way to one."""
-    out: list[str] = []
-
-    def visit(folder: str, level: int) -> None:
-        if level > 8:
-            return
-        try:
-            names = sorted(os.listdir(folder))
-        except OSError:
-            return
-        for name in names:
-            p = os.path.join(folder, name)
-            if not os.path.isdir(p) or os.path.islink(p):
-                continue
-            if os.path.isfile(os.path.join(p, "HEAD")):
-                out.append(p)
-                visit(os.path.join(p, "modules"), level + 1)
-            else:
-                visit(p, level + 1)
-
-    visit(os.path.join(gitdir, "modules"), depth)
-    return out
-
-
-def git_dirs(project: str, common_dir: str | None) -> tuple[str, ...]:
-    """The git folders whose hooks and config git would use on the host for this
-    project: its ``.git`` folder, or a linked worktree's own and common git folders,
-    and the submodules' git folders kept in them. Canonical paths."""
-    found: list[str] = []
-    own = os.path.join(project, ".git")
-    for g in (own if os.path.isdir(own) else None, linked_git_dir(project), common_dir):
-        if g is not None and os.path.isdir(g) and g not in found:
-            found.append(g)
-    for g in list(found):
-        found += [m for m in _module_git_dirs(g) if m not in found]
-    return tuple(found)
-
-
-def git_guard_paths(project: str, common_dir: str | None) -> tuple[tuple[str, ...],
-                                                                  tuple[str, ...]]:
-    """(protected, missing hooks folders) for the box.
-
-    Protected: in each git folder ``hooks``, ``config`` and ``commondir`` (which could
-    point git at a folder whose hooks the box wrote), and a ``.git`` *file* in the
-    project (which could point git at such a folder); only those that exist.
-    Missing: the ``hooks`` folders that do not exist yet, except in a linked worktree's
-    own git folder, whose hooks git takes from the common folder.
-    """
-    protected: list[str] = []
-    dotgit = os.path.join(project, ".git")
-    if os.path.isfile(dotgit):
-        protected.append(dotgit)
-    own_linked = linked_git_dir(project) if common_dir else None
-    missing: list[str] = []
-    for g in git_dirs(project, common_dir):
-        for name in ("hooks", "config", "commondir"):
-            p = os.path.join(g, name)
-            if os.path.lexists(p):
-                if p not in protected:
-                    protected.append(p)
-            elif name == "hooks" and g != own_linked:
-                missing.append(p)
-    return tuple(protected), tuple(missing)
-
-
-def pin_commondirs(project: str) -> tuple[str, ...]:
-    """Write ``commondir`` as ``.`` in each of the project's git folders that lacks one.
-
-    The box must not create a ``commondir`` (git would take hooks and config from where
-    it points), and a mount cannot cover a file that is not there. ``.`` names the git
-    folder itself, which is what an absent ``commondir`` means, so git behaves the same
-    inside and outside the box; the file is then protected like the others. Returns the
-    files written, for :func:`unpin_commondirs` at the end of the session.
-    """
-    real = os.path.realpath(project)
-    written: list[str] = []
-    for g in git_dirs(real, git_common_dir(real)):
-        p = os.path.join(g, "commondir")
-        try:
-            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-        except FileExistsError:
-            continue
-        except OSError:
-            continue  # not ours to write (a read-only git folder): the box cannot either
-        with os.fdopen(fd, "w") as f:
-            f.write(".\n")
-        written.append(p)
-    return tuple(written)
-
-
-def unpin_commondirs(paths: Iterable[str]) -> None:
-    """Remove the ``commondir`` files :func:`pin_commondirs` wrote, if still as written."""
-    for p in paths:
-        try:
-            with open(p, encoding="utf-8") as f:
-                if f.read() != ".\n":
-                    continue
-            os.unlink(p)
-        except OSError:
-            pass
 
 
 def expand(path: str, home: str) -> str:
@@ -221,9 +85,11 @@ class Policy(NamedTuple):
     tmpdir: str = ""
     env: Mapping[str, str] = MappingProxyType({})
     output_cap: int = DEFAULT_OUTPUT_CAP
-    # Found once, at create(): see git_guard_paths().
+    # Found once, at create(): see sandbox.gitdirs. Canonical paths, each reached from
+    # a writable root without following a link.
     protected: tuple[str, ...] = ()
     missing_hooks: tuple[str, ...] = ()
+    pinned_dirs: tuple[str, ...] = ()
 
     @classmethod
     def create(
@@ -242,12 +108,18 @@ class Policy(NamedTuple):
         home: str | None = None,
         platform: str = sys.platform,
         output_cap: int = DEFAULT_OUTPUT_CAP,
+        git: GitLayout | None = None,
     ) -> Policy:
         """Check the paths the user named and build the policy.
 
         Raises :class:`PolicyError` with a one-line message naming the path for: a
         project that is not a directory, a writable path that does not exist, a
         hidden path that is neither a file nor a folder.
+
+        ``git`` is the layout a session found and made its pins for (see
+        :func:`sandbox.gitdirs.find_layout`); without it the layout is found here without
+        asking the host's git, and protected names that are missing are left out (a
+        missing ``hooks`` folder becomes an empty read-only one).
         """
         env = dict(os.environ if env is None else env)
         patterns = tuple(scrub)
@@ -261,14 +133,14 @@ class Policy(NamedTuple):
         home = home or env.get("HOME") or os.path.expanduser("~")
         as_written = os.path.abspath(project)
         if not os.path.isdir(as_written):
-            raise PolicyError(f"the project {as_written} is not a directory")
+            raise PolicyError(f"the project {escape(as_written)} is not a directory")
         real_project = os.path.realpath(as_written)
 
         extra: list[str] = []
         for w in writable:
             p = os.path.abspath(expand(w, home))
             if not os.path.exists(p):
-                raise PolicyError(f"the writable path {p} does not exist")
+                raise PolicyError(f"the writable path {escape(p)} does not exist")
             extra.append(p)
 
         names = list(DEFAULT_HIDDEN) if hide_defaults else []
@@ -279,16 +151,33 @@ class Policy(NamedTuple):
             if not os.path.lexists(p):
                 continue  # nothing to hide
             if not (os.path.isdir(p) or os.path.isfile(p)):
-                raise PolicyError(f"the hidden path {p} is neither a file nor a folder")
+                raise PolicyError(
+                    f"the hidden path {escape(p)} is neither a file nor a folder")
             if p not in shown:
                 shown.append(p)
 
         tmp = private_tmp if private_tmp is not None else private_tmp_root()
-        common = git_common_dir(real_project)
-        protected, missing_hooks = git_guard_paths(real_project, common)
+        common0 = git.common_dir if git is not None else git_common_dir(real_project)
+        roots = (real_project, *((common0,) if common0 else ()))
+        for p in extra:
+            link = link_on_the_way(p, roots)
+            if link is not None:
+                raise PolicyError(
+                    f"the writable path {escape(p)} leads through {escape(link)}, a link "
+                    "in a folder the box can write; name the folder it leads to instead")
+        made = git is not None
+        if git is None:
+            git = find_layout(real_project, env=env, home=home, ask_git=False,
+                              writable=tuple(os.path.realpath(w) for w in extra))
+        missing = {p for p, _ in git.make_files} | set(git.make_dirs)
+        protected = git.protected if made else tuple(
+            p for p in git.protected if p not in missing)
+        common = git.common_dir
         return cls(
             protected=protected,
-            missing_hooks=missing_hooks,
+            missing_hooks=() if made else tuple(
+                d for d in git.make_dirs if d in git.protected),
+            pinned_dirs=git.pinned_dirs,
             project=real_project,
             project_as_written=as_written,
             private_tmp=os.path.realpath(tmp),

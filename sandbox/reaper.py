@@ -11,10 +11,13 @@ event on stdin:
 
     + <pgid>             a run started; its process group is <pgid>
     - <pgid> <marker>    the run ended; kill whatever still carries <marker> (or "-")
+    c <manifest>         a session opened: what it made is listed in <manifest>
+    u <manifest>         the session closed and cleaned up after itself
 
 and when stdin reaches end of file (the harness died, however it died) it kills every
 process group still running and every process carrying one of the instance's markers,
-then exits. This file imports only the standard library (and psutil where /proc is
+removes what each open session made (:func:`clean_session`), then exits. This file
+imports only the standard library (and psutil where /proc is
 missing) so the watchdog starts fast and runs outside the package.
 """
 
@@ -168,6 +171,7 @@ class _Watchdog:
         self.groups: set[int] = set()
         self.finished: set[str] = set()
         self.sweep_at: float | None = None
+        self.sessions: set[str] = set()
 
     def handle(self, line: bytes) -> None:
         parts = line.split()
@@ -180,6 +184,12 @@ class _Watchdog:
                 self.finished.add(marker)
                 if self.sweep_at is None:
                     self.sweep_at = time.monotonic() + SWEEP_DELAY
+        elif len(parts) == 2 and parts[0] in (b"c", b"u"):
+            name = os.fsdecode(parts[1])
+            if parts[0] == b"c":
+                self.sessions.add(name)
+            else:
+                self.sessions.discard(name)
 
     def sweep(self) -> None:
         finished, self.finished, self.sweep_at = self.finished, set(), None
@@ -193,6 +203,73 @@ class _Watchdog:
         # Groups once more: a member that replaced its environment was missed above.
         for pgid in self.groups:
             _killpg(pgid)
+        # The box is gone with its parent: nothing can write to what the session made.
+        for manifest in self.sessions:
+            with contextlib.suppress(Exception):
+                clean_session(manifest)
+
+
+# -- what a session made ------------------------------------------------------------------
+# A session makes files in the user's repository (a ``commondir`` of ".", empty files and
+# folders over protected names) and a private temp folder. Its manifest, a JSON file in
+# the per-user private root, lists them; whoever cleans up (the session's end, this
+# watchdog, or the next session once the owner is gone) removes each only if it is still
+# what was made, owned by this user, and reached without following a link.
+
+
+def _open_parent(root: str, rel: str) -> int:
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    for part in [p for p in rel.split("/")[:-1] if p]:
+        try:
+            nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                          dir_fd=fd)
+        finally:
+            os.close(fd)
+        fd = nxt
+    return fd
+
+
+def _unmake(root: str, rel: str, kind: str, content: bytes) -> None:
+    import stat as _stat
+
+    fd = _open_parent(root, rel)
+    name = rel.rsplit("/", 1)[-1]
+    try:
+        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        if st.st_uid != os.getuid():
+            return
+        if kind == "dir" and _stat.S_ISDIR(st.st_mode):
+            os.rmdir(name, dir_fd=fd)  # only if empty
+        elif kind == "file" and _stat.S_ISREG(st.st_mode) and st.st_size == len(content):
+            f = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            try:
+                same = os.read(f, len(content) + 1) == content
+            finally:
+                os.close(f)
+            if same:
+                os.unlink(name, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def clean_session(manifest: str) -> None:
+    """Remove what the session of ``manifest`` made, then the manifest."""
+    import json
+    import shutil
+    import stat as _stat
+
+    with open(manifest, encoding="utf-8") as f:
+        data = json.load(f)
+    for root, rel, kind, content in reversed(data.get("made", [])):
+        with contextlib.suppress(OSError):
+            _unmake(root, rel, kind, bytes.fromhex(content))
+    tmp = data.get("tmp", "")
+    with contextlib.suppress(OSError):
+        st = os.lstat(tmp)
+        if _stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid():
+            shutil.rmtree(tmp)  # the fd-based version: it never follows a link
+    with contextlib.suppress(OSError):
+        os.unlink(manifest)
 
 
 def main(argv: list[str]) -> int:

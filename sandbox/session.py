@@ -15,21 +15,20 @@ import shutil
 import stat
 import tempfile
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from importlib import import_module
 from typing import TYPE_CHECKING
 
+from . import leftovers as _leftovers
 from .errors import PolicyError, SandboxUnavailable
+from .gitdirs import GitLayout, find_layout
+from .gitreport import report
 from .plan import LaunchPlan, RunResult
-from .policy import (
-    DEFAULT_OUTPUT_CAP,
-    Policy,
-    git_dirs,
-    pin_commondirs,
-    private_tmp_root,
-    unpin_commondirs,
-)
+from .policy import DEFAULT_OUTPUT_CAP, Policy, expand, private_tmp_root
+from .reaper import clean_session
+from .text import escape
 
 if TYPE_CHECKING:
     from launchers.config import SandboxSettings
@@ -65,37 +64,36 @@ def make_private_root(path: str) -> str:
         pass
     st = os.lstat(path)
     if stat.S_ISLNK(st.st_mode):
-        raise PolicyError(f"the private temp root {path} is a link; remove it and try again")
+        raise PolicyError(
+            f"the private temp root {escape(path)} is a link; remove it and try again")
     if not stat.S_ISDIR(st.st_mode):
         raise PolicyError(
-            f"the private temp root {path} is not a folder; remove it and try again")
+            f"the private temp root {escape(path)} is not a folder; remove it and try again")
     if st.st_uid != os.getuid():
         raise PolicyError(
-            f"the private temp root {path} belongs to uid {st.st_uid}, not to you "
+            f"the private temp root {escape(path)} belongs to uid {st.st_uid}, not to you "
             f"(uid {os.getuid()}); remove it and try again")
     mode = stat.S_IMODE(st.st_mode)
     if mode != 0o700:
         raise PolicyError(
-            f"the private temp root {path} has mode {mode:04o}, not 0700; "
+            f"the private temp root {escape(path)} has mode {mode:04o}, not 0700; "
             "remove it and try again")
     return path
 
 
-def new_git_folders(policy: Policy, before: set[str]) -> list[str]:
-    """A warning for each git folder of the project that was not there at the start."""
-    out: list[str] = []
-    for g in git_dirs(policy.project, policy.common_dir):
-        if g in before:
-            continue
-        hooks_dir = os.path.join(g, "hooks")
-        try:
-            hooks = sorted(n for n in os.listdir(hooks_dir) if not n.endswith(".sample"))
-        except OSError:
-            hooks = []
-        also = f", with hooks {', '.join(hooks)}," if hooks else ""
-        out.append(f"the git folder {g} was created during the session{also} and git run "
-                   f"on the host in {policy.project} would use it; check it before you do")
-    return out
+def _git_layout(project: str, settings: SandboxSettings, env: Mapping[str, str] | None,
+                private_root: str) -> tuple[GitLayout, tuple[str, ...]]:
+    """The project's git layout, asking the host's git, and the folders it may make
+    things in (the writable roots, the project first)."""
+    env = os.environ if env is None else env
+    home = env.get("HOME") or os.path.expanduser("~")
+    real = os.path.realpath(project)
+    writable = tuple(os.path.realpath(expand(w, home)) for w in settings.writable
+                     if os.path.exists(expand(w, home)))
+    layout = find_layout(real, env=env, home=home, writable=writable,
+                         forbidden=(private_root,))
+    roots = (real, *((layout.common_dir,) if layout.common_dir else ()), *writable)
+    return layout, roots
 
 
 class Session:
@@ -139,26 +137,39 @@ class Session:
             settings = SandboxSettings()
         sandboxed = sandboxed and settings.enabled
         root = make_private_root(private_tmp_root())
+        _leftovers.sweep(root)  # what sessions whose harness died left behind
         tmp = tempfile.mkdtemp(prefix="session-", dir=root)
-        pinned: tuple[str, ...] = ()
+        manifest: str | None = None
         try:
+            layout: GitLayout | None = None
+            roots: tuple[str, ...] = (tmp,)
             if sandboxed and settings.protect and os.path.isdir(project):
-                pinned = pin_commondirs(project)
+                layout, roots = _git_layout(project, settings, env, root)
+            manifest = _leftovers.make(tmp, roots, layout.make_dirs if layout else (),
+                                       layout.make_files if layout else ())
+            from . import supervisor
+
+            supervisor.watch_session(manifest)
             policy = Policy.create(
                 project, private_tmp=tmp, writable=settings.writable, hidden=settings.hidden,
                 hide_defaults=settings.hide_defaults, protect=settings.protect,
                 network=settings.network, sandboxed=sandboxed, env=env, scrub=settings.scrub,
-                output_cap=output_cap,
+                output_cap=output_cap, git=layout,
             )
             session = cls(policy)
             if sandboxed:
                 session.box()  # fail now, before anything runs, if there is no box
-            before = set(git_dirs(policy.project, policy.common_dir))
+            started = time.time()
             yield session
-            if sandboxed and settings.protect:
-                session.warnings += new_git_folders(policy, before)
+            if layout is not None:
+                session.warnings += report(policy.project, layout, policy.env, started,
+                                           roots[1:])
         finally:
-            unpin_commondirs(pinned)
+            if manifest is not None:
+                clean_session(manifest)
+                from . import supervisor
+
+                supervisor.forget_session(manifest)
             # The box's /tmp: whatever its commands left there goes with the session.
             shutil.rmtree(tmp, ignore_errors=True)
 

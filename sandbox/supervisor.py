@@ -48,7 +48,8 @@ from .errors import SandboxError
 from .plan import LaunchPlan, Outcome, RunResult
 from .reaper import MARKER_VAR
 
-__all__ = ["MARKER_VAR", "enable_subreaper", "run", "subreaper_enabled", "watchdog_pid"]
+__all__ = ["MARKER_VAR", "enable_subreaper", "forget_session", "run", "subreaper_enabled",
+           "watch_session", "watchdog_pid"]
 
 DEFAULT_OUTPUT_CAP = 1 << 20
 
@@ -166,6 +167,19 @@ class _Watchdog:
 _watchdog = _Watchdog()
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_watchdog.forget_after_fork)
+
+
+def watch_session(manifest: str) -> None:
+    """Tell the watchdog (started now if need be) what a session made, listed in
+    ``manifest``: if the harness dies, the watchdog removes it."""
+    _watchdog.ensure()
+    _watchdog.send(b"c " + os.fsencode(manifest) + b"\n")
+
+
+def forget_session(manifest: str) -> None:
+    """The session of ``manifest`` cleaned up after itself."""
+    if _watchdog.pid > 0 and _watchdog._owner == os.getpid():
+        _watchdog.send(b"u " + os.fsencode(manifest) + b"\n")
 
 
 # -- subreaper ------------------------------------------------------------------------------

@@ -343,8 +343,10 @@ def test_a_worktrees_common_directory_is_a_writable_root(tmp_path: Path) -> None
     main = make_project(tmp_path, "main")
     (main / ".git" / "worktrees" / "wt").mkdir(parents=True)
     (main / ".git" / "worktrees" / "wt" / "commondir").write_text("../..\n")
+    (main / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
     wt = tmp_path / "wt"
     wt.mkdir()
+    (main / ".git" / "worktrees" / "wt" / "gitdir").write_text(f"{wt / '.git'}\n")
     (wt / ".git").write_text(f"gitdir: {main / '.git' / 'worktrees' / 'wt'}\n")
     policy = make_policy(tmp_path, project=wt)
     assert policy.common_dir == str(main / ".git")

@@ -1,0 +1,174 @@
+"""What the host's git reads and runs for a project, asked of git itself.
+
+Re-implementing git's rules (which config files apply, ``includeIf`` conditions,
+``core.hooksPath``, which keys name a program) drifts; asking it does not. This module
+runs the host's git, found once outside every folder the box can write, at most a few
+times per session, and turns its answers into paths: the files git includes, the hooks
+folder it uses, and every program a key names.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from collections.abc import Mapping
+from typing import NamedTuple
+
+from .errors import PolicyError
+from .text import escape
+
+# Keys whose value is a command git may run in the course of ordinary work (status,
+# commit, fetch, diff, merge...). The value's first word, and every word with a ``/``,
+# is a program or script path.
+_PROGRAM_KEYS = re.compile(
+    r"^(core\.(fsmonitor|sshcommand|editor|pager|askpass)|sequence\.editor|"
+    r"diff\.external|gpg\.program|gpg\.[^.]+\.program|credential\.helper|"
+    r"credential\..+\.helper|filter\..+\.(clean|smudge|process)|"
+    r"diff\..+\.(textconv|command)|merge\..+\.driver|(merge|diff)tool\..+\.(cmd|path)|"
+    r"uploadpack\.packobjectshook|core\.gitproxy)$")
+_INCLUDE_KEYS = re.compile(r"^include(if\..+)?\.path$")
+_BOOLEAN = {"", "true", "false", "yes", "no", "on", "off", "1", "0"}
+# Kept for the host git we ask: they say which config files the user's git reads.
+_GIT_ENV_KEPT = ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM",
+                 "GIT_CONFIG_COUNT", "GIT_CONFIG_PARAMETERS")
+# Words that make a config file worth asking git about (a key above, or an include).
+HINTS = (b"include", b"hookspath", b"fsmonitor", b"command", b"editor", b"pager",
+         b"askpass", b"external", b"program", b"helper", b"clean", b"smudge", b"process",
+         b"textconv", b"driver", b"cmd", b"path", b"hook", b"proxy")
+
+
+class Entry(NamedTuple):
+    """One config value: the file it came from (absolute; "" for none), key, value."""
+
+    origin: str
+    key: str
+    value: str
+
+
+class Wanted(NamedTuple):
+    """A path git reads or runs, with why: the key and its value (for messages)."""
+
+    path: str
+    key: str
+    value: str
+    folder: bool = False
+
+
+def find_git(env: Mapping[str, str], forbidden: tuple[str, ...]) -> str | None:
+    """The host's git, by canonical path; None when there is none. A git inside a
+    folder the box can write is refused: the agent could have put it there."""
+    found = shutil.which("git", path=env.get("PATH", os.defpath))
+    if found is None:
+        return None
+    real = os.path.realpath(found)
+    for root in forbidden:
+        if real == root or real.startswith(root.rstrip("/") + "/"):
+            raise PolicyError(f"git on PATH ({escape(found)}) is in {escape(root)}, a "
+                              "folder the box can write; put the system's git first on PATH")
+    return real
+
+
+def git_env(env: Mapping[str, str]) -> dict[str, str]:
+    out = {k: v for k, v in env.items()
+           if not k.startswith("GIT_") or k.startswith(_GIT_ENV_KEPT)}
+    out["LC_ALL"] = "C"
+    out["GIT_TERMINAL_PROMPT"] = "0"
+    return out
+
+
+def _git(git: str, args: list[str], env: Mapping[str, str], cwd: str
+         ) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([git, *args], cwd=cwd, env=git_env(env), stdin=subprocess.DEVNULL,
+                          capture_output=True, timeout=30)
+
+
+def _parse(out: bytes, cwd: str) -> list[Entry]:
+    """``--show-origin -z --list``: ``origin NUL key LF value NUL`` per entry."""
+    parts = out.split(b"\0")
+    found: list[Entry] = []
+    for i in range(0, len(parts) - 1, 2):
+        origin = os.fsdecode(parts[i])
+        key, _, value = os.fsdecode(parts[i + 1]).partition("\n")
+        path = origin[len("file:"):] if origin.startswith("file:") else ""
+        if path:
+            path = os.path.normpath(os.path.join(cwd, path))
+        found.append(Entry(path, key.lower(), value))
+    return found
+
+
+def _failed(what: str, done: subprocess.CompletedProcess[bytes]) -> PolicyError:
+    lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
+    said = escape(lines[0]) if lines else f"exit status {done.returncode}"
+    return PolicyError(f"git could not read {what}: {said}; fix it (or set "
+                       "[sandbox] protect = false) and try again")
+
+
+def ask_project(git: str, project: str, env: Mapping[str, str]
+                ) -> tuple[str, str | None, list[Entry]]:
+    """(work tree top, hooks folder git uses, every config entry with its file) for
+    git run in ``project``. Top is ``project`` when it is not in a work tree; the hooks
+    folder None when git sees no repository (or will not use it: another owner)."""
+    done = _git(git, ["rev-parse", "--path-format=absolute", "--git-path", "hooks",
+                      "--show-toplevel"], env, project)
+    top, hooks = project, None
+    if done.returncode == 0:
+        lines = os.fsdecode(done.stdout).split("\n")
+        hooks = lines[0]
+        top = lines[1] if len(lines) > 1 and lines[1] else project
+    listed = _git(git, ["config", "--show-origin", "-z", "--list"], env, project)
+    if listed.returncode != 0:
+        raise _failed(f"the config for {escape(project)}", listed)
+    return top, hooks, _parse(listed.stdout, project)
+
+
+def ask_file(git: str, path: str, env: Mapping[str, str]) -> list[Entry]:
+    """Every entry of one config file and what it includes."""
+    listed = _git(git, ["config", "--file", path, "--includes", "--show-origin", "-z",
+                        "--list"], env, "/")
+    if listed.returncode != 0:
+        raise _failed(escape(path), listed)
+    return _parse(listed.stdout, "/")
+
+
+def _words(value: str) -> list[str]:
+    value = value[1:] if value.startswith("!") else value
+    try:
+        return shlex.split(value)
+    except ValueError:
+        return value.split()
+
+
+def wanted(entries: list[Entry], top: str, home: str) -> list[Wanted]:
+    """The paths the entries make git read (includes, as files) or run (programs, as
+    files; ``core.hooksPath``, as a folder), made absolute the way git does."""
+    out: list[Wanted] = []
+    for e in entries:
+        if _INCLUDE_KEYS.match(e.key):
+            p = os.path.expanduser(e.value) if e.value.startswith("~") else e.value
+            if p.startswith("~/"):
+                p = os.path.join(home, p[2:])
+            base = os.path.dirname(e.origin) if e.origin else top
+            out.append(Wanted(os.path.normpath(os.path.join(base, p)), e.key, e.value))
+        elif e.key == "core.hookspath" and e.value:
+            p = os.path.join(home, e.value[2:]) if e.value.startswith("~/") else e.value
+            out.append(Wanted(os.path.normpath(os.path.join(top, p)), e.key, e.value, True))
+        elif _PROGRAM_KEYS.match(e.key):
+            if e.key == "core.fsmonitor" and e.value.lower() in _BOOLEAN:
+                continue
+            words = _words(e.value)
+            for i, w in enumerate(words):
+                if "/" in w or (i == 0 and e.key == "core.fsmonitor"):
+                    w = os.path.join(home, w[2:]) if w.startswith("~/") else w
+                    out.append(Wanted(os.path.normpath(os.path.join(top, w)), e.key,
+                                      e.value))
+    return out
+
+
+def programs(entries: list[Entry]) -> list[str]:
+    """``key = value`` for each entry that names a program or hooks folder (messages)."""
+    return [f"{e.key} = {e.value}" for e in entries
+            if e.key == "core.hookspath" or (_PROGRAM_KEYS.match(e.key) and not (
+                e.key == "core.fsmonitor" and e.value.lower() in _BOOLEAN))]

@@ -1,0 +1,312 @@
+"""The project's git folders, and everything host git reads from them to decide what to
+run: found without following links, once per session.
+
+The box keeps ``.git`` writable (commits must work) but makes read-only, for every git
+folder of the project (its ``.git``, a linked worktree's own and common folders, each
+``worktrees/*`` entry, every module folder at any depth): ``hooks``, ``config``,
+``config.worktree``, ``commondir`` and ``gitdir``; and, inside the folders the box can
+write, the files the config includes, ``core.hooksPath`` and every program a key names
+(asked of the host's git, :mod:`sandbox.gitconfig`). A protected name that does not
+exist is made before the box starts (a ``commondir`` of ``.``, an empty file, an empty
+folder) and removed at the end, so the box cannot create it.
+
+The rule for links: every path here is found by walking down from the project or the
+common dir with :mod:`sandbox.beneath`, so nothing the plan binds is a link's target.
+A protected name that *is* a link is left as it is (the mount could not cover the link,
+only what it leads to): what it leads to is protected when it lies in a writable
+folder and can be reached there without links, and the link is checked at the end of
+the session. A link on the *way* to a protected name (``.git/modules/m -> ~``) is not
+followed: the folder behind it is reported, never bound.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import NamedTuple
+
+from . import beneath, gitconfig
+from .beneath import Found
+from .errors import PolicyError
+from .text import escape
+
+# What git reads in each git folder to decide what to run (gitrepository-layout), and
+# what to make when it is missing: a folder, or a file with this content.
+_NAMES: tuple[tuple[str, bytes | None], ...] = (
+    ("hooks", None), ("config", b""), ("config.worktree", b""), ("commondir", b".\n"),
+)
+_WORKTREE_NAMES = ("commondir", "gitdir", "config.worktree", "config")
+MAX_DEPTH = 200
+
+
+class GitLinkError(PolicyError):
+    """A protected git path leads through a link the box could re-point."""
+
+
+class GitLayout(NamedTuple):
+    """What :func:`find_layout` found, as data (canonical paths)."""
+
+    common_dir: str | None = None
+    git_dirs: tuple[str, ...] = ()
+    protected: tuple[str, ...] = ()      # bound read-only onto themselves
+    pinned_dirs: tuple[str, ...] = ()    # bound read-write onto themselves: not renamable
+    make_dirs: tuple[str, ...] = ()      # to make before the box (empty folders)
+    make_files: tuple[tuple[str, bytes], ...] = ()  # to make before the box
+    links: tuple[tuple[str, str], ...] = ()  # protected names that are links: (path, text)
+    dotgit: Found | None = None          # what ``<project>/.git`` was at the start
+    skipped: tuple[str, ...] = ()        # git folders behind a link, not followed
+
+
+def _read_gitdir_file(project: str) -> str | None:
+    data = beneath.read_beneath(project, ".git", 4096)
+    if data is None:
+        return None
+    first = data.decode("utf-8", "replace").split("\n", 1)[0].strip()
+    if not first.startswith("gitdir:"):
+        return None
+    return os.path.normpath(os.path.join(project, first[len("gitdir:"):].strip()))
+
+
+def linked_common_dir(project: str) -> tuple[str, str] | None:
+    """(own git folder, common dir) of a real linked worktree, or None.
+
+    Only a layout git itself makes is believed: the ``.git`` file names
+    ``C/worktrees/<id>``, whose ``commondir`` leads to C and whose ``gitdir`` names this
+    ``.git`` back. A ``.git`` file pointing anywhere else is not followed.
+    """
+    gitdir = _read_gitdir_file(project)
+    if gitdir is None:
+        return None
+    own = os.path.realpath(gitdir)
+    holder = os.path.dirname(own)
+    if os.path.basename(holder) != "worktrees":
+        return None
+    common = os.path.dirname(holder)
+    rel = os.path.relpath(own, common)
+    data = beneath.read_beneath(common, os.path.join(rel, "commondir"), 4096)
+    back = beneath.read_beneath(common, os.path.join(rel, "gitdir"), 4096)
+    if data is None or back is None:
+        return None
+    named = os.path.realpath(os.path.join(own, data.decode("utf-8", "replace").strip()))
+    points = os.path.realpath(back.decode("utf-8", "replace").strip())
+    if named != common or points != os.path.join(project, ".git"):
+        return None
+    if beneath.find(common, "HEAD").kind != "file":
+        return None
+    return own, common
+
+
+def git_common_dir(project: str) -> str | None:
+    """A real linked worktree's common directory (see :func:`linked_common_dir`)."""
+    found = linked_common_dir(project)
+    return found[1] if found else None
+
+
+class _Finder:
+    def __init__(self, roots: tuple[str, ...]) -> None:
+        self.roots = roots
+        self.git_dirs: list[str] = []
+        self.protected: list[str] = []
+        self.pinned: list[str] = []
+        self.make_dirs: list[str] = []
+        self.make_files: list[tuple[str, bytes]] = []
+        self.links: list[tuple[str, str]] = []
+        self.skipped: list[str] = []
+
+    def _pin_above(self, root: str, rel: str) -> None:
+        parts = rel.split("/")[:-1]
+        for i in range(1, len(parts) + 1):
+            d = os.path.join(root, *parts[:i])
+            if d not in self.pinned:
+                self.pinned.append(d)
+
+    def protect(self, path: str, make: bytes | bool | None = False, why: str = "",
+                hops: int = 0) -> None:
+        """Make ``path`` read-only in the box (if it is in a writable folder). ``make``:
+        False leave it missing, None make a folder, bytes make a file with them."""
+        where = beneath.relative(path, self.roots)
+        if where is None:
+            return  # outside every writable folder: the whole host is read-only
+        root, rel = where
+        found = beneath.find(root, rel)
+        if found.kind == "blocked":
+            real = os.path.realpath(path)
+            if real == path or hops > 8:
+                raise GitLinkError(self._blocked(path, why))
+            if beneath.relative(real, self.roots) is not None:
+                raise GitLinkError(self._blocked(path, why))
+            return  # leads outside: read-only there; but the link could be re-pointed
+        if found.kind == "link":
+            self.links.append((path, found.target))
+            real = os.path.realpath(path)
+            if beneath.relative(real, self.roots) is not None:
+                self.protect(real, make, why, hops + 1)
+            return
+        if found.kind == "missing":
+            if make is False:
+                return
+            self._make(root, rel, make)
+        if path not in self.protected:
+            self.protected.append(path)
+            self._pin_above(root, rel)
+
+    def _make(self, root: str, rel: str, make: bytes | bool | None) -> None:
+        parts = rel.split("/")
+        for i in range(1, len(parts)):
+            d = os.path.join(root, *parts[:i])
+            if beneath.find(root, os.path.join(*parts[:i])).kind == "missing" and \
+                    d not in self.make_dirs:
+                self.make_dirs.append(d)
+        path = os.path.join(root, rel)
+        if make is None:
+            self.make_dirs.append(path)
+        elif isinstance(make, bytes):
+            self.make_files.append((path, make))
+
+    def _blocked(self, path: str, why: str) -> str:
+        said = f" ({escape(why)})" if why else ""
+        return (f"{escape(path)}{said} leads through a link in a folder the box can "
+                "write, which could be re-pointed at the user's files; replace the link "
+                "with the folder it names (or set [sandbox] protect = false)")
+
+    def git_dir(self, path: str, *, linked_own: bool = False) -> None:
+        if path in self.git_dirs:
+            return
+        self.git_dirs.append(path)
+        for name, make in _NAMES:
+            # A linked worktree takes its hooks from the common dir: none is made.
+            skip = linked_own and name == "hooks"
+            self.protect(os.path.join(path, name), False if skip else make)
+
+    def modules(self, gitdir: str, depth: int = 0) -> None:
+        """Every module folder under ``gitdir/modules``, at any depth, no link followed
+        (a link is recorded in ``skipped``, and reported if it is new)."""
+        self._walk_modules(os.path.join(gitdir, "modules"), depth)
+
+    def _walk_modules(self, folder: str, depth: int) -> None:
+        if depth > MAX_DEPTH:
+            raise PolicyError(f"the git folder {escape(folder)} nests more than "
+                              f"{MAX_DEPTH} folders deep; remove it and try again")
+        where = beneath.relative(folder, self.roots)
+        if where is None or beneath.find(*where).kind != "dir":
+            return
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            return
+        for e in entries:
+            if e.is_symlink():
+                self.skipped.append(e.path)
+            elif e.is_dir(follow_symlinks=False):
+                if os.path.lexists(os.path.join(e.path, "HEAD")):
+                    self.git_dir(e.path)
+                    self.worktrees(e.path)
+                    self._walk_modules(os.path.join(e.path, "modules"), depth + 1)
+                else:
+                    self._walk_modules(e.path, depth + 1)
+
+    def worktrees(self, gitdir: str) -> None:
+        """Each ``worktrees/<id>`` entry's files: another linked worktree's commondir
+        could send host git in that worktree to a config the box wrote."""
+        holder = os.path.join(gitdir, "worktrees")
+        where = beneath.relative(holder, self.roots)
+        if where is None or beneath.find(*where).kind != "dir":
+            return
+        try:
+            entries = sorted(os.scandir(holder), key=lambda e: e.name)
+        except OSError:
+            return
+        for e in entries:
+            if e.is_symlink():
+                self.skipped.append(e.path)
+            elif e.is_dir(follow_symlinks=False):
+                self.git_dirs.append(e.path)
+                for name in _WORKTREE_NAMES:
+                    make = b"" if name == "config.worktree" else False
+                    self.protect(os.path.join(e.path, name), make)
+
+
+def _static(project: str, roots: tuple[str, ...],
+            linked: tuple[str, str] | None) -> tuple[_Finder, Found]:
+    f = _Finder(roots)
+    dotgit = os.path.join(project, ".git")
+    dot = beneath.find(project, ".git")
+    if dot.kind == "dir":
+        f.git_dir(dotgit)
+    elif dot.kind == "file":
+        f.protect(dotgit)
+        if linked is not None:
+            f.git_dir(linked[0], linked_own=True)
+            f.git_dir(linked[1])
+        else:
+            named = _read_gitdir_file(project)
+            inside = named and beneath.relative(named, (project,))
+            if inside and beneath.find(*inside).kind == "dir":
+                f.git_dir(named or "")
+            elif named:
+                f.skipped.append(named)
+    elif dot.kind == "link":
+        f.links.append((dotgit, dot.target))
+        real = os.path.realpath(dotgit)
+        inside = beneath.relative(real, roots)
+        if inside and beneath.find(*inside).kind == "dir":
+            f.git_dir(real)
+    for g in list(f.git_dirs):
+        f.modules(g)
+        f.worktrees(g)
+    return f, dot
+
+
+def _from_host_git(f: _Finder, project: str, git: str, env: Mapping[str, str],
+                   home: str) -> None:
+    top, hooks, entries = gitconfig.ask_project(git, project, env)
+    seen = {e.origin for e in entries if e.origin}
+    wants = gitconfig.wanted(entries, top, home)
+    if hooks:
+        wants.append(gitconfig.Wanted(hooks, "hooks", "", True))
+    # The other git folders' own configs (modules, other worktrees), when they hold a
+    # key or an include worth asking about.
+    for g in f.git_dirs:
+        for name in ("config", "config.worktree"):
+            p = os.path.join(g, name)
+            where = beneath.relative(p, f.roots)
+            data = beneath.read_beneath(*where) if where else None
+            if p not in seen and data and any(h in data.lower() for h in gitconfig.HINTS):
+                seen.add(p)
+                wants += gitconfig.wanted(gitconfig.ask_file(git, p, env), top, home)
+    done: set[str] = set()
+    while wants:
+        w = wants.pop(0)
+        if w.path in done:
+            continue
+        done.add(w.path)
+        f.protect(w.path, None if w.folder else b"", why=f"{w.key} = {w.value}")
+        included = w.key.startswith("include") and w.path not in seen
+        if included and beneath.relative(w.path, f.roots) and os.path.isfile(w.path):
+            # An include whose condition is false today: what it would include too.
+            seen.add(w.path)
+            wants += gitconfig.wanted(gitconfig.ask_file(git, w.path, env), top, home)
+
+
+def find_layout(project: str, *, env: Mapping[str, str] | None = None,
+                home: str | None = None, writable: tuple[str, ...] = (),
+                forbidden: tuple[str, ...] = (), ask_git: bool = True) -> GitLayout:
+    """Everything the box must protect for ``project`` (canonical). ``writable``: the
+    other folders the box can write (paths there are protected too); ``forbidden``:
+    folders the host's git must not come from. ``ask_git`` False skips the host's git
+    (what a session's end does to list git folders)."""
+    env = os.environ if env is None else env
+    home = home or env.get("HOME") or os.path.expanduser("~")
+    linked = linked_common_dir(project)
+    common = linked[1] if linked else None
+    roots = tuple(dict.fromkeys((project, *((common,) if common else ()), *writable)))
+    f, dot = _static(project, roots, linked)
+    if ask_git:
+        git = gitconfig.find_git(env, (*roots, *forbidden))
+        if git is not None:
+            _from_host_git(f, project, git, env, home)
+    pinned = [d for d in f.pinned if d not in roots and not any(
+        d == p or d.startswith(p + "/") for p in f.protected)]
+    return GitLayout(common, tuple(dict.fromkeys(f.git_dirs)), tuple(f.protected),
+                     tuple(pinned), tuple(f.make_dirs), tuple(f.make_files),
+                     tuple(f.links), dot, tuple(f.skipped))

@@ -1,0 +1,109 @@
+"""What the box could not stop, said at the session's end: git folders that appeared
+(at any depth, or behind a link), protected links that were re-pointed, and nested
+repositories staged as gitlinks, each with the hooks and programs it names. Every name
+in a message was chosen by a boxed command, so each is escaped (:mod:`sandbox.text`).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping
+
+from . import beneath, gitconfig
+from .gitdirs import GitLayout, find_layout
+from .text import escape
+
+
+def _hooks(gitdir: str) -> list[str]:
+    try:
+        return sorted(n for n in os.listdir(os.path.join(gitdir, "hooks"))
+                      if not n.endswith(".sample"))
+    except OSError:
+        return []
+
+
+def _programs(git: str | None, config: str, env: Mapping[str, str]) -> list[str]:
+    if git is None or not os.path.isfile(config) or os.path.islink(config):
+        return []
+    done = subprocess.run([git, "config", "--file", config, "-z", "--list"],
+                          env=gitconfig.git_env(env), capture_output=True, cwd="/",
+                          stdin=subprocess.DEVNULL, timeout=30)
+    if done.returncode != 0:
+        return []
+    entries = []
+    for item in done.stdout.split(b"\0"):
+        key, _, value = os.fsdecode(item).partition("\n")
+        if key:
+            entries.append(gitconfig.Entry("", key.lower(), value))
+    return gitconfig.programs(entries)
+
+
+def _with(hooks: list[str], programs: list[str]) -> str:
+    parts = ([f"hooks {', '.join(hooks)}"] if hooks else []) + programs
+    return f", with {' and '.join(escape(p) for p in parts)}," if parts else ""
+
+
+def _tail(project: str) -> str:
+    return f" and git run on the host in {escape(project)} would use it; check it before you do"
+
+
+def _gitlinks(git: str, project: str, env: Mapping[str, str], since: float) -> list[str]:
+    done = subprocess.run([git, "ls-files", "--stage", "-z"], cwd=project,
+                          env=gitconfig.git_env(env), capture_output=True,
+                          stdin=subprocess.DEVNULL, timeout=60)
+    out: list[str] = []
+    for item in done.stdout.split(b"\0") if done.returncode == 0 else []:
+        meta, _, name = item.partition(b"\t")
+        if not meta.startswith(b"160000"):
+            continue
+        path = os.path.join(project, os.fsdecode(name))
+        found = beneath.find(project, os.path.join(os.fsdecode(name), ".git"))
+        if found.kind != "dir":
+            continue  # a submodule checkout: its git folder is under .git/modules
+        try:
+            if os.lstat(found.path).st_ctime < since:
+                continue
+        except OSError:
+            continue
+        out.append(path)
+    return out
+
+
+def report(project: str, start: GitLayout, env: Mapping[str, str], since: float,
+           writable: tuple[str, ...] = ()) -> list[str]:
+    """One warning per thing git run on the host would now use that was not there."""
+    now = find_layout(project, env=env, writable=writable, ask_git=False)
+    try:
+        git = gitconfig.find_git(env, ())
+    except Exception:
+        git = None
+    out: list[str] = []
+    old_dot = start.dotgit.ino if start.dotgit else (0, 0)
+    fresh_dot = now.dotgit is not None and now.dotgit.kind == "dir" and \
+        now.dotgit.ino != old_dot
+    for g in now.git_dirs:
+        if g in start.git_dirs and not (fresh_dot and g == os.path.join(project, ".git")):
+            continue
+        also = _with(_hooks(g), _programs(git, os.path.join(g, "config"), env))
+        out.append(f"the git folder {escape(g)} was created during the session{also}"
+                   + _tail(project))
+    for link in now.skipped:
+        if link not in start.skipped:
+            out.append(f"the git folder {escape(link)} is a link to "
+                       f"{escape(os.path.realpath(link))} made during the session"
+                       + _tail(project))
+    for path, text in start.links:
+        try:
+            same = os.readlink(path) == text
+        except OSError:
+            same = False
+        if not same:
+            out.append(f"{escape(path)} was a link to {escape(text)} at the start and was "
+                       "changed during the session" + _tail(project))
+    for path in _gitlinks(git, project, env, since) if git else []:
+        g = os.path.join(path, ".git")
+        also = _with(_hooks(g), _programs(git, os.path.join(g, "config"), env))
+        out.append(f"the repository {escape(path)} inside the project was made during the "
+                   f"session and staged as a gitlink{also}" + _tail(project))
+    return out
