@@ -113,15 +113,18 @@ def ask_project(git: str, project: str, env: Mapping[str, str]
     folder None when git sees no repository (or will not use it: another owner)."""
     done = _git(git, ["rev-parse", "--path-format=absolute", "--git-path", "hooks",
                       "--show-toplevel"], env, project)
-    top, hooks = project, None
+    top, hooks, cwd = project, None, "/"
     if done.returncode == 0:
         lines = os.fsdecode(done.stdout).split("\n")
         hooks = lines[0]
         top = lines[1] if len(lines) > 1 and lines[1] else project
-    listed = _git(git, ["config", "--show-origin", "-z", "--list"], env, project)
+        cwd = project
+    # Where git sees no repository it refuses to work at all, and reads only the
+    # user's and the system's config: asked from / for that.
+    listed = _git(git, ["config", "--show-origin", "-z", "--list"], env, cwd)
     if listed.returncode != 0:
         raise _failed(f"the config for {escape(project)}", listed)
-    return top, hooks, _parse(listed.stdout, project)
+    return top, hooks, _parse(listed.stdout, cwd)
 
 
 def ask_file(git: str, path: str, env: Mapping[str, str]) -> list[Entry]:

@@ -30,12 +30,20 @@ def _start_time(pid: int) -> str | None:
     return data.rsplit(b")", 1)[-1].split()[19].decode()
 
 
-def make(tmp: str, roots: tuple[str, ...], dirs: Iterable[str],
-         files: Iterable[tuple[str, bytes]]) -> str:
-    """Make each folder, then each file, where nothing is yet (never through a link),
-    and write the manifest beside ``tmp``; returns the manifest's path. Written before
-    anything is made, so a kill half-way leaves nothing unlisted."""
+def start(tmp: str) -> str:
+    """The manifest of the session whose private temp folder is ``tmp``, written beside
+    it naming only that folder so far; its path."""
     manifest = tmp + MANIFEST_SUFFIX
+    _write(manifest, {"pid": os.getpid(), "start": _start_time(os.getpid()), "tmp": tmp,
+                      "made": []})
+    return manifest
+
+
+def make(manifest: str, tmp: str, roots: tuple[str, ...], dirs: Iterable[str],
+         files: Iterable[tuple[str, bytes]]) -> None:
+    """Make each folder, then each file, where nothing is yet (never through a link).
+    The manifest lists them before anything is made, so a kill half-way leaves nothing
+    unlisted (removing what was never made is harmless)."""
     made: list[list[str]] = []
     data = {"pid": os.getpid(), "start": _start_time(os.getpid()), "tmp": tmp,
             "made": made}
@@ -54,7 +62,6 @@ def make(tmp: str, roots: tuple[str, ...], dirs: Iterable[str],
                 done.append([root, rel, kind, content.hex()])
     data["made"] = done
     _write(manifest, data)
-    return manifest
 
 
 def _write(manifest: str, data: object) -> None:

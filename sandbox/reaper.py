@@ -300,6 +300,16 @@ def main(argv: list[str]) -> int:
             alive = False
         if dog.sweep_at is not None and (not alive or time.monotonic() >= dog.sweep_at):
             dog.sweep()
+    # What was written before the harness died but not read yet (it may die while this
+    # program is still starting): a session's manifest must not be missed.
+    with contextlib.suppress(OSError):
+        while poller.poll(0):
+            chunk = os.read(0, 1 << 16)
+            if not chunk:
+                break
+            pending += chunk
+    for line in pending.split(b"\n"):
+        dog.handle(line)
     dog.last_rites()
     return 0
 

@@ -145,11 +145,13 @@ class Session:
             roots: tuple[str, ...] = (tmp,)
             if sandboxed and settings.protect and os.path.isdir(project):
                 layout, roots = _git_layout(project, settings, env, root)
-            manifest = _leftovers.make(tmp, roots, layout.make_dirs if layout else (),
-                                       layout.make_files if layout else ())
             from . import supervisor
 
+            manifest = _leftovers.start(tmp)
+            # The watchdog first: from here on a killed harness leaves nothing behind.
             supervisor.watch_session(manifest)
+            if layout is not None:
+                _leftovers.make(manifest, tmp, roots, layout.make_dirs, layout.make_files)
             policy = Policy.create(
                 project, private_tmp=tmp, writable=settings.writable, hidden=settings.hidden,
                 hide_defaults=settings.hide_defaults, protect=settings.protect,
