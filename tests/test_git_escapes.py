@@ -140,7 +140,7 @@ def test_a_replaced_hooks_link_is_reported(w: World) -> None:
 def test_a_linked_worktree_entry_config_linked_to_home_binds_nothing(w: World) -> None:
     wt = w.base / "wt"
     assert w.git("worktree", "add", "-q", str(wt)).returncode == 0
-    r, _ = w.box(f"ln -s {w.home} .git/worktrees/wt/config")
+    r, _ = w.box(f"ln -s {w.home}/.profile .git/worktrees/wt/config")
     assert r.ok, explain(r)
     home_is_read_only(w, wt)
     home_is_read_only(w)
@@ -165,9 +165,11 @@ def test_a_git_link_to_a_folder_builds_a_box_and_protects_what_it_names(w: World
     with w.session() as s:
         r = s.run(["git", "status", "--short"])
         assert r.ok, explain(r)
-        r = s.run(["sh", "-c", "echo x > .git/hooks/pre-commit; echo x >> .git/config"])
-        assert r.returncode != 0, explain(r)
+        r = s.run(["sh", "-c", "echo x > .git/hooks/pre-commit; echo x >> .git/config; "
+                               "echo x > .git/new"])
+        assert r.stderr.count(b"Read-only file system") == 3, explain(r)
     assert not (real / "hooks" / "pre-commit").exists()
+    assert not (real / "new").exists()
 
 
 def test_a_git_link_inside_the_project_protects_the_folder_it_names(w: World) -> None:
@@ -243,13 +245,16 @@ def test_an_included_file_that_is_missing_cannot_be_made(w: World) -> None:
 
 
 def test_an_fsmonitor_program_in_the_project_is_read_only(w: World) -> None:
-    (w.project / "tools").mkdir()
-    (w.project / "tools" / "fsmon").write_text("#!/bin/sh\nexit 0\n")
-    (w.project / "tools" / "fsmon").chmod(0o755)
-    assert w.git("config", "core.fsmonitor", "tools/fsmon").returncode == 0
-    r, _ = w.box(f"printf '#!/bin/sh\\ntouch {w.marker}\\n' > tools/fsmon; "
-                 f"mv tools tools2; mkdir tools; cp tools2/fsmon tools/")
+    (w.project / "tools" / "bin").mkdir(parents=True)
+    (w.project / "tools" / "bin" / "fsmon").write_text("#!/bin/sh\nexit 0\n")
+    (w.project / "tools" / "bin" / "fsmon").chmod(0o755)
+    assert w.git("config", "core.fsmonitor", "tools/bin/fsmon").returncode == 0
+    evil = (f"mkdir -p tools/bin && printf '#!/bin/sh\\ntouch {w.marker}\\n' > "
+            "tools/bin/fsmon && chmod +x tools/bin/fsmon")
+    # In place, and by moving a folder on the way aside and making a new one.
+    r, _ = w.box(f"{evil}; mv tools/bin tools/old; mv tools tools2; {evil}")
     assert r.returncode != 0, explain(r)
+    assert r.stderr.count(b"Device or resource busy") == 2, explain(r)
     host_git_runs_nothing(w)
 
 
@@ -319,7 +324,7 @@ def test_commits_branches_rebase_stash_and_worktrees_work_in_the_box(w: World) -
               f"echo c > c; {g} add c; {g} commit -qm c; {g} rebase -q main; "
               f"echo d > a; {g} stash -q; {g} stash pop -q; {g} checkout -q a; "
               f"{g} worktree add -q wts/extra; {g} -C wts/extra log --format=%s -1")
-    r, warnings = w.box(script)
+    r, _ = w.box(script)
     assert r.ok, explain(r)
     assert r.stdout == b"c\n"
     assert w.git("log", "--format=%s", "side").stdout == "c\nb\na\nfirst\n"
@@ -378,7 +383,7 @@ def test_nothing_is_left_when_the_harness_is_killed(w: World) -> None:
         tmp = Path(str(manifest)[: -len(".made")])
         driver.kill()
         driver.wait()
-        while (_leftovers(w) or tmp.exists()) and time.monotonic() < deadline:
+        while (_leftovers(w) or manifest.exists()) and time.monotonic() < deadline:
             time.sleep(0.02)
         assert _leftovers(w) == []
         assert not tmp.exists()
