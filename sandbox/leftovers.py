@@ -15,37 +15,28 @@ import os
 from collections.abc import Iterable
 
 from . import beneath
-from .reaper import clean_session
+from .reaper import clean_session, live_made, start_time
 
 MANIFEST_SUFFIX = ".made"
-
-
-def _start_time(pid: int) -> str | None:
-    """The process's start time (clock ticks since boot), None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    return data.rsplit(b")", 1)[-1].split()[19].decode()
 
 
 def start(tmp: str) -> str:
     """The manifest of the session whose private temp folder is ``tmp``, written beside
     it naming only that folder so far; its path."""
     manifest = tmp + MANIFEST_SUFFIX
-    _write(manifest, {"pid": os.getpid(), "start": _start_time(os.getpid()), "tmp": tmp,
+    _write(manifest, {"pid": os.getpid(), "start": start_time(os.getpid()), "tmp": tmp,
                       "made": []})
     return manifest
 
 
 def make(manifest: str, tmp: str, roots: tuple[str, ...], dirs: Iterable[str],
-         files: Iterable[tuple[str, bytes]]) -> None:
+         files: Iterable[tuple[str, bytes]], protected: Iterable[str] = ()) -> None:
     """Make each folder, then each file, where nothing is yet (never through a link).
     The manifest lists them before anything is made, so a kill half-way leaves nothing
-    unlisted (removing what was never made is harmless)."""
+    unlisted (removing what was never made is harmless). What another live session
+    made and this one protects is listed too: the last of them to end removes it."""
     made: list[list[str]] = []
-    data = {"pid": os.getpid(), "start": _start_time(os.getpid()), "tmp": tmp,
+    data = {"pid": os.getpid(), "start": start_time(os.getpid()), "tmp": tmp,
             "made": made}
     plan = [(d, "dir", b"") for d in dirs] + [(p, "file", c) for p, c in files]
     entries: list[tuple[str, str, str, bytes]] = []
@@ -55,13 +46,34 @@ def make(manifest: str, tmp: str, roots: tuple[str, ...], dirs: Iterable[str],
             entries.append((*where, kind, content))
     made += [[r, rel, k, c.hex()] for r, rel, k, c in entries]
     _write(manifest, data)
-    done: list[list[str]] = []
+    shared = live_made(os.path.dirname(manifest), manifest)
+    done: list[list[str]] = [
+        [r, rel, k, c.hex()] for r, rel, k, c in _adopted(protected, roots, shared)]
+    made += done
+    _write(manifest, data)
     for root, rel, kind, content in entries:
         with contextlib.suppress(OSError):
             if beneath.create_beneath(root, rel, folder=kind == "dir", content=content):
                 done.append([root, rel, kind, content.hex()])
     data["made"] = done
     _write(manifest, data)
+
+
+def _adopted(protected: Iterable[str], roots: tuple[str, ...],
+             shared: set[tuple[str, str]]) -> list[tuple[str, str, str, bytes]]:
+    out: list[tuple[str, str, str, bytes]] = []
+    for p in protected:
+        where = beneath.relative(p, roots)
+        if where is None or where not in shared:
+            continue
+        found = beneath.find(*where)
+        if found.kind == "dir":
+            out.append((*where, "dir", b""))
+        elif found.kind == "file":
+            data = beneath.read_beneath(*where, 4096)
+            if data is not None:
+                out.append((*where, "file", data))
+    return out
 
 
 def _write(manifest: str, data: object) -> None:
@@ -94,7 +106,7 @@ def sweep(root: str) -> int:
         if not os.path.isfile(path) or os.path.islink(path) or st.st_uid != os.getuid():
             continue
         pid = data.get("pid")
-        if isinstance(pid, int) and data.get("start") and _start_time(pid) == data["start"]:
+        if isinstance(pid, int) and data.get("start") and start_time(pid) == data["start"]:
             continue  # its owner still runs
         with contextlib.suppress(Exception):
             clean_session(path)

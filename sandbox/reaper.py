@@ -252,15 +252,48 @@ def _unmake(root: str, rel: str, kind: str, content: bytes) -> None:
         os.close(fd)
 
 
+def start_time(pid: int) -> str | None:
+    """A process's start time (clock ticks since boot), None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    return data.rsplit(b")", 1)[-1].split()[19].decode()
+
+
+def live_made(folder: str, but: str = "") -> set[tuple[str, str]]:
+    """(root, rel) of everything listed by the manifests in ``folder`` (but ``but``)
+    whose owner still runs: another session of this user may use what one made."""
+    import json
+
+    out: set[tuple[str, str]] = set()
+    with contextlib.suppress(OSError):
+        for name in os.listdir(folder):
+            path = os.path.join(folder, name)
+            if not name.endswith(".made") or path == but:
+                continue
+            with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
+                with open(path, encoding="utf-8") as f:
+                    data = json.load(f)
+                if data["start"] and start_time(int(data["pid"])) == data["start"]:
+                    out.update((r, rel) for r, rel, *_ in data["made"])
+    return out
+
+
 def clean_session(manifest: str) -> None:
-    """Remove what the session of ``manifest`` made, then the manifest."""
+    """Remove what the session of ``manifest`` made and no other live session uses,
+    then the manifest."""
     import json
     import shutil
     import stat as _stat
 
     with open(manifest, encoding="utf-8") as f:
         data = json.load(f)
+    busy = live_made(os.path.dirname(manifest), manifest)
     for root, rel, kind, content in reversed(data.get("made", [])):
+        if (root, rel) in busy:
+            continue
         with contextlib.suppress(OSError):
             _unmake(root, rel, kind, bytes.fromhex(content))
     tmp = data.get("tmp", "")

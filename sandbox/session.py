@@ -151,7 +151,8 @@ class Session:
             # The watchdog first: from here on a killed harness leaves nothing behind.
             supervisor.watch_session(manifest)
             if layout is not None:
-                _leftovers.make(manifest, tmp, roots, layout.make_dirs, layout.make_files)
+                _leftovers.make(manifest, tmp, roots, layout.make_dirs, layout.make_files,
+                                layout.protected)
             policy = Policy.create(
                 project, private_tmp=tmp, writable=settings.writable, hidden=settings.hidden,
                 hide_defaults=settings.hide_defaults, protect=settings.protect,

@@ -420,3 +420,22 @@ def test_the_next_session_sweeps_what_a_dead_owner_left(w: World) -> None:
     assert (outside / "keep").exists()
     st = os.lstat(w.project / ".git")
     assert stat.S_ISDIR(st.st_mode)
+
+
+def test_overlapping_sessions_share_what_they_made_and_the_last_removes_it(w: World) -> None:
+    first = w.session()
+    first.__enter__()
+    try:
+        assert _leftovers(w) == ["commondir", "config.worktree"]
+        second = w.session()
+        b = second.__enter__()
+    finally:
+        first.__exit__(None, None, None)
+    try:
+        # The first session ended while the second still runs: its box still builds.
+        assert _leftovers(w) == ["commondir", "config.worktree"]
+        r = b.run(["sh", "-c", "echo /tmp > .git/commondir"])
+        assert b"Read-only file system" in r.stderr, explain(r)
+    finally:
+        second.__exit__(None, None, None)
+    assert _leftovers(w) == []
