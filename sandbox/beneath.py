@@ -9,11 +9,10 @@ link placed by a boxed command points at.
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 import stat
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 _SYS_OPENAT2 = 437  # the same number on x86_64, aarch64 and the other unified tables
 _RESOLVE_NO_SYMLINKS = 0x04
@@ -33,20 +32,19 @@ class Found(NamedTuple):
     ino: tuple[int, int] = (0, 0)
 
 
-class _OpenHow(ctypes.Structure):
-    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64),
-                ("resolve", ctypes.c_uint64)]
-
-
-_libc: ctypes.CDLL | None = None
+_libc: Any = None
 _have_openat2: bool | None = None
 
 
 def _openat2(dirfd: int, rel: str, flags: int) -> int:
+    # ctypes is imported here, on the first walk: not every import of the package
+    # needs it.
+    import ctypes
+
     global _libc
     if _libc is None:
         _libc = ctypes.CDLL(None, use_errno=True)
-    how = _OpenHow(flags, 0, _RESOLVE_NO_SYMLINKS | _RESOLVE_BENEATH)
+    how = (ctypes.c_uint64 * 3)(flags, 0, _RESOLVE_NO_SYMLINKS | _RESOLVE_BENEATH)
     fd = _libc.syscall(_SYS_OPENAT2, dirfd, os.fsencode(rel), ctypes.byref(how),
                        ctypes.sizeof(how))
     if fd < 0:

@@ -132,6 +132,23 @@ def main() -> int:
             )
             results.update(inner)
 
+        # Opening a session in a git repository: the git layout (two host git calls),
+        # the files made over missing protected names, the watchdog told, all removed.
+        repo = base / "repo"
+        subprocess.run(["git", "init", "-q", str(repo)], check=True)
+        subprocess.run(["git", "-C", str(repo), "-c", "user.name=b", "-c", "user.email=b@b",
+                        "commit", "-q", "--allow-empty", "-m", "b"], check=True)
+
+        def session_open() -> None:
+            with Session.open(str(repo)):
+                pass
+
+        with Session.open(str(repo)) as git_session:
+            results.update(interleave(
+                {"i_session_open_git": session_open,
+                 "c_library_boxed_in_git_repo": lambda: git_session.run([TRUE])},
+                rounds))
+
         outer: dict[str, Sample] = {"f_cli_run_true": cli_run}
         # The peers, where installed, on the same `true` in the same project. A peer that
         # cannot run here is reported as such, not timed.
@@ -213,6 +230,7 @@ def main() -> int:
         "e_minus_a_ms < 1.5": derived["e_minus_a_ms"] < 1.5,
         "f < 60 ms": med("f_cli_run_true") < 60,
         "audit of 1,000 hooks < 500 ms": med("g_audit_1000_hooks") < 500,
+        "session open in a git repository < 30 ms": med("i_session_open_git") < 30,
     }
     doc = {
         "version": 1,
