@@ -70,6 +70,22 @@ def _gitlinks(git: str, project: str, env: Mapping[str, str], since: float) -> l
     return out
 
 
+_TODO = ("rebase-merge/git-rebase-todo", "sequencer/todo")
+
+
+def _exec_lines(gitdir: str) -> list[tuple[str, str]]:
+    """(file, command) for each ``exec`` line of a rebase or cherry-pick left in
+    progress: ``git rebase --continue`` on the host would run it."""
+    out: list[tuple[str, str]] = []
+    for rel in _TODO:
+        data = beneath.read_beneath(gitdir, rel, 1 << 20)
+        for line in (data or b"").decode("utf-8", "replace").splitlines():
+            word, _, rest = line.strip().partition(" ")
+            if word in ("exec", "x") and rest.strip():
+                out.append((os.path.join(gitdir, rel), rest.strip()))
+    return out
+
+
 def report(project: str, start: GitLayout, env: Mapping[str, str], since: float,
            writable: tuple[str, ...] = ()) -> list[str]:
     """One warning per thing git run on the host would now use that was not there."""
@@ -101,6 +117,11 @@ def report(project: str, start: GitLayout, env: Mapping[str, str], since: float,
         if not same:
             out.append(f"{escape(path)} was a link to {escape(text)} at the start and was "
                        "changed during the session" + _tail(project))
+    for g in now.git_dirs:
+        for todo, command in _exec_lines(g):
+            out.append(f"{escape(todo)} asks git to run {escape(command)}; "
+                       "git rebase --continue (or cherry-pick, revert) on the host in "
+                       f"{escape(project)} would run it; check it before you do")
     for path in _gitlinks(git, project, env, since) if git else []:
         g = os.path.join(path, ".git")
         also = _with(_hooks(g), _programs(git, os.path.join(g, "config"), env))

@@ -439,3 +439,14 @@ def test_overlapping_sessions_share_what_they_made_and_the_last_removes_it(w: Wo
     finally:
         second.__exit__(None, None, None)
     assert _leftovers(w) == []
+
+
+def test_a_rebase_left_in_progress_with_an_exec_line_is_reported(w: World) -> None:
+    r, warnings = w.box("mkdir -p .git/rebase-merge && "
+                        "printf 'pick 1234 x\\nexec ./evil.sh\\n' > "
+                        ".git/rebase-merge/git-rebase-todo")
+    assert r.ok, explain(r)
+    assert warnings == [
+        f"{w.project}/.git/rebase-merge/git-rebase-todo asks git to run ./evil.sh; git rebase "
+        f"--continue (or cherry-pick, revert) on the host in {w.project} would run it; check "
+        "it before you do"]

@@ -1,0 +1,98 @@
+"""The parts of the git protection that need no box: the walk that never follows a
+link (with openat2 and without), the plan builder's rule, escaping."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sandbox import beneath, bwrap
+from sandbox.policy import Policy
+from sandbox.text import escape
+
+linux = pytest.mark.skipif(not sys.platform.startswith("linux"),
+                           reason="openat2 and O_PATH are Linux's")
+
+
+@pytest.fixture(params=["openat2", "component walk"])
+def walk(request: pytest.FixtureRequest) -> Iterator[str]:
+    saved = beneath._have_openat2
+    beneath._have_openat2 = None if request.param == "openat2" else False
+    try:
+        yield str(request.param)
+    finally:
+        beneath._have_openat2 = saved
+
+
+@linux
+def test_a_path_is_found_only_without_links(tmp_path: Path, walk: str) -> None:
+    root = tmp_path / "root"
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "a" / "b" / "f").write_text("x")
+    (root / "link").symlink_to(root / "a")
+    (root / "a" / "b" / "l").symlink_to("/etc/passwd")
+    r = str(root)
+    assert beneath.find(r, "a/b/f").kind == "file"
+    assert beneath.find(r, "a/b").kind == "dir"
+    assert beneath.find(r, "link/b/f").kind == "blocked"
+    assert beneath.find(r, "a/b/l") == beneath.Found(
+        "link", f"{r}/a/b/l", "/etc/passwd", beneath.find(r, "a/b/l").ino)
+    assert beneath.find(r, "a/nothing").kind == "missing"
+    assert beneath.find(r, "../root/a").kind == "blocked"
+    assert beneath.read_beneath(r, "a/b/f") == b"x"
+    assert beneath.read_beneath(r, "a/b/l") is None
+    assert beneath.read_beneath(r, "link/b/f") is None
+    if walk == "openat2":
+        assert beneath._have_openat2 is True  # this kernel has it: the test used it
+
+
+@linux
+def test_nothing_is_made_through_a_link(tmp_path: Path, walk: str) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (root / "l").symlink_to(outside)
+    with pytest.raises(OSError):
+        beneath.create_beneath(str(root), "l/x", folder=False)
+    (root / "dangling").symlink_to(outside / "new")
+    assert beneath.create_beneath(str(root), "dangling", folder=False) is False
+    assert list(outside.iterdir()) == []
+    assert beneath.create_beneath(str(root), "made", folder=False, content=b".\n")
+    assert (root / "made").read_bytes() == b".\n"
+
+
+def test_a_read_write_bind_outside_the_read_write_roots_raises(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    policy = Policy.create(str(project), private_tmp=str(tmp_path), hide_defaults=False)
+    wrong = policy._replace(pinned_dirs=(str(tmp_path / "elsewhere"),))
+    with pytest.raises(ValueError, match="outside the read-write roots"):
+        bwrap.box_args(wrong, bwrap="/usr/bin/bwrap")
+
+
+def test_a_writable_path_through_a_link_in_the_project_is_refused(tmp_path: Path) -> None:
+    from sandbox.errors import PolicyError
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "out").symlink_to(tmp_path)
+    with pytest.raises(PolicyError) as err:
+        Policy.create(str(project), private_tmp=str(tmp_path), hide_defaults=False,
+                      writable=[str(project / "out")])
+    assert str(err.value) == (
+        f"the writable path {project}/out leads through {project}/out, a link in a folder "
+        "the box can write; name the folder it leads to instead")
+
+
+def test_control_characters_are_escaped() -> None:
+    assert escape("plain/path") == "plain/path"
+    assert escape("a\x1b[2Jb") == "a\\x1b[2Jb"
+    assert escape("tab\there\nnl\x7f\x9b") == "tab\\x09here\\x0anl\\x7f\\x9b"
+    assert escape("back\\slash") == "back\\\\slash"
+    assert escape(os.fsdecode(b"bad\xffbyte")) == "bad\\xffbyte"
+    assert escape("\u202eevil") == "\\u202eevil"
