@@ -11,7 +11,7 @@ import sys
 import tempfile
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pathguard import zones as z
 from pathguard.zones import Zone
@@ -59,6 +59,29 @@ def expand(path: str, home: str) -> str:
     if path.startswith("~/"):
         return os.path.join(home, path[2:])
     return path
+
+
+def _git_fields(project: str, writable: list[str], git: GitLayout | None,
+                env: Mapping[str, str], home: str) -> dict[str, Any]:
+    """The policy's git fields from a session's layout (its missing names made), or from
+    one found here without the host's git (missing names left out)."""
+    common = git.common_dir if git is not None else git_common_dir(project)
+    roots = (project, *((common,) if common else ()))
+    for p in writable:
+        link = link_on_the_way(p, roots)
+        if link is not None:
+            raise PolicyError(
+                f"the writable path {escape(p)} leads through {escape(link)}, a link "
+                "in a folder the box can write; name the folder it leads to instead")
+    if git is not None:
+        return {"protected": git.protected, "missing_hooks": (),
+                "pinned_dirs": git.pinned_dirs, "common_dir": common}
+    git = find_layout(project, env=env, home=home, ask_git=False,
+                      writable=tuple(os.path.realpath(w) for w in writable))
+    missing = {p for p, _ in git.make_files} | set(git.make_dirs)
+    return {"protected": tuple(p for p in git.protected if p not in missing),
+            "missing_hooks": tuple(d for d in git.make_dirs if d in git.protected),
+            "pinned_dirs": git.pinned_dirs, "common_dir": common}
 
 
 class Policy(NamedTuple):
@@ -157,31 +180,12 @@ class Policy(NamedTuple):
                 shown.append(p)
 
         tmp = private_tmp if private_tmp is not None else private_tmp_root()
-        common0 = git.common_dir if git is not None else git_common_dir(real_project)
-        roots = (real_project, *((common0,) if common0 else ()))
-        for p in extra:
-            link = link_on_the_way(p, roots)
-            if link is not None:
-                raise PolicyError(
-                    f"the writable path {escape(p)} leads through {escape(link)}, a link "
-                    "in a folder the box can write; name the folder it leads to instead")
-        made = git is not None
-        if git is None:
-            git = find_layout(real_project, env=env, home=home, ask_git=False,
-                              writable=tuple(os.path.realpath(w) for w in extra))
-        missing = {p for p, _ in git.make_files} | set(git.make_dirs)
-        protected = git.protected if made else tuple(
-            p for p in git.protected if p not in missing)
-        common = git.common_dir
+        gitf = _git_fields(real_project, extra, git, env, home)
         return cls(
-            protected=protected,
-            missing_hooks=() if made else tuple(
-                d for d in git.make_dirs if d in git.protected),
-            pinned_dirs=git.pinned_dirs,
+            **gitf,
             project=real_project,
             project_as_written=as_written,
             private_tmp=os.path.realpath(tmp),
-            common_dir=common,
             writable=tuple(extra),
             hidden=tuple(shown),
             protect=protect,

@@ -96,6 +96,17 @@ def _git_layout(project: str, settings: SandboxSettings, env: Mapping[str, str] 
     return layout, roots
 
 
+def _end(manifest: str | None, tmp: str) -> None:
+    """Remove what the session made, and tell the watchdog it need not."""
+    if manifest is not None:
+        clean_session(manifest)
+        from . import supervisor
+
+        supervisor.forget_session(manifest)
+    # The box's /tmp: whatever its commands left there goes with the session.
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
 class Session:
     """Runs commands under one policy. Build it with :meth:`open` (which owns the private
     temp folder) or directly from a policy whose folders already exist."""
@@ -168,13 +179,7 @@ class Session:
                 session.warnings += report(policy.project, layout, policy.env, started,
                                            roots[1:])
         finally:
-            if manifest is not None:
-                clean_session(manifest)
-                from . import supervisor
-
-                supervisor.forget_session(manifest)
-            # The box's /tmp: whatever its commands left there goes with the session.
-            shutil.rmtree(tmp, ignore_errors=True)
+            _end(manifest, tmp)
 
     def box(self) -> str:
         """The backend program of the box (bwrap's absolute path on Linux), found once."""
