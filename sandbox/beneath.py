@@ -184,3 +184,21 @@ def link_on_the_way(path: str, roots: tuple[str, ...]) -> str | None:
             return nxt
         cur = os.path.realpath(nxt)
     return None
+
+
+def open_path(root: str, rel: str) -> int:
+    """An ``O_PATH`` descriptor of ``root/rel`` itself (a folder or a file), reached
+    without following a link; OSError (ELOOP for a link) otherwise. The box binds it by
+    descriptor, so that what was checked is what is bound."""
+    parent, name = os.path.split(rel)
+    dfd = open_dir_beneath(root, parent)
+    try:
+        if not name:
+            return os.dup(dfd)
+        fd = os.open(name, _O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
+    finally:
+        os.close(dfd)
+    if stat.S_ISLNK(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), rel)
+    return fd

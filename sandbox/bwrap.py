@@ -77,6 +77,7 @@ def plan(
     features: Collection[str] | None = None,
     env_extra: Mapping[str, str] | None = None,
     prefix: Sequence[str] | None = None,
+    pass_fds: tuple[int, ...] = (),
 ) -> LaunchPlan:
     """The bubblewrap command that runs ``argv`` in the session's box: :func:`box_args`
     (or ``prefix``, the same computed once by a session: it stats every protected and
@@ -91,6 +92,7 @@ def plan(
         env=box_env(policy, env_extra),
         cwd=policy.project,
         description=shlex.join(argv),
+        pass_fds=pass_fds,
     )
 
 
@@ -99,8 +101,14 @@ def box_args(
     *,
     bwrap: str,
     features: Collection[str] | None = None,
+    fds: Mapping[str, int] | None = None,
 ) -> tuple[str, ...]:
     """bwrap and its options for the session's box, up to the command.
+
+    ``fds`` maps pinned and protected paths to ``O_PATH`` descriptors the session
+    opened when it checked them (:func:`sandbox.beneath.open_path`); those are bound by
+    descriptor (``--bind-fd``, ``--ro-bind-fd``; bwrap closes them before the command
+    runs), so a path swapped for a link after the check changes nothing.
 
     Mounts are applied in order, each covering what is beneath it:
 
@@ -205,9 +213,12 @@ def box_args(
             if policy.network and os.path.isdir(RESOLVER_DIR):
                 args += ["--ro-bind", RESOLVER_DIR, RESOLVER_DIR]
         elif kind in (_RW, _PIN):
-            args += ["--bind", path, path]
+            fd = fds.get(path) if fds else None
+            args += ["--bind", path, path] if fd is None else ["--bind-fd", str(fd), path]
         elif kind == _PROTECT:
-            args += ["--ro-bind", path, path]
+            fd = fds.get(path) if fds else None
+            args += (["--ro-bind", path, path] if fd is None
+                     else ["--ro-bind-fd", str(fd), path])
         elif kind in (_HIDE_DIR, _EMPTY_RO):
             args += ["--tmpfs", path]
         else:

@@ -119,6 +119,9 @@ class Session:
         self._lock = threading.Lock()
         self._host_env: Mapping[str, str] | None = None
         self._box_args: tuple[str, ...] | None = None
+        # O_PATH descriptors of the pinned and protected paths, bound by descriptor;
+        # only a session made by open() (which closes them) holds them.
+        self._fds: dict[str, int] | None = None
         # Said when the session ends (see :meth:`open`); read them after the with-block.
         self.warnings: list[str] = []
 
@@ -151,6 +154,7 @@ class Session:
         _leftovers.sweep(root)  # what sessions whose harness died left behind
         tmp = tempfile.mkdtemp(prefix="session-", dir=root)
         manifest: str | None = None
+        session: Session | None = None
         try:
             layout: GitLayout | None = None
             roots: tuple[str, ...] = (tmp,)
@@ -173,12 +177,16 @@ class Session:
             session = cls(policy)
             if sandboxed:
                 session.box()  # fail now, before anything runs, if there is no box
+                if layout is not None and policy.platform != "darwin":
+                    session._hold(roots)
             started = time.time()
             yield session
             if layout is not None:
                 session.warnings += report(policy.project, layout, policy.env, started,
                                            roots[1:])
         finally:
+            if session is not None:
+                session._release()
             _end(manifest, tmp)
 
     def box(self) -> str:
@@ -222,9 +230,30 @@ class Session:
         if self._box_args is None:
             # Once per session: the mounts stat every protected and hidden path.
             self._box_args = _bwrap.box_args(self.policy, bwrap=self.box(),
-                                             features=self._features)
+                                             features=self._features, fds=self._fds)
+        fds = tuple(self._fds.values()) if self._fds else ()
         return _bwrap.plan(self.policy, argv, bwrap=self.box(), features=self._features,
-                           env_extra=env_extra, prefix=self._box_args)
+                           env_extra=env_extra, prefix=self._box_args, pass_fds=fds)
+
+    def _hold(self, roots: tuple[str, ...]) -> None:
+        """Open the descriptors the box binds (see :func:`sandbox.beneath.open_path`)."""
+        from .beneath import open_path, relative
+
+        fds: dict[str, int] = {}
+        self._fds = fds
+        for p in (*self.policy.pinned_dirs, *self.policy.protected_paths()):
+            where = relative(p, roots)
+            if where is not None and p not in fds:
+                try:
+                    fds[p] = open_path(*where)
+                except OSError as err:
+                    raise PolicyError(f"{escape(p)} changed while the session opened "
+                                      f"({err.strerror}); try again") from err
+
+    def _release(self) -> None:
+        for fd in (self._fds or {}).values():
+            os.close(fd)
+        self._fds = None
 
     def run(
         self,

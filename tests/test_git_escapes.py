@@ -450,3 +450,22 @@ def test_a_rebase_left_in_progress_with_an_exec_line_is_reported(w: World) -> No
         f"{w.project}/.git/rebase-merge/git-rebase-todo asks git to run ./evil.sh; git rebase "
         f"--continue (or cherry-pick, revert) on the host in {w.project} would run it; check "
         "it before you do"]
+
+
+def test_a_folder_swapped_for_a_link_after_the_check_is_not_followed(w: World) -> None:
+    module = w.project / ".git" / "modules" / "m"
+    (module / "hooks").mkdir(parents=True)
+    (module / "HEAD").write_text("ref: refs/heads/main\n")
+    (module / "config").write_text("[core]\n")
+    # A folder of the user's outside the project that has the names the box binds.
+    victim = w.base / "victim"
+    (victim / "hooks").mkdir(parents=True)
+    for name in ("config", "config.worktree", "commondir"):
+        (victim / name).write_text("")
+    with w.session() as s:
+        # What a box of another session on this project could do between this session's
+        # check and its first box: move the checked folder aside, put a link there.
+        module.rename(module.parent / "m2")
+        module.symlink_to(os.path.relpath(victim, module.parent))
+        r = s.run(["sh", "-c", f"echo x > {victim}/planted"])
+    assert not (victim / "planted").exists(), explain(r)
