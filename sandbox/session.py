@@ -189,16 +189,16 @@ class Session:
         sandbox; ``argv[0]`` must be absolute) or in the box (``argv[0]`` may be a bare
         name, looked up on PATH inside the box)."""
         if host or not self.policy.sandboxed:
-            from . import host as _host
+            from .backends import host as _host
 
             return _host.plan(self.policy, argv, env_extra=env_extra,
                               base_env=self.host_env())
         if self.policy.platform == "darwin":
             # By name: the macOS backend is only imported where it can run.
-            seatbelt = import_module("sandbox.seatbelt")
+            seatbelt = import_module("sandbox.backends.seatbelt")
             made: LaunchPlan = seatbelt.plan(self.policy, argv, env_extra=env_extra)
             return made
-        from . import bwrap as _bwrap
+        from .backends import bwrap as _bwrap
 
         if self._box_args is None:
             # Once per session: the mounts stat every protected and hidden path.
@@ -224,7 +224,7 @@ class Session:
         A command the box could not start is ``failed_to_start`` with the OS error.
         Raises :class:`SandboxUnavailable` when the box itself cannot be built.
         """
-        from . import supervisor
+        from .process import supervisor
 
         plan = self.plan(argv, host=host, env_extra=env_extra)
         result = supervisor.run(plan, stdin=stdin, timeout=timeout, cancel=cancel,

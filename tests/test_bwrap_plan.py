@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import bwrap
+from sandbox.backends import bwrap
 from sandbox.env import PROVIDER_KEYS
 from sandbox.errors import SandboxUnavailable
 from sandbox.plan import LaunchPlan

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hook_programs import install_hooks
-from procs import left_after, running_with
+from helpers.hook_programs import install_hooks
+from helpers.procs import left_after, running_with
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import host, supervisor
+from sandbox.backends import host
+from sandbox.process import supervisor
 from sandbox.env import DESKTOP_VARS, PROVIDER_KEYS
 from sandbox.plan import RunResult
 from sandbox.policy import Policy

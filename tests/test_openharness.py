@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from launchers import openharness as oh
-from launchers.cli import main, parser
-from launchers.openharness import (
+from launchers.openharness import config as oh
+from launchers.cli.main import main, parser
+from launchers.openharness.config import (
     EVENTS,
     PROMPT_BLOCKED,
     TOOL_EVENTS,

@@ -10,9 +10,9 @@ import os
 import shlex
 from collections.abc import Collection, Mapping, Sequence
 
-from .errors import SandboxUnavailable
-from .plan import LaunchPlan
-from .policy import Policy
+from sandbox.errors import SandboxUnavailable
+from sandbox.plan import LaunchPlan
+from sandbox.policy import Policy
 
 # Flags the box cannot do without: a bwrap that lacks one is refused, not worked around.
 REQUIRED_FEATURES: tuple[str, ...] = (
@@ -50,7 +50,7 @@ def _under(path: str, root: str) -> bool:
 def box_env(policy: Policy, env_extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment a boxed command gets: the session's, minus provider keys, with
     ``TMPDIR=/tmp`` (the box's /tmp is the private temp folder)."""
-    from . import env as _env
+    from sandbox import env as _env
 
     out = dict(_env.box_env(policy))
     if env_extra:

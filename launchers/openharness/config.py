@@ -747,7 +747,8 @@ def host_runner(policy: Policy) -> CommandRunner:
     """Run every command hook on the host (no box needed): from ``/``, provider keys
     removed, PATH pruned for a sandboxed session. A ``sandbox: true`` hook is refused:
     this runner has no box to put it in."""
-    from sandbox import host, supervisor
+    from sandbox.backends import host
+    from sandbox.process import supervisor
 
     def run(
         argv: Sequence[str],
@@ -915,7 +916,7 @@ def check(config: OhConfig, *, project: str, policy: Policy) -> list[tuple[str, 
     A ``sandbox: true`` hook is checked as a boxed ``[[hooks]]`` hook (the box's ``/tmp``
     and hidden folders count), any other as a host hook.
     """
-    from .admission import Admission
+    from launchers.admission import Admission
 
     admission = Admission(policy)
     out: list[tuple[str, CommandVerdict]] = []
@@ -985,7 +986,7 @@ def _fire_interruptible(
 ) -> tuple[Result, bool]:
     """Fire so that Ctrl-C cancels the running hook and still waits for its whole tree
     to be ended. Returns the result and whether it was interrupted."""
-    from .interrupt import run_interruptible
+    from launchers.cli.interrupt import run_interruptible
 
     return run_interruptible(
         lambda cancel: fire(config, event, ctx, runner=runner, cancel=cancel), "oh-hook-event")

@@ -21,8 +21,8 @@ from pathguard.argv import Refusal
 from sandbox.errors import PolicyError
 from sandbox.policy import Policy
 
-from .admission import Admission
-from .config import Config, ConfigError, banner, load, locate
+from launchers.admission import Admission
+from launchers.config import Config, ConfigError, banner, load, locate
 
 JSON_VERSION = 1
 
@@ -147,7 +147,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
     if getattr(args, "openharness", None):
         # Imported here: only --openharness pays for the YAML front end.
-        from .openharness import OhConfigError, audit_hooks
+        from launchers.openharness.config import OhConfigError, audit_hooks
 
         try:
             oh_hooks = audit_hooks(os.path.abspath(args.openharness),

@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-from .env import scrub
-from .plan import LaunchPlan
-from .policy import Policy
+from sandbox.env import scrub
+from sandbox.plan import LaunchPlan
+from sandbox.policy import Policy
 
 SANDBOX_EXEC = "/usr/bin/sandbox-exec"
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from launchers.config import Config, ConfigError, Event, load, locate
 from launchers.hooks import Decision, HookRefused, HookRunner, new_session_id
-from launchers.interrupt import run_interruptible
+from launchers.cli.interrupt import run_interruptible
 from launchers.protocol import NO_HOOKS_BANNER
 
 JSON_VERSION = 1
@@ -86,7 +86,7 @@ def _fire(runner: HookRunner, event: Event, fields: dict[str, Any], mode: str) -
 
 def cmd_hook(args: argparse.Namespace) -> int:
     if getattr(args, "openharness", None):
-        from launchers import openharness
+        from launchers.openharness import config as openharness
 
         return int(openharness.cmd_hook(args))
 

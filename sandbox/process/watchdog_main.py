@@ -5,7 +5,7 @@ Every host run carries a marker in its environment, ``HARNESS_SANDBOX_RUN=<insta
 environment, so a process that left the run's process group (``setsid``, a double fork)
 still carries the marker unless it replaced its environment.
 
-Run as a program (``python -I reaper.py <instance> <parent pid>``) this module is the
+Run as a program (``python -I watchdog_main.py <instance> <parent pid>``) this module is the
 watchdog: one per harness process, started on the first run. It reads one line per run
 event on stdin:
 

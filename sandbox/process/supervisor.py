@@ -20,7 +20,7 @@ Then, on every path:
    the group);
 5. with :func:`enable_subreaper`, children adopted from the run are killed and reaped.
 
-The watchdog (:mod:`sandbox.reaper`) is one small process per harness process, started
+The watchdog (:mod:`sandbox.process.watchdog_main`) is one small process per harness process, started
 on the first run. If the harness dies, even by SIGKILL, the watchdog sees its pipe close
 and kills every running group and every process carrying one of the harness's markers.
 
@@ -44,9 +44,9 @@ import threading
 import time
 from collections.abc import Mapping
 
-from .errors import SandboxError
-from .plan import LaunchPlan, Outcome, RunResult
-from .reaper import MARKER_VAR
+from sandbox.errors import SandboxError
+from sandbox.plan import LaunchPlan, Outcome, RunResult
+from sandbox.process.watchdog_main import MARKER_VAR
 
 __all__ = ["MARKER_VAR", "enable_subreaper", "run", "subreaper_enabled", "watchdog_pid"]
 
@@ -105,7 +105,7 @@ class _Watchdog:
                 fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 1 << 20)
             except (OSError, AttributeError):
                 pass
-        from . import reaper
+        from sandbox.process import watchdog_main as reaper
 
         # -I: no user site, no PYTHON* variables, no script folder on sys.path: the
         # watchdog imports only the standard library. -S skips site-packages where psutil
@@ -440,7 +440,7 @@ def _supervise(
         idle = _DRAIN_IDLE_BOX if box else _DRAIN_IDLE
         ended = streams.drain(idle, time.monotonic() + (_DRAIN_MAX_BOX if box else _DRAIN_MAX))
         if marker is not None and (outcome != "exited" or not ended):
-            from .reaper import kill_marked
+            from sandbox.process.watchdog_main import kill_marked
 
             kill_marked(marker.__eq__)
             streams.drain(idle, time.monotonic() + _DRAIN_AFTER_KILL)
@@ -454,7 +454,7 @@ def _supervise(
         if rc is None:
             _killpg(pid)
         if marker is not None:
-            from .reaper import kill_marked
+            from sandbox.process.watchdog_main import kill_marked
 
             kill_marked(marker.__eq__)
         if streams is not None:

@@ -11,9 +11,9 @@ import os
 import shlex
 from collections.abc import Mapping, Sequence
 
-from .env import host_env, scrub
-from .plan import LaunchPlan
-from .policy import Policy
+from sandbox.env import host_env, scrub
+from sandbox.plan import LaunchPlan
+from sandbox.policy import Policy
 
 
 def plan(

@@ -1,0 +1,1 @@
+"""openHarness hooks: ``hooks:`` in ``.oh/config.yaml`` over the same backends."""
