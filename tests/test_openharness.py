@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from launchers.openharness import config as oh
 from launchers.cli.main import main, parser
+from launchers.openharness import config as oh
 from launchers.openharness.config import (
     EVENTS,
     PROMPT_BLOCKED,

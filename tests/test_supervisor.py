@@ -18,8 +18,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from sandbox.process import supervisor
 from sandbox.plan import LaunchPlan, RunResult
+from sandbox.process import supervisor
 from sandbox.process.watchdog_main import MARKER_VAR
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux process tests")

@@ -17,12 +17,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from launchers.admission import Admission
+from launchers.config import Config, ConfigError, banner, load, locate
 from pathguard.argv import Refusal
 from sandbox.errors import PolicyError
 from sandbox.policy import Policy
-
-from launchers.admission import Admission
-from launchers.config import Config, ConfigError, banner, load, locate
 
 JSON_VERSION = 1
 

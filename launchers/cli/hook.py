@@ -17,9 +17,9 @@ import sys
 import threading
 from typing import Any
 
+from launchers.cli.interrupt import run_interruptible
 from launchers.config import Config, ConfigError, Event, load, locate
 from launchers.hooks import Decision, HookRefused, HookRunner, new_session_id
-from launchers.cli.interrupt import run_interruptible
 from launchers.protocol import NO_HOOKS_BANNER
 
 JSON_VERSION = 1

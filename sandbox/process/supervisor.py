@@ -20,7 +20,8 @@ Then, on every path:
    the group);
 5. with :func:`enable_subreaper`, children adopted from the run are killed and reaped.
 
-The watchdog (:mod:`sandbox.process.watchdog_main`) is one small process per harness process, started
+The watchdog (:mod:`sandbox.process.watchdog_main`) is one small process per harness
+process, started
 on the first run. If the harness dies, even by SIGKILL, the watchdog sees its pipe close
 and kills every running group and every process carrying one of the harness's markers.
 
