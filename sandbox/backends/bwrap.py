@@ -82,6 +82,12 @@ def plan(
         env=box_env(policy, env_extra),
         cwd=policy.project,
         description=shlex.join(argv),
+        # No marker, no watchdog: bwrap dies with its parent (--die-with-parent) and its
+        # PID namespace ends everything inside when it does; a one-shot run pays for
+        # no watchdog. The box's processes die with bwrap a little later than a group.
+        watched=False,
+        drain_idle=0.25,
+        drain_max=1.0,
     )
 
 
