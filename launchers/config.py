@@ -10,6 +10,9 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, NamedTuple, cast
 
+# Re-exported: the [sandbox] table is loaded here, and its type lives in the sandbox.
+from sandbox.settings import SandboxSettings as SandboxSettings
+
 Event = Literal["PreToolUse", "UserPromptSubmit"]
 OnFailure = Literal["block", "continue"]
 
@@ -42,20 +45,6 @@ class HookSpec(NamedTuple):
             "sandbox": self.sandbox,
             "on_failure": self.on_failure,
         }
-
-
-class SandboxSettings(NamedTuple):
-    """The ``[sandbox]`` table."""
-
-    writable: tuple[str, ...] = ()
-    hidden: tuple[str, ...] = ()
-    hide_defaults: bool = True
-    protect: bool = True
-    network: bool = False
-    enabled: bool = True
-    # More environment names (or * patterns) kept from hooks and boxed commands, beside
-    # the provider keys that always go.
-    scrub: tuple[str, ...] = ()
 
 
 class Config(NamedTuple):
