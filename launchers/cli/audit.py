@@ -146,17 +146,19 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
     if getattr(args, "openharness", None):
         # Imported here: only --openharness pays for the YAML front end.
-        from launchers.openharness.config import OhConfigError, audit_hooks
+        from launchers.openharness.config import OhConfigError
+        from launchers.openharness.config import load as load_openharness
 
         try:
-            oh_hooks = audit_hooks(os.path.abspath(args.openharness),
-                                   project=policy.project, policy=policy)
+            oh_config = load_openharness(os.path.abspath(args.openharness))
         except OhConfigError as err:
             return fail(str(err))
-        for label, words, sandbox in oh_hooks:
-            boxed, v = admission.check(label, tuple(words), sandbox=sandbox)
-            checked.append(Checked(label, label.split("[", 1)[0], None, boxed, v.argv,
-                                   v.details, source="openharness"))
+        for hook in oh_config.all_hooks():
+            if hook.command is None:
+                continue  # an HTTP hook runs nothing here
+            boxed, v = admission.check(hook.label, hook.words, sandbox=hook.sandbox)
+            checked.append(Checked(hook.label, hook.event, None, boxed, v.argv, v.details,
+                                   source="openharness"))
 
     ok = not any(c.refusals for c in checked)
     _say(banner(config, sandboxed_session=sandboxed))

@@ -86,9 +86,9 @@ def _fire(runner: HookRunner, event: Event, fields: dict[str, Any], mode: str) -
 
 def cmd_hook(args: argparse.Namespace) -> int:
     if getattr(args, "openharness", None):
-        from launchers.openharness import config as openharness
+        from launchers.cli.hook_openharness import cmd_hook_openharness
 
-        return int(openharness.cmd_hook(args))
+        return cmd_hook_openharness(args)
 
     from sandbox.errors import SandboxError
     from sandbox.session import Session
