@@ -10,6 +10,8 @@ import sys
 import uuid
 from typing import Any
 
+from launchers.cli.common import load_user_config, policy_error_line, say
+from launchers.errors import ConfigError
 from launchers.openharness.config import (
     EVENTS,
     TOOL_EVENTS,
@@ -23,7 +25,7 @@ from launchers.openharness.fire import CommandRunner, Result, check, fire, sessi
 
 
 def _say(text: str) -> None:
-    print(f"harness-sandbox: {text}", file=sys.stderr)
+    say(text, named=True)
 
 
 def context_from_args(args: argparse.Namespace, project: str) -> Context:
@@ -84,15 +86,17 @@ def cmd_hook_openharness(args: argparse.Namespace) -> int:
     Exit 0 allowed, no objection or ask; 1 denied; 2 the file could not be loaded, the
     options are wrong, a hook is refused by the path guard, or the box cannot be built.
     """
-    from sandbox.errors import SandboxError
+    from sandbox.errors import PolicyError, SandboxError
     from sandbox.session import Session
 
     path: str = args.openharness
     event: str = args.event
     project = os.path.abspath(getattr(args, "project", None) or ".")
     try:
+        # The user config's [sandbox] table applies to these hooks as to [[hooks]].
+        user, _ = load_user_config(getattr(args, "config", None), project)
         config = load(path)
-    except OhConfigError as err:
+    except (ConfigError, OhConfigError) as err:
         _say(str(err))
         return 2
     if event not in EVENTS:
@@ -112,7 +116,7 @@ def cmd_hook_openharness(args: argparse.Namespace) -> int:
     else:
         try:
             with Session.open(
-                project, settings=None, sandboxed=not getattr(args, "no_sandbox", False)
+                project, user.sandbox, sandboxed=not getattr(args, "no_sandbox", False)
             ) as session:
                 refusals = [
                     msg
@@ -125,6 +129,9 @@ def cmd_hook_openharness(args: argparse.Namespace) -> int:
                     return 2
                 result, interrupted = _fire_interruptible(
                     config, event, ctx, session_runner(session))
+        except PolicyError as err:
+            _say(policy_error_line(err, user))
+            return 2
         except SandboxError as err:
             _say(str(err))
             return 2

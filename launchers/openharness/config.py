@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from launchers.errors import OhConfigError as OhConfigError
 from launchers.openharness.words import guard_words, split_words
 
 # The events, in the order openHarness documents them.
@@ -56,30 +57,6 @@ GATING_EVENTS: tuple[str, ...] = ("preToolUse", "userPromptSubmit", "permissionR
 KEYS: tuple[str, ...] = ("command", "http", "jsonIO", "match", "timeout", "sandbox")
 
 DEFAULT_TIMEOUT_MS = 10_000
-
-
-class OhConfigError(Exception):
-    """``.oh/config.yaml`` could not be loaded. The message names the file and, where
-    there is one, the event and the hook's index: ``F: hooks.preToolUse[2]: ...``."""
-
-    def __init__(
-        self,
-        file: str,
-        message: str,
-        *,
-        event: str | None = None,
-        index: int | None = None,
-    ) -> None:
-        self.file = file
-        self.event = event
-        self.index = index
-        self.message = message
-        where = file
-        if event is not None:
-            where += f": hooks.{event}"
-            if index is not None:
-                where += f"[{index}]"
-        super().__init__(f"{where}: {message}")
 
 
 @dataclass(frozen=True)
