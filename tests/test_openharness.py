@@ -894,6 +894,17 @@ def test_a_top_level_allow_does_not_short_circuit(
     assert all(p.exists() for p in m)
 
 
+@pytest.mark.parametrize("event", ["preToolUse", "permissionRequest"])
+def test_context_is_given_for_prompts_only(
+    tmp_path: Path, runner: oh.CommandRunner, event: str
+) -> None:
+    cfg = config(tmp_path, json_hook(event, {"hookSpecificOutput": {
+        "additionalContext": "not for a tool call", "decision": "allow"}}))
+    result = oh.fire(cfg, event, Context(tool_name="Bash"), runner=runner)
+    assert (result.decision, result.additional_context) == ("allow", None)
+    assert "added context:" not in describe(result)
+
+
 def test_contexts_join_in_list_order(tmp_path: Path, runner: oh.CommandRunner) -> None:
     m = [tmp_path / f"m{i}" for i in range(4)]
     text = "hooks:\n  userPromptSubmit:\n" + (

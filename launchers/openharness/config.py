@@ -54,6 +54,10 @@ TOOL_EVENTS: tuple[str, ...] = (
 # Events whose hooks can change what happens; on every other event hooks only observe.
 GATING_EVENTS: tuple[str, ...] = ("preToolUse", "userPromptSubmit", "permissionRequest")
 
+# Events whose hooks may add context (prepended to the prompt): openHarness gives
+# ``additionalContext`` a meaning for userPromptSubmit only, so elsewhere it is ignored.
+CONTEXT_EVENTS: tuple[str, ...] = ("userPromptSubmit",)
+
 KEYS: tuple[str, ...] = ("command", "http", "jsonIO", "match", "timeout", "sandbox")
 
 DEFAULT_TIMEOUT_MS = 10_000

@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from launchers.admission import Admission
 from launchers.openharness.answers import OhAnswer, answer_of_http, answer_of_run
-from launchers.openharness.config import EVENTS, GATING_EVENTS, TOOL_EVENTS, OhConfig, OhHook
+from launchers.openharness.config import (
+    CONTEXT_EVENTS,
+    EVENTS,
+    GATING_EVENTS,
+    TOOL_EVENTS,
+    OhConfig,
+    OhHook,
+)
 from launchers.openharness.envelope import Context, env_vars, envelope
 from launchers.openharness.http import post_json
 from sandbox.plan import RunResult
@@ -181,7 +188,7 @@ def fire(
             warnings.append(f"hook {hook.label} failed ({answer.failure})")
         if not gating:
             continue
-        if answer.additional_context:
+        if answer.additional_context and event in CONTEXT_EVENTS:
             contexts.append(answer.additional_context)
         if answer.kind == "deny":
             return result("deny", answer.reason or f"denied by hook {hook.label}", hook.label)
