@@ -83,7 +83,7 @@ def _inside(path: str, root: str) -> bool:
 def writable_refusal(bwrap: str, policy: Policy) -> SandboxUnavailable | None:
     """A bwrap the boxed commands could replace is refused: it would build the next box."""
     real = os.path.realpath(bwrap)
-    for zone in policy.writable_zones(hook_sandboxed=True):
+    for zone in policy.writable_zones(boxed=True):
         for root in {zone.path, os.path.realpath(zone.path)}:
             if _inside(bwrap, root) or _inside(real, root):
                 return SandboxUnavailable(
