@@ -193,13 +193,31 @@ def test_doctor_json_is_one_document_on_stdout() -> None:
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["ok"] is True
-    assert doc["bwrap"] == SYSTEM_BWRAP
+    assert doc["bwrap"] == doc["program"] == SYSTEM_BWRAP
+    assert doc["backend"] == "bwrap"
     assert doc["links"] == ["lo"]
     assert doc["userns_ok"] is True
     assert "--cap-drop" in doc["features"]
     assert set(doc["sysctls"]) == {"kernel.apparmor_restrict_unprivileged_userns",
                                    "user.max_user_namespaces",
                                    "kernel.unprivileged_userns_clone"}
+
+
+@pytest.mark.skipif(sys.platform == "darwin", reason="checks the macOS report off macOS")
+def test_doctor_for_macos_speaks_of_sandbox_exec_not_bwrap() -> None:
+    # Off macOS /usr/bin/sandbox-exec is absent: the report names it and nothing of bwrap.
+    from launchers.cli.doctor import report
+
+    p = probe.probe(platform="darwin")
+    assert (p.ok, p.backend, p.program) == (False, "sandbox-exec", "/usr/bin/sandbox-exec")
+    lines = report(p)
+    assert lines[0] == "sandbox-exec: /usr/bin/sandbox-exec"
+    assert lines[-2:] == [
+        "the box cannot be built: /usr/bin/sandbox-exec is not there",
+        "fix: sandbox-exec is part of macOS; check that /usr/bin is intact",
+    ]
+    assert not any("bwrap" in line for line in lines)
+    assert p.as_dict()["backend"] == "sandbox-exec"
 
 
 def test_doctor_without_bwrap_says_what_to_install() -> None:
