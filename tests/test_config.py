@@ -21,13 +21,6 @@ from launchers.config import (
 )
 
 
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    p = tmp_path / "proj"
-    p.mkdir()
-    return p
-
-
 def write(tmp_path: Path, text: str, name: str = "config.toml") -> str:
     d = tmp_path / "cfg"
     d.mkdir(exist_ok=True)

@@ -14,6 +14,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# Hooks run in the real box.
+pytestmark = pytest.mark.isolation
+
 
 @pytest.fixture
 def home() -> Iterator[Path]:

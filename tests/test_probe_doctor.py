@@ -7,7 +7,9 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -17,8 +19,15 @@ from sandbox.policy import Policy
 
 CLI = os.path.join(os.path.dirname(sys.executable), "harness-sandbox")
 SYSTEM_BWRAP = shutil.which("bwrap")
-needs_bwrap = pytest.mark.skipif(SYSTEM_BWRAP is None or not sys.platform.startswith("linux"),
+_bwrap_here = pytest.mark.skipif(SYSTEM_BWRAP is None or not sys.platform.startswith("linux"),
                                  reason="needs bubblewrap on Linux")
+F = TypeVar("F", bound=Callable[..., object])
+
+
+def needs_bwrap(test: F) -> F:
+    """A test that starts the real box (marked isolation)."""
+    marked: F = pytest.mark.isolation(_bwrap_here(test))
+    return marked
 
 # Messages exactly as real bwrap 0.8 prints them.
 NO_PERMISSION = ("bwrap: No permissions to create new namespace, likely because the kernel "
