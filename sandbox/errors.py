@@ -11,6 +11,11 @@ class PolicyError(SandboxError):
     """The session's policy cannot be built: a path the user named is unusable."""
 
 
+class GitLayoutError(PolicyError):
+    """What host git reads cannot be protected as it is (a link on the way to it, a
+    config git cannot read): the session must not start. Not about ``[sandbox]``."""
+
+
 class SandboxUnavailable(SandboxError):
     """The box cannot be built on this machine (no bwrap, user namespaces blocked, ...).
 
@@ -21,4 +26,5 @@ class SandboxUnavailable(SandboxError):
     def __init__(self, diagnosis: str, fix: str = "") -> None:
         self.diagnosis = diagnosis
         self.fix = fix
-        super().__init__(f"{diagnosis} {fix}".strip())
+        # One sentence: "bubblewrap (bwrap) is not installed; install the ...".
+        super().__init__("; ".join(part for part in (diagnosis, fix) if part))

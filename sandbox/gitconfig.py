@@ -17,7 +17,7 @@ import subprocess
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from .errors import PolicyError
+from .errors import GitLayoutError
 from .text import escape
 
 # Keys whose value is a command git may run in the course of ordinary work (status,
@@ -66,7 +66,7 @@ def find_git(env: Mapping[str, str], forbidden: tuple[str, ...]) -> str | None:
     real = os.path.realpath(found)
     for root in forbidden:
         if real == root or real.startswith(root.rstrip("/") + "/"):
-            raise PolicyError(f"git on PATH ({escape(found)}) is in {escape(root)}, a "
+            raise GitLayoutError(f"git on PATH ({escape(found)}) is in {escape(root)}, a "
                               "folder the box can write; put the system's git first on PATH")
     return real
 
@@ -99,10 +99,10 @@ def _parse(out: bytes, cwd: str) -> list[Entry]:
     return found
 
 
-def _failed(what: str, done: subprocess.CompletedProcess[bytes]) -> PolicyError:
+def _failed(what: str, done: subprocess.CompletedProcess[bytes]) -> GitLayoutError:
     lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
     said = escape(lines[0]) if lines else f"exit status {done.returncode}"
-    return PolicyError(f"git could not read {what}: {said}; fix it (or set "
+    return GitLayoutError(f"git could not read {what}: {said}; fix it (or set "
                        "[sandbox] protect = false) and try again")
 
 

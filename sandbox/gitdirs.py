@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 from . import beneath, gitconfig
 from .beneath import Found
-from .errors import PolicyError
+from .errors import GitLayoutError
 from .text import escape
 
 # What git reads in each git folder to decide what to run (gitrepository-layout), and
@@ -39,7 +39,7 @@ _WORKTREE_NAMES = ("commondir", "gitdir", "config.worktree", "config")
 MAX_DEPTH = 200
 
 
-class GitLinkError(PolicyError):
+class GitLinkError(GitLayoutError):
     """A protected git path leads through a link the box could re-point."""
 
 
@@ -185,7 +185,7 @@ class _Finder:
 
     def _walk_modules(self, folder: str, depth: int) -> None:
         if depth > MAX_DEPTH:
-            raise PolicyError(f"the git folder {escape(folder)} nests more than "
+            raise GitLayoutError(f"the git folder {escape(folder)} nests more than "
                               f"{MAX_DEPTH} folders deep; remove it and try again")
         where = beneath.relative(folder, self.roots)
         if where is None or beneath.find(*where).kind != "dir":

@@ -3,7 +3,7 @@ folders made over protected git names, and the private temp folder.
 
 :func:`make` writes them and a manifest naming them (and the owner: this process, by
 pid and start time) in the per-user private root; the session's end removes them with
-:func:`sandbox.reaper.clean_session`, the watchdog does the same if the harness dies,
+:func:`sandbox.process.made.clean_session`, the watchdog does the same if the harness dies,
 and :func:`sweep` at the next session's start does it for an owner that is gone.
 """
 
@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterable
 
 from . import beneath
-from .reaper import clean_session, live_made, start_time
+from .process.made import clean_session, live_made, start_time
 
 MANIFEST_SUFFIX = ".made"
 
@@ -29,7 +29,7 @@ def start(tmp: str) -> str:
     return manifest
 
 
-def make(manifest: str, tmp: str, roots: tuple[str, ...], dirs: Iterable[str],
+def make(manifest: str, tmp: str, roots: tuple[str, ...], *, dirs: Iterable[str],
          files: Iterable[tuple[str, bytes]], protected: Iterable[str] = ()) -> None:
     """Make each folder, then each file, where nothing is yet (never through a link).
     The manifest lists them before anything is made, so a kill half-way leaves nothing

@@ -26,7 +26,8 @@ sys.path.insert(0, str(ROOT))
 
 from launchers.config import Config, HookSpec  # noqa: E402
 from launchers.hooks import HookRunner  # noqa: E402
-from sandbox import host, supervisor  # noqa: E402
+from sandbox.backends import host  # noqa: E402
+from sandbox.process import supervisor  # noqa: E402
 from sandbox.session import Session  # noqa: E402
 
 TRUE = shutil.which("true") or "/bin/true"
@@ -75,6 +76,25 @@ def write_config(folder: Path, hook_dir: Path, n: int) -> Path:
     path = folder / f"config-{n}.toml"
     path.write_text("\n".join(lines))
     return path
+
+
+def git_cases(base: Path, rounds: int) -> dict[str, object]:
+    """Opening a session in a git repository (the git layout: two host git calls; the
+    files made over missing protected names, the watchdog told, all removed at the
+    end), and a boxed ``true`` there."""
+    repo = base / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=b", "-c", "user.email=b@b",
+                    "commit", "-q", "--allow-empty", "-m", "b"], check=True)
+
+    def session_open() -> None:
+        with Session.open(str(repo)):
+            pass
+
+    with Session.open(str(repo)) as git_session:
+        return dict(interleave(
+            {"i_session_open_git": session_open,
+             "c_library_boxed_in_git_repo": lambda: git_session.run([TRUE])}, rounds))
 
 
 def main() -> int:
@@ -132,22 +152,7 @@ def main() -> int:
             )
             results.update(inner)
 
-        # Opening a session in a git repository: the git layout (two host git calls),
-        # the files made over missing protected names, the watchdog told, all removed.
-        repo = base / "repo"
-        subprocess.run(["git", "init", "-q", str(repo)], check=True)
-        subprocess.run(["git", "-C", str(repo), "-c", "user.name=b", "-c", "user.email=b@b",
-                        "commit", "-q", "--allow-empty", "-m", "b"], check=True)
-
-        def session_open() -> None:
-            with Session.open(str(repo)):
-                pass
-
-        with Session.open(str(repo)) as git_session:
-            results.update(interleave(
-                {"i_session_open_git": session_open,
-                 "c_library_boxed_in_git_repo": lambda: git_session.run([TRUE])},
-                rounds))
+        results.update(git_cases(base, rounds))
 
         outer: dict[str, Sample] = {"f_cli_run_true": cli_run}
         # The peers, where installed, on the same `true` in the same project. A peer that

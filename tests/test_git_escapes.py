@@ -311,7 +311,7 @@ def test_a_link_on_the_way_to_a_protected_file_refuses_the_box(w: World) -> None
                            "--project", str(w.project), "--", "true"],
                           capture_output=True, text=True, env=w.env)
     assert done.returncode == 125
-    assert done.stderr == f"harness-sandbox: {err.value}\n"
+    assert done.stderr == f"harness-sandbox: {err.value}.\n"
 
 
 # -- the work keeps working -------------------------------------------------------------

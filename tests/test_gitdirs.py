@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import beneath, bwrap
+from sandbox import beneath
+from sandbox.backends import bwrap
 from sandbox.policy import Policy
 from sandbox.text import escape
 

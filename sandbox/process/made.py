@@ -1,0 +1,103 @@
+"""What a session made outside the box, and removing it. A leaf: only the standard
+library, since the watchdog program (:mod:`sandbox.process.watchdog_main`) imports it
+with nothing else on its path.
+
+A session makes files in the user's repository (a ``commondir`` of ".", empty files and
+folders over protected names) and a private temp folder. Its manifest, a JSON file in
+the per-user private root, lists them; whoever cleans up (the session's end, the
+watchdog, or the next session once the owner is gone) removes each only if it is still
+what was made, owned by this user, and reached without following a link.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+
+def _open_parent(root: str, rel: str) -> int:
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    for part in [p for p in rel.split("/")[:-1] if p]:
+        try:
+            nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                          dir_fd=fd)
+        finally:
+            os.close(fd)
+        fd = nxt
+    return fd
+
+
+def _unmake(root: str, rel: str, kind: str, content: bytes) -> None:
+    import stat as _stat
+
+    fd = _open_parent(root, rel)
+    name = rel.rsplit("/", 1)[-1]
+    try:
+        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        if st.st_uid != os.getuid():
+            return
+        if kind == "dir" and _stat.S_ISDIR(st.st_mode):
+            os.rmdir(name, dir_fd=fd)  # only if empty
+        elif kind == "file" and _stat.S_ISREG(st.st_mode) and st.st_size == len(content):
+            f = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            try:
+                same = os.read(f, len(content) + 1) == content
+            finally:
+                os.close(f)
+            if same:
+                os.unlink(name, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def start_time(pid: int) -> str | None:
+    """A process's start time (clock ticks since boot), None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    return data.rsplit(b")", 1)[-1].split()[19].decode()
+
+
+def live_made(folder: str, but: str = "") -> set[tuple[str, str]]:
+    """(root, rel) of everything listed by the manifests in ``folder`` (but ``but``)
+    whose owner still runs: another session of this user may use what one made."""
+    import json
+
+    out: set[tuple[str, str]] = set()
+    with contextlib.suppress(OSError):
+        for name in os.listdir(folder):
+            path = os.path.join(folder, name)
+            if not name.endswith(".made") or path == but:
+                continue
+            with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
+                with open(path, encoding="utf-8") as f:
+                    data = json.load(f)
+                if data["start"] and start_time(int(data["pid"])) == data["start"]:
+                    out.update((r, rel) for r, rel, *_ in data["made"])
+    return out
+
+
+def clean_session(manifest: str) -> None:
+    """Remove what the session of ``manifest`` made and no other live session uses,
+    then the manifest."""
+    import json
+    import shutil
+    import stat as _stat
+
+    with open(manifest, encoding="utf-8") as f:
+        data = json.load(f)
+    busy = live_made(os.path.dirname(manifest), manifest)
+    for root, rel, kind, content in reversed(data.get("made", [])):
+        if (root, rel) in busy:
+            continue
+        with contextlib.suppress(OSError):
+            _unmake(root, rel, kind, bytes.fromhex(content))
+    tmp = data.get("tmp", "")
+    with contextlib.suppress(OSError):
+        st = os.lstat(tmp)
+        if _stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid():
+            shutil.rmtree(tmp)  # the fd-based version: it never follows a link
+    with contextlib.suppress(OSError):
+        os.unlink(manifest)
