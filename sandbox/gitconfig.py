@@ -24,11 +24,13 @@ from .text import escape
 # commit, fetch, diff, merge...). The value's first word, and every word with a ``/``,
 # is a program or script path.
 _PROGRAM_KEYS = re.compile(
-    r"^(core\.(fsmonitor|sshcommand|editor|pager|askpass)|sequence\.editor|"
-    r"diff\.external|gpg\.program|gpg\.[^.]+\.program|credential\.helper|"
-    r"credential\..+\.helper|filter\..+\.(clean|smudge|process)|"
+    r"^(core\.(fsmonitor|sshcommand|editor|pager|askpass|gitproxy|alternaterefscommand)|"
+    r"sequence\.editor|diff\.external|interactive\.difffilter|pager\..+|"
+    r"gpg\.program|gpg\.[^.]+\.program|gpg\.ssh\.defaultkeycommand|"
+    r"credential\.helper|credential\..+\.helper|filter\..+\.(clean|smudge|process)|"
     r"diff\..+\.(textconv|command)|merge\..+\.driver|(merge|diff)tool\..+\.(cmd|path)|"
-    r"uploadpack\.packobjectshook|core\.gitproxy)$")
+    r"remote\..+\.(uploadpack|receivepack)|submodule\..+\.update|hook\..+\.command|"
+    r"(man|browser)\..+\.(cmd|path)|web\.browser|uploadpack\.packobjectshook)$")
 _INCLUDE_KEYS = re.compile(r"^include(if\..+)?\.path$")
 _BOOLEAN = {"", "true", "false", "yes", "no", "on", "off", "1", "0"}
 # Kept for the host git we ask: they say which config files the user's git reads.

@@ -11,6 +11,7 @@ import subprocess
 from collections.abc import Mapping
 
 from . import beneath, gitconfig
+from .errors import GitLayoutError
 from .gitdirs import GitLayout, find_layout
 from .text import escape
 
@@ -88,12 +89,20 @@ def _exec_lines(gitdir: str) -> list[tuple[str, str]]:
 
 def report(project: str, start: GitLayout, env: Mapping[str, str], since: float,
            writable: tuple[str, ...] = ()) -> list[str]:
-    """One warning per thing git run on the host would now use that was not there."""
+    """One warning per thing git run on the host would now use that was not there.
+    ``since`` is when the session started; file times are compared with a second's
+    slack, since the kernel stamps them from a coarser clock."""
     now = find_layout(project, env=env, writable=writable, ask_git=False)
     try:
         git = gitconfig.find_git(env, ())
-    except Exception:
+    except GitLayoutError:
         git = None
+    return [*_new_folders(project, start, now, git, env), *_links(project, start, now),
+            *_todos(project, now), *_new_gitlinks(project, now, git, env, since - 1.0)]
+
+
+def _new_folders(project: str, start: GitLayout, now: GitLayout, git: str | None,
+                 env: Mapping[str, str]) -> list[str]:
     out: list[str] = []
     old_dot = start.dotgit.ino if start.dotgit else (0, 0)
     fresh_dot = now.dotgit is not None and now.dotgit.kind == "dir" and \
@@ -104,6 +113,11 @@ def report(project: str, start: GitLayout, env: Mapping[str, str], since: float,
         also = _with(_hooks(g), _programs(git, os.path.join(g, "config"), env))
         out.append(f"the git folder {escape(g)} was created during the session{also}"
                    + _tail(project))
+    return out
+
+
+def _links(project: str, start: GitLayout, now: GitLayout) -> list[str]:
+    out: list[str] = []
     for link in now.skipped:
         if link not in start.skipped:
             out.append(f"the git folder {escape(link)} is a link to "
@@ -117,12 +131,25 @@ def report(project: str, start: GitLayout, env: Mapping[str, str], since: float,
         if not same:
             out.append(f"{escape(path)} was a link to {escape(text)} at the start and was "
                        "changed during the session" + _tail(project))
-    for g in now.git_dirs:
-        for todo, command in _exec_lines(g):
-            out.append(f"{escape(todo)} asks git to run {escape(command)}; "
-                       "git rebase --continue (or cherry-pick, revert) on the host in "
-                       f"{escape(project)} would run it; check it before you do")
-    for path in _gitlinks(git, project, env, since) if git else []:
+    return out
+
+
+def _todos(project: str, now: GitLayout) -> list[str]:
+    return [f"{escape(todo)} asks git to run {escape(command)}; git rebase --continue (or "
+            f"cherry-pick, revert) on the host in {escape(project)} would run it; check "
+            "it before you do" for g in now.git_dirs for todo, command in _exec_lines(g)]
+
+
+def _new_gitlinks(project: str, now: GitLayout, git: str | None, env: Mapping[str, str],
+                  since: float) -> list[str]:
+    # Only an index written during the session can hold a new gitlink: asked then.
+    index = os.path.join(now.git_dirs[0], "index") if now.git_dirs else ""
+    try:
+        fresh = bool(index) and os.lstat(index).st_mtime >= since
+    except OSError:
+        fresh = False
+    out: list[str] = []
+    for path in _gitlinks(git, project, env, since) if git and fresh else []:
         g = os.path.join(path, ".git")
         also = _with(_hooks(g), _programs(git, os.path.join(g, "config"), env))
         out.append(f"the repository {escape(path)} inside the project was made during the "

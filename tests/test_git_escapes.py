@@ -469,3 +469,16 @@ def test_a_folder_swapped_for_a_link_after_the_check_is_not_followed(w: World) -
         module.symlink_to(os.path.relpath(victim, module.parent))
         r = s.run(["sh", "-c", f"echo x > {victim}/planted"])
     assert not (victim / "planted").exists(), explain(r)
+
+
+def test_a_pager_in_the_project_is_read_only(w: World) -> None:
+    (w.project / "bin").mkdir()
+    (w.project / "bin" / "pager").write_text("#!/bin/sh\ncat\n")
+    (w.project / "bin" / "pager").chmod(0o755)
+    assert w.git("config", "pager.log", "bin/pager -R").returncode == 0
+    r, _ = w.box(f"printf '#!/bin/sh\\ntouch {w.marker}\\ncat\\n' > bin/pager")
+    assert r.returncode != 0, explain(r)
+    # git starts a pager only on a terminal: script(1) gives it one.
+    subprocess.run(["script", "-qc", "git log -1", "/dev/null"], cwd=w.project, env=w.env,
+                   capture_output=True, stdin=subprocess.DEVNULL)
+    assert not w.marker.exists()
