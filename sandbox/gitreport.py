@@ -123,6 +123,10 @@ def _links(project: str, start: GitLayout, now: GitLayout) -> list[str]:
             out.append(f"the git folder {escape(link)} is a link to "
                        f"{escape(os.path.realpath(link))} made during the session"
                        + _tail(project))
+    dot, was = now.dotgit, start.dotgit
+    if dot is not None and dot.kind == "link" and (was is None or was[:3] != dot[:3]):
+        out.append(f"{escape(dot.path)} was made a link to {escape(dot.target)} during the "
+                   "session" + _tail(project))
     for path, text in start.links:
         try:
             same = os.readlink(path) == text

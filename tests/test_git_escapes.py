@@ -482,3 +482,27 @@ def test_a_pager_in_the_project_is_read_only(w: World) -> None:
     subprocess.run(["script", "-qc", "git log -1", "/dev/null"], cwd=w.project, env=w.env,
                    capture_output=True, stdin=subprocess.DEVNULL)
     assert not w.marker.exists()
+
+
+def test_a_hooks_link_into_the_project_protects_the_folder_it_names(w: World) -> None:
+    (w.project / "githooks").mkdir()
+    shutil.rmtree(w.project / ".git" / "hooks")
+    (w.project / ".git" / "hooks").symlink_to("../githooks")
+    r, warnings = w.box(f"printf '#!/bin/sh\\ntouch {w.marker}\\n' > githooks/pre-commit; "
+                        "chmod +x githooks/pre-commit")
+    assert r.returncode != 0, explain(r)
+    assert warnings == []
+    host_git_runs_nothing(w)
+
+
+def test_a_git_link_made_in_a_project_that_is_not_a_repository_is_reported(w: World) -> None:
+    plain = w.base / "plain"
+    plain.mkdir()
+    r, warnings = w.box(f"ln -s {w.project}/.git .git", plain)
+    assert r.ok, explain(r)
+    assert warnings == [
+        f"{plain}/.git was made a link to {w.project}/.git during the session and git run "
+        f"on the host in {plain} would use it; check it before you do"]
+    r, warnings = w.box("true", plain)
+    assert r.ok, explain(r)
+    assert warnings == []
