@@ -129,6 +129,18 @@ def ask_project(git: str, project: str, env: Mapping[str, str]
     return top, hooks, _parse(listed.stdout, cwd)
 
 
+def gitlinks(git: str, top: str, env: Mapping[str, str]) -> list[str]:
+    """The paths the index records as gitlinks (submodules, nested repositories staged):
+    host git in the project goes into each that has a ``.git`` (``git status`` does)."""
+    done = _git(git, ["ls-files", "--stage", "-z"], env, top)
+    out: list[str] = []
+    for item in done.stdout.split(b"\0") if done.returncode == 0 else []:
+        meta, _, name = item.partition(b"\t")
+        if meta.startswith(b"160000 "):
+            out.append(os.path.join(top, os.fsdecode(name)))
+    return out
+
+
 def ask_file(git: str, path: str, env: Mapping[str, str]) -> list[Entry]:
     """Every entry of one config file and what it includes."""
     listed = _git(git, ["config", "--file", path, "--includes", "--show-origin", "-z",

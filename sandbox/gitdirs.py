@@ -178,6 +178,22 @@ class _Finder:
             skip = linked_own and name == "hooks"
             self.protect(os.path.join(path, name), False if skip else make)
 
+    def checkout(self, path: str) -> None:
+        """A submodule's (or a staged nested repository's) ``.git`` in the work tree:
+        host git goes into it, so a ``.git`` file is protected like the project's and a
+        ``.git`` folder is a git folder of the project."""
+        dotgit = os.path.join(path, ".git")
+        where = beneath.relative(dotgit, self.roots)
+        if where is None:
+            return
+        found = beneath.find(*where)
+        if found.kind == "dir":
+            self.git_dir(dotgit)
+            self.modules(dotgit)
+            self.worktrees(dotgit)
+        elif found.kind in ("file", "link"):
+            self.protect(dotgit)
+
     def modules(self, gitdir: str, depth: int = 0) -> None:
         """Every module folder under ``gitdir/modules``, at any depth, no link followed
         (a link is recorded in ``skipped``, and reported if it is new)."""
@@ -274,6 +290,8 @@ def _from_host_git(f: _Finder, project: str, git: str, env: Mapping[str, str],
             if p not in seen and data and any(h in data.lower() for h in gitconfig.HINTS):
                 seen.add(p)
                 wants += gitconfig.wanted(gitconfig.ask_file(git, p, env), top, home)
+    for link in gitconfig.gitlinks(git, top, env):
+        f.checkout(link)
     done: set[str] = set()
     while wants:
         w = wants.pop(0)

@@ -49,25 +49,26 @@ def _tail(project: str) -> str:
     return f" and git run on the host in {escape(project)} would use it; check it before you do"
 
 
-def _gitlinks(git: str, project: str, env: Mapping[str, str], since: float) -> list[str]:
-    done = subprocess.run([git, "ls-files", "--stage", "-z"], cwd=project,
-                          env=gitconfig.git_env(env), capture_output=True,
-                          stdin=subprocess.DEVNULL, timeout=60)
-    out: list[str] = []
-    for item in done.stdout.split(b"\0") if done.returncode == 0 else []:
-        meta, _, name = item.partition(b"\t")
-        if not meta.startswith(b"160000"):
-            continue
-        path = os.path.join(project, os.fsdecode(name))
-        found = beneath.find(project, os.path.join(os.fsdecode(name), ".git"))
-        if found.kind != "dir":
-            continue  # a submodule checkout: its git folder is under .git/modules
-        try:
-            if os.lstat(found.path).st_ctime < since:
+def _gitlinks(git: str, project: str, env: Mapping[str, str],
+              known: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(gitlink, its git folder) for each gitlink whose ``.git`` leads to a git folder
+    that was not one of the project's at the start."""
+    out: list[tuple[str, str]] = []
+    for path in gitconfig.gitlinks(git, project, env):
+        rel = os.path.relpath(os.path.join(path, ".git"), project)
+        found = beneath.find(project, rel)
+        if found.kind == "dir":
+            gitdir = found.path
+        elif found.kind == "file":
+            data = beneath.read_beneath(project, rel, 4096) or b""
+            first = data.decode("utf-8", "replace").split("\n", 1)[0].strip()
+            if not first.startswith("gitdir:"):
                 continue
-        except OSError:
+            gitdir = os.path.realpath(os.path.join(path, first[len("gitdir:"):].strip()))
+        else:
             continue
-        out.append(path)
+        if gitdir not in known:
+            out.append((path, gitdir))
     return out
 
 
@@ -98,7 +99,8 @@ def report(project: str, start: GitLayout, env: Mapping[str, str], since: float,
     except GitLayoutError:
         git = None
     return [*_new_folders(project, start, now, git, env), *_links(project, start, now),
-            *_todos(project, now), *_new_gitlinks(project, now, git, env, since - 1.0)]
+            *_todos(project, now),
+            *_new_gitlinks(project, now, git, env, since=since - 1.0, known=start.git_dirs)]
 
 
 def _new_folders(project: str, start: GitLayout, now: GitLayout, git: str | None,
@@ -145,7 +147,7 @@ def _todos(project: str, now: GitLayout) -> list[str]:
 
 
 def _new_gitlinks(project: str, now: GitLayout, git: str | None, env: Mapping[str, str],
-                  since: float) -> list[str]:
+                  *, since: float, known: tuple[str, ...]) -> list[str]:
     # Only an index written during the session can hold a new gitlink: asked then.
     index = os.path.join(now.git_dirs[0], "index") if now.git_dirs else ""
     try:
@@ -153,8 +155,9 @@ def _new_gitlinks(project: str, now: GitLayout, git: str | None, env: Mapping[st
     except OSError:
         fresh = False
     out: list[str] = []
-    for path in _gitlinks(git, project, env, since) if git and fresh else []:
-        g = os.path.join(path, ".git")
+    # A new module folder under .git/modules is said once, as a new git folder.
+    known = (*known, *now.git_dirs)
+    for path, g in _gitlinks(git, project, env, known) if git and fresh else []:
         also = _with(_hooks(g), _programs(git, os.path.join(g, "config"), env))
         out.append(f"the repository {escape(path)} inside the project was made during the "
                    f"session and staged as a gitlink{also}" + _tail(project))

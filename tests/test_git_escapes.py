@@ -506,3 +506,47 @@ def test_a_git_link_made_in_a_project_that_is_not_a_repository_is_reported(w: Wo
     r, warnings = w.box("true", plain)
     assert r.ok, explain(r)
     assert warnings == []
+
+
+def _with_submodule(w: World) -> Path:
+    lib = w.base / "lib"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(lib)], check=True, env=w.env)
+    assert w.git("commit", "-q", "--allow-empty", "-m", "lib", cwd=lib).returncode == 0
+    assert w.git("-c", "protocol.file.allow=always", "submodule", "add", "-q", str(lib),
+                 "lib").returncode == 0
+    assert w.git("commit", "-qm", "add lib").returncode == 0
+    return w.project / "lib"
+
+
+def test_a_submodule_checkouts_git_file_cannot_be_repointed(w: World) -> None:
+    _with_submodule(w)
+    r, _ = w.box(f"{w.evil()} && git init -q evilgit && "
+                 f"git -C evilgit config core.fsmonitor {w.project}/evil.sh && "
+                 f"git -C evilgit config core.worktree {w.project}/lib && "
+                 f"echo 'gitdir: {w.project}/evilgit/.git' > lib/.git")
+    assert r.returncode != 0, explain(r)
+    host_git_runs_nothing(w)
+
+
+def test_a_nested_git_folder_staged_before_the_session_keeps_its_files_read_only(
+        w: World) -> None:
+    inner = w.project / "inner"
+    subprocess.run(["git", "init", "-q", str(inner)], check=True, env=w.env)
+    assert w.git("commit", "-q", "--allow-empty", "-m", "x", cwd=inner).returncode == 0
+    assert w.git("add", "inner").returncode == 0
+    r, _ = w.box(f"{w.evil()} && git -C inner config core.fsmonitor {w.project}/evil.sh")
+    assert r.returncode != 0, explain(r)
+    host_git_runs_nothing(w)
+
+
+def test_a_gitlink_whose_git_file_leads_to_a_new_git_folder_is_reported(w: World) -> None:
+    r, warnings = w.box(f"{w.evil()} && git init -q .evilgit && "
+                        f"git -C .evilgit config core.fsmonitor {w.project}/evil.sh && "
+                        "mkdir sub && echo 'gitdir: ../.evilgit/.git' > sub/.git && "
+                        "git update-index --add --cacheinfo "
+                        "160000,1234567890123456789012345678901234567890,sub")
+    assert r.ok, explain(r)
+    assert warnings == [
+        f"the repository {w.project}/sub inside the project was made during the session "
+        f"and staged as a gitlink, with core.fsmonitor = {w.project}/evil.sh, and git run "
+        f"on the host in {w.project} would use it; check it before you do"]
