@@ -240,6 +240,16 @@ class _Finder:
                 for name in _WORKTREE_NAMES:
                     make = b"" if name == "config.worktree" else False
                     self.protect(os.path.join(e.path, name), make)
+                self._worktree_file(e.path)
+
+    def _worktree_file(self, entry: str) -> None:
+        """That worktree's own ``.git`` file, named by the entry's ``gitdir``: inside a
+        writable folder it could be re-pointed like the project's."""
+        where = beneath.relative(os.path.join(entry, "gitdir"), self.roots)
+        data = beneath.read_beneath(*where, 4096) if where else None
+        named = (data or b"").decode("utf-8", "replace").strip()
+        if os.path.isabs(named) and os.path.basename(named) == ".git":
+            self.protect(os.path.normpath(named))
 
 
 def _static(project: str, roots: tuple[str, ...],

@@ -550,3 +550,14 @@ def test_a_gitlink_whose_git_file_leads_to_a_new_git_folder_is_reported(w: World
         f"the repository {w.project}/sub inside the project was made during the session "
         f"and staged as a gitlink, with core.fsmonitor = {w.project}/evil.sh, and git run "
         f"on the host in {w.project} would use it; check it before you do"]
+
+
+def test_a_linked_worktree_inside_the_project_keeps_its_git_file(w: World) -> None:
+    assert w.git("worktree", "add", "-q", "wts/extra").returncode == 0
+    extra = w.project / "wts" / "extra"
+    r, _ = w.box(f"{w.evil()} && git init -q .evilgit && "
+                 f"git -C .evilgit config core.fsmonitor {w.project}/evil.sh && "
+                 f"git -C .evilgit config core.worktree {extra} && "
+                 f"echo 'gitdir: {w.project}/.evilgit/.git' > wts/extra/.git")
+    assert r.returncode != 0, explain(r)
+    host_git_runs_nothing(w, extra)
