@@ -142,7 +142,9 @@ class Session:
                 _leftovers.make(manifest, tmp, roots, dirs=layout.make_dirs,
                                 files=layout.make_files, protected=layout.protected)
             policy = Policy.from_settings(project, settings, boxed=boxed, private_tmp=tmp,
-                                          env=env, output_cap=output_cap, git=layout)
+                                          env=env, output_cap=output_cap)
+            if layout is not None:
+                policy = policy.with_git(layout)
             session = cls(policy)
             if session._box is not None:
                 session._box.check()  # fail now, before anything runs, if there is no box
