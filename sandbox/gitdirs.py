@@ -55,6 +55,7 @@ class GitLayout(NamedTuple):
     links: tuple[tuple[str, str], ...] = ()  # protected names that are links: (path, text)
     dotgit: Found | None = None          # what ``<project>/.git`` was at the start
     skipped: tuple[str, ...] = ()        # git folders behind a link, not followed
+    modules: tuple[str, ...] = ()        # the module folders among git_dirs
 
 
 def _read_gitdir_file(project: str) -> str | None:
@@ -112,6 +113,7 @@ class _Finder:
         self.make_files: list[tuple[str, bytes]] = []
         self.links: list[tuple[str, str]] = []
         self.skipped: list[str] = []
+        self.module_dirs: list[str] = []
 
     def _pin_above(self, root: str, rel: str) -> None:
         parts = rel.split("/")[:-1]
@@ -216,6 +218,7 @@ class _Finder:
             elif e.is_dir(follow_symlinks=False):
                 if os.path.lexists(os.path.join(e.path, "HEAD")):
                     self.git_dir(e.path)
+                    self.module_dirs.append(e.path)
                     self.worktrees(e.path)
                     self._walk_modules(os.path.join(e.path, "modules"), depth + 1)
                 else:
@@ -337,4 +340,4 @@ def find_layout(project: str, *, env: Mapping[str, str] | None = None,
         d == p or d.startswith(p + "/") for p in f.protected)]
     return GitLayout(common, tuple(dict.fromkeys(f.git_dirs)), tuple(f.protected),
                      tuple(pinned), tuple(f.make_dirs), tuple(f.make_files),
-                     tuple(f.links), dot, tuple(f.skipped))
+                     tuple(f.links), dot, tuple(f.skipped), tuple(f.module_dirs))

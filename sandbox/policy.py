@@ -143,6 +143,8 @@ class Policy(NamedTuple):
     protected: tuple[str, ...] = ()
     missing_hooks: tuple[str, ...] = ()
     pinned_dirs: tuple[str, ...] = ()
+    # (protected path, what the box sees there instead): see sandbox.gitviews.
+    views: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_settings(
@@ -209,11 +211,12 @@ class Policy(NamedTuple):
                 keys[k] = tuple(keys[k])
         return cls.from_settings(project, SandboxSettings(**keys), **options)
 
-    def with_git(self, git: GitLayout) -> Policy:
+    def with_git(self, git: GitLayout, views: tuple[tuple[str, str], ...] = ()) -> Policy:
         """This policy with the git layout a session found (asking the host's git) and
-        made the missing protected names of (:func:`sandbox.gitdirs.find_layout`)."""
-        return self._replace(**_git_fields(self.project, self.writable, git, self.env,
-                                           self.home))
+        made the missing protected names of (:func:`sandbox.gitdirs.find_layout`), and
+        what the box sees over some of them (:mod:`sandbox.gitviews`)."""
+        return self._replace(views=views, **_git_fields(self.project, self.writable, git,
+                                                        self.env, self.home))
 
     # -- the sets pathguard checks against ------------------------------------------
 

@@ -23,8 +23,10 @@ from .backends import Backend, choose
 from .backends.bwrap import BwrapBackend
 from .backends.host import HostBackend
 from .errors import PolicyError
+from .gitconfig import find_git
 from .gitdirs import GitLayout, find_layout
 from .gitreport import report
+from .gitviews import module_views
 from .plan import LaunchPlan, RunResult
 from .policy import DEFAULT_OUTPUT_CAP, Policy, expand, private_tmp_root
 from .process.made import clean_session
@@ -144,7 +146,9 @@ class Session:
             policy = Policy.from_settings(project, settings, boxed=boxed, private_tmp=tmp,
                                           env=env, output_cap=output_cap)
             if layout is not None:
-                policy = policy.with_git(layout)
+                views = module_views(layout, roots, find_git(policy.env, roots), policy.env,
+                                     tmp + ".views")
+                policy = policy.with_git(layout, views)
             session = cls(policy)
             if session._box is not None:
                 session._box.check()  # fail now, before anything runs, if there is no box

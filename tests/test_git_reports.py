@@ -91,6 +91,30 @@ def test_commits_branches_rebase_stash_and_worktrees_work_in_the_box(w: World) -
     assert w.git("log", "--format=%s", "side").stdout == "c\nb\na\nfirst\n"
 
 
+def test_submodule_update_of_an_existing_module_works(w: World) -> None:
+    lib = w.base / "lib"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(lib)], check=True, env=w.env)
+    assert w.git("commit", "-q", "--allow-empty", "-m", "lib", cwd=lib).returncode == 0
+    assert w.git("-c", "protocol.file.allow=always", "submodule", "add", "-q", str(lib),
+                 "lib").returncode == 0
+    assert w.git("commit", "-qm", "add lib").returncode == 0
+    assert w.git("commit", "-q", "--allow-empty", "-m", "lib 2", cwd=lib).returncode == 0
+    assert w.git("-C", "lib", "pull", "-q").returncode == 0
+    assert w.git("commit", "-qam", "bump lib").returncode == 0
+    want = w.git("-C", "lib", "rev-parse", "HEAD").stdout
+    assert w.git("-C", "lib", "checkout", "-q", "HEAD~1").returncode == 0
+    config = (w.project / ".git" / "modules" / "lib" / "config").read_bytes()
+    with w.session() as s:
+        r = s.run(["git", "submodule", "update", "-q"])
+        assert r.ok, explain(r)
+        r = s.run(["sh", "-c", "echo '[core] fsmonitor = /x' >> .git/modules/lib/config"])
+        assert r.returncode != 0, explain(r)
+    assert w.git("-C", "lib", "rev-parse", "HEAD").stdout == want
+    assert (w.project / ".git" / "modules" / "lib" / "config").read_bytes() == config
+    assert w.git("status", "--short").stdout == ""
+    assert s.warnings == []
+
+
 def test_work_in_an_existing_submodule_works_and_its_hooks_stay_read_only(w: World) -> None:
     lib = w.base / "lib"
     subprocess.run(["git", "init", "-q", "-b", "main", str(lib)], check=True, env=w.env)

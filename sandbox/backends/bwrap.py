@@ -240,6 +240,11 @@ def _mount_args(policy: Policy, kind: int, path: str, fds: Mapping[str, int]) ->
             return ["--tmpfs", MASKED_RUNTIME, "--ro-bind", RESOLVER_DIR, RESOLVER_DIR]
         return ["--tmpfs", MASKED_RUNTIME]
     fd = fds.get(path)
+    if kind == _PROTECT:
+        # A copy the session made outside the box's sight, not a path the box can change.
+        view = next((src for dest, src in policy.views if dest == path), None)
+        if view is not None:
+            return ["--ro-bind", view, path]
     if kind in (_RW, _PIN):
         return ["--bind", path, path] if fd is None else ["--bind-fd", str(fd), path]
     if kind == _PROTECT:

@@ -95,9 +95,10 @@ def clean_session(manifest: str) -> None:
         with contextlib.suppress(OSError):
             _unmake(root, rel, kind, bytes.fromhex(content))
     tmp = data.get("tmp", "")
-    with contextlib.suppress(OSError):
-        st = os.lstat(tmp)
-        if _stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid():
-            shutil.rmtree(tmp)  # the fd-based version: it never follows a link
+    for folder in (tmp, tmp + ".views") if tmp else ():
+        with contextlib.suppress(OSError):
+            st = os.lstat(folder)
+            if _stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid():
+                shutil.rmtree(folder)  # the fd-based version: it never follows a link
     with contextlib.suppress(OSError):
         os.unlink(manifest)

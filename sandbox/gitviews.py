@@ -1,0 +1,48 @@
+"""What git in the box sees of a module's ``config``: the file without ``core.worktree``.
+
+``git submodule update`` rewrites each module's ``config`` every time, to set
+``core.worktree`` again, when the key is there (git 2.39's ``ensure_core_worktree``);
+the file is read-only in the box, so the update would fail. Git in the box is shown a
+copy without that key instead (it finds a submodule's work tree from the ``.git`` file
+in it, without the key), and leaves the file alone. The copy is made once per session
+by the host's git (``git config --unset-all``), in a folder beside the private temp
+folder, outside the box's sight, and bound read-only over the file; the host's file is
+unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping
+
+from . import beneath, gitconfig
+from .gitdirs import GitLayout
+
+
+def module_views(layout: GitLayout, roots: tuple[str, ...], git: str | None,
+                 env: Mapping[str, str], folder: str) -> tuple[tuple[str, str], ...]:
+    """(module config, its copy for the box) for each protected module config that sets
+    ``core.worktree``; the copies are made in ``folder`` (made here, mode 700)."""
+    out: list[tuple[str, str]] = []
+    for m in layout.modules if git is not None else ():
+        config = os.path.join(m, "config")
+        where = beneath.relative(config, roots)
+        data = beneath.read_beneath(*where, 1 << 20) if where else None
+        if config not in layout.protected or not data or b"worktree" not in data.lower():
+            continue
+        if not os.path.isdir(folder):
+            os.mkdir(folder, 0o700)
+        copy = os.path.join(folder, f"{len(out)}.config")
+        fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with open(fd, "wb") as f:
+            f.write(data)
+        done = subprocess.run([git or "git", "config", "--file", copy, "--unset-all",
+                               "core.worktree"], env=gitconfig.git_env(env), cwd="/",
+                              capture_output=True, stdin=subprocess.DEVNULL, timeout=30)
+        if done.returncode == 0:
+            os.chmod(copy, 0o400)
+            out.append((config, copy))
+        else:
+            os.unlink(copy)
+    return tuple(out)
