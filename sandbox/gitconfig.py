@@ -40,7 +40,7 @@ _GIT_ENV_KEPT = ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM"
 HINTS = (b"include", b"hookspath", b"fsmonitor", b"command", b"editor", b"pager",
          b"askpass", b"external", b"program", b"helper", b"clean", b"smudge", b"process",
          b"textconv", b"driver", b"cmd", b"path", b"hook", b"proxy", b"pack", b"update",
-         b"browser")
+         b"browser", b"filter")
 
 
 class Entry(NamedTuple):
