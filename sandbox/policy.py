@@ -11,7 +11,7 @@ import sys
 import tempfile
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict, Unpack
 
 from pathguard import zones as z
 from pathguard.zones import Zone
@@ -52,6 +52,25 @@ def private_tmp_root() -> str:
     before a session (``audit``) the exact folder does not exist yet.
     """
     return os.path.join(tempfile.gettempdir(), f"harness-sandbox-{os.getuid()}")
+
+
+class PolicyOptions(TypedDict, total=False):
+    """What :meth:`Policy.create` takes by name: the ``[sandbox]`` keys, then the
+    options of :meth:`Policy.from_settings`."""
+
+    writable: Iterable[str]
+    hidden: Iterable[str]
+    hide_defaults: bool
+    protect: bool
+    network: bool
+    enabled: bool
+    scrub: Iterable[str]
+    boxed: bool
+    private_tmp: str | None
+    env: Mapping[str, str] | None
+    home: str | None
+    platform: str
+    output_cap: int
 
 
 def _writable_paths(writable: Iterable[str], home: str) -> tuple[str, ...]:
@@ -201,15 +220,16 @@ class Policy(NamedTuple):
         )
 
     @classmethod
-    def create(cls, project: str, **options: Any) -> Policy:
+    def create(cls, project: str, **options: Unpack[PolicyOptions]) -> Policy:
         """:meth:`from_settings` with the table's keys named one by one (``writable=``,
         ``hidden=``, ``scrub=``, ...) beside its own options; for tests and callers that
         build a policy by hand."""
-        keys = {k: options.pop(k) for k in SandboxSettings._fields if k in options}
+        given: dict[str, Any] = dict(options)
+        keys = {k: given.pop(k) for k in SandboxSettings._fields if k in given}
         for k in ("writable", "hidden", "scrub"):
             if k in keys:
                 keys[k] = tuple(keys[k])
-        return cls.from_settings(project, SandboxSettings(**keys), **options)
+        return cls.from_settings(project, SandboxSettings(**keys), **given)
 
     def with_git(self, git: GitLayout, views: tuple[tuple[str, str], ...] = ()) -> Policy:
         """This policy with the git layout a session found (asking the host's git) and
