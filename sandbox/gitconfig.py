@@ -32,6 +32,9 @@ _PROGRAM_KEYS = re.compile(
     r"remote\..+\.(uploadpack|receivepack)|submodule\..+\.update|hook\..+\.command|"
     r"(man|browser)\..+\.(cmd|path)|web\.browser|uploadpack\.packobjectshook)$")
 _INCLUDE_KEYS = re.compile(r"^include(if\..+)?\.path$")
+# What git says when it will not work in a folder at all: then it reads only the user's
+# and the system's config. Any other failure is refused (the check cannot decide).
+_NO_REPOSITORY = ("not a git repository", "detected dubious ownership")
 _BOOLEAN = {"", "true", "false", "yes", "no", "on", "off", "1", "0"}
 # Kept for the host git we ask: they say which config files the user's git reads.
 _GIT_ENV_KEPT = ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM",
@@ -117,6 +120,9 @@ def ask_project(git: str, project: str, env: Mapping[str, str]
     done = _git(git, ["rev-parse", "--path-format=absolute", "--git-path", "hooks",
                       "--show-toplevel"], env, project)
     top, hooks, cwd = project, None, "/"
+    said = done.stderr.decode("utf-8", "replace")
+    if done.returncode != 0 and not any(w in said for w in _NO_REPOSITORY):
+        raise _failed(f"the repository of {escape(project)}", done)
     if done.returncode == 0:
         lines = os.fsdecode(done.stdout).split("\n")
         hooks = lines[0]

@@ -267,3 +267,37 @@ def test_a_linked_worktree_inside_the_project_keeps_its_git_file(w: World) -> No
                  f"echo 'gitdir: {w.project}/.evilgit/.git' > wts/extra/.git")
     assert r.returncode != 0, explain(r)
     host_git_runs_nothing(w, extra)
+
+
+def test_modules_nested_too_deep_to_check_refuse_the_box(w: World) -> None:
+    deep = w.project / ".git" / "modules" / "/".join(["d"] * 201)
+    deep.mkdir(parents=True)
+    with pytest.raises(PolicyError) as err, w.session():
+        pass
+    folder = w.project / ".git" / "modules" / "/".join(["d"] * 201)
+    assert str(err.value) == (f"the git folder {folder} nests more than 200 folders deep; "
+                              "remove it and try again")
+
+
+def test_a_git_on_path_inside_the_project_is_refused(w: World) -> None:
+    (w.project / "bin").mkdir()
+    (w.project / "bin" / "git").write_text("#!/bin/sh\nexit 0\n")
+    (w.project / "bin" / "git").chmod(0o755)
+    w.env["PATH"] = f"{w.project}/bin:{w.env['PATH']}"
+    with pytest.raises(PolicyError) as err, w.session():
+        pass
+    assert str(err.value) == (
+        f"git on PATH ({w.project}/bin/git) is in {w.project}, a folder the box can write; "
+        "put the system's git first on PATH")
+
+
+def test_a_config_git_cannot_read_refuses_the_box(w: World) -> None:
+    with open(w.project / ".git" / "config", "a") as f:
+        f.write("[broken\n")
+    with pytest.raises(PolicyError) as err, w.session():
+        pass
+    lines = (w.project / ".git" / "config").read_text().count("\n")
+    assert str(err.value) == (
+        f"git could not read the repository of {w.project}: fatal: bad config line "
+        f"{lines} in file .git/config; fix it (or set [sandbox] protect = false) and try "
+        "again")
