@@ -49,6 +49,9 @@ MASKED_RUNTIME = "/run"
 # /etc/resolv.conf leads here.
 RESOLVER_DIR = "/run/systemd/resolve"
 
+# At most this many descriptors are held for the box's binds (see BwrapBackend.hold).
+MAX_FDS = 256
+
 # bwrap reports a command it could not start as one line on stderr and exit status 1.
 _EXEC_PREFIX = "bwrap: execvp "
 _STRERROR = {os.strerror(n): n for n in sorted(_errno.errorcode, reverse=True)}
@@ -315,7 +318,14 @@ class BwrapBackend:
         from sandbox.errors import PolicyError
         from sandbox.text import escape
 
-        for p in (*self.policy.pinned_dirs, *self.policy.protected_paths()):
+        # The read-write pins always (a swapped one could open a folder of the user's to
+        # writes); the read-only binds while descriptors stay few (a repository with
+        # hundreds of modules would pass thousands to every box): those are pinned in
+        # every box of the session, so only another session's box could swap one.
+        pinned = self.policy.pinned_dirs
+        protected = self.policy.protected_paths()
+        wanted = (*pinned, *protected) if len(pinned) + len(protected) <= MAX_FDS else pinned
+        for p in wanted:
             where = relative(p, roots)
             if where is not None and p not in self._fds:
                 try:
