@@ -97,3 +97,21 @@ def test_control_characters_are_escaped() -> None:
     assert escape("back\\slash") == "back\\\\slash"
     assert escape(os.fsdecode(b"bad\xffbyte")) == "bad\\xffbyte"
     assert escape("\u202eevil") == "\\u202eevil"
+
+
+def test_a_bwrap_without_bind_fd_is_named_with_the_fix(tmp_path: Path) -> None:
+    from sandbox.errors import SandboxUnavailable
+    from sandbox.plan import LaunchPlan, RunResult
+
+    project = tmp_path / "project"
+    project.mkdir()
+    policy = Policy.create(str(project), private_tmp=str(tmp_path), hide_defaults=False)
+    plan = LaunchPlan(backend="bwrap", argv=("/usr/bin/bwrap", "--", "true"), env={},
+                      cwd="/", description="true")
+    said = RunResult("exited", 1, stderr=b"bwrap: Unknown option --bind-fd\n", plan=plan)
+    with pytest.raises(SandboxUnavailable) as err:
+        bwrap.BwrapBackend(policy, bwrap="/usr/bin/bwrap").read(said)
+    assert str(err.value) == (
+        "/usr/bin/bwrap lacks --bind-fd, which the box needs to bind git's files safely; "
+        "install bubblewrap 0.10 or later (or your distribution's update with the fix for "
+        "CVE-2024-42472), or set [sandbox] protect = false")

@@ -358,4 +358,17 @@ class BwrapBackend:
             error = namespace_error(result.stderr)
             if error is not None:
                 raise diagnose_start_failure(error)
+            _require_bind_fd(result)
         return result
+
+
+def _require_bind_fd(result: RunResult) -> None:
+    """A bwrap without ``--bind-fd`` (before 0.10, unless the distribution added it with
+    its fix for CVE-2024-42472) cannot build a box that binds by descriptor."""
+    if result.stderr.startswith(b"bwrap: Unknown option --bind-fd") or \
+            result.stderr.startswith(b"bwrap: Unknown option --ro-bind-fd"):
+        program = result.plan.argv[0] if result.plan else "bwrap"
+        raise SandboxUnavailable(
+            f"{program} lacks --bind-fd, which the box needs to bind git's files safely",
+            "install bubblewrap 0.10 or later (or your distribution's update with the fix "
+            "for CVE-2024-42472), or set [sandbox] protect = false")
