@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import sys
 from typing import Any, Literal, NamedTuple
 
 _SYS_OPENAT2 = 437  # the same number on x86_64, aarch64 and the other unified tables
@@ -33,7 +34,8 @@ class Found(NamedTuple):
 
 
 _libc: Any = None
-_have_openat2: bool | None = None
+# The syscall's number is Linux's: elsewhere only the component walk is used.
+_have_openat2: bool | None = None if sys.platform.startswith("linux") else False
 
 
 def _openat2(dirfd: int, rel: str, flags: int) -> int:

@@ -106,7 +106,9 @@ def sweep(root: str) -> int:
         if not os.path.isfile(path) or os.path.islink(path) or st.st_uid != os.getuid():
             continue
         pid = data.get("pid")
-        if isinstance(pid, int) and data.get("start") and start_time(pid) == data["start"]:
+        if not isinstance(pid, int) or not data.get("start"):
+            continue  # no start time to tell a live owner from a gone one: left alone
+        if start_time(pid) == data["start"]:
             continue  # its owner still runs
         with contextlib.suppress(Exception):
             clean_session(path)
