@@ -165,27 +165,33 @@ def _words(value: str) -> list[str]:
         return value.split()
 
 
+def _home(path: str, home: str) -> str:
+    """``~`` and ``~/x`` against the session's home (git's own rule), ``~user`` as the
+    system says."""
+    if path == "~" or path.startswith("~/"):
+        return home + path[1:]
+    return os.path.expanduser(path) if path.startswith("~") else path
+
+
 def wanted(entries: list[Entry], top: str, home: str) -> list[Wanted]:
     """The paths the entries make git read (includes, as files) or run (programs, as
     files; ``core.hooksPath``, as a folder), made absolute the way git does."""
     out: list[Wanted] = []
     for e in entries:
         if _INCLUDE_KEYS.match(e.key):
-            p = os.path.expanduser(e.value) if e.value.startswith("~") else e.value
-            if p.startswith("~/"):
-                p = os.path.join(home, p[2:])
+            p = _home(e.value, home)
             base = os.path.dirname(e.origin) if e.origin else top
             out.append(Wanted(os.path.normpath(os.path.join(base, p)), e.key, e.value))
         elif e.key == "core.hookspath" and e.value:
-            p = os.path.join(home, e.value[2:]) if e.value.startswith("~/") else e.value
-            out.append(Wanted(os.path.normpath(os.path.join(top, p)), e.key, e.value, True))
+            out.append(Wanted(os.path.normpath(os.path.join(top, _home(e.value, home))),
+                              e.key, e.value, True))
         elif _PROGRAM_KEYS.match(e.key):
             if e.key == "core.fsmonitor" and e.value.lower() in _BOOLEAN:
                 continue
             words = _words(e.value)
             for i, w in enumerate(words):
                 if "/" in w or (i == 0 and e.key == "core.fsmonitor"):
-                    w = os.path.join(home, w[2:]) if w.startswith("~/") else w
+                    w = _home(w, home)
                     out.append(Wanted(os.path.normpath(os.path.join(top, w)), e.key,
                                       e.value))
     return out

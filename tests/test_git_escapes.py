@@ -301,3 +301,14 @@ def test_a_config_git_cannot_read_refuses_the_box(w: World) -> None:
         f"git could not read the repository of {w.project}: fatal: bad config line "
         f"{lines} in file .git/config; fix it (or set [sandbox] protect = false) and try "
         "again")
+
+
+def test_an_include_named_from_home_in_a_writable_folder_is_read_only(w: World) -> None:
+    # ~ is the session's HOME here, and the project sits below it as written.
+    w.env["HOME"] = str(w.base)
+    assert w.git("config", "include.path", "~/project/.team.cfg").returncode == 0
+    r, _ = w.box(f"{w.evil()} && printf '[core]\\n\\tfsmonitor = {w.project}/evil.sh\\n' "
+                 "> .team.cfg")
+    assert r.returncode != 0, explain(r)
+    assert not (w.project / ".team.cfg").exists()
+    host_git_runs_nothing(w)
