@@ -56,6 +56,7 @@ class GitLayout(NamedTuple):
     dotgit: Found | None = None          # what ``<project>/.git`` was at the start
     skipped: tuple[str, ...] = ()        # git folders behind a link, not followed
     modules: tuple[str, ...] = ()        # the module folders among git_dirs
+    gitlinks: tuple[str, ...] = ()       # the index's gitlinks (asked of host git)
 
 
 def _read_gitdir_file(project: str) -> str | None:
@@ -114,6 +115,7 @@ class _Finder:
         self.links: list[tuple[str, str]] = []
         self.skipped: list[str] = []
         self.module_dirs: list[str] = []
+        self.gitlinks: list[str] = []
 
     def _pin_above(self, root: str, rel: str) -> None:
         parts = rel.split("/")[:-1]
@@ -303,7 +305,8 @@ def _from_host_git(f: _Finder, project: str, git: str, env: Mapping[str, str],
             if p not in seen and data and any(h in data.lower() for h in gitconfig.HINTS):
                 seen.add(p)
                 wants += gitconfig.wanted(gitconfig.ask_file(git, p, env), top, home)
-    for link in gitconfig.gitlinks(git, top, env):
+    f.gitlinks = gitconfig.gitlinks(git, top, env)
+    for link in f.gitlinks:
         f.checkout(link)
     done: set[str] = set()
     while wants:
@@ -340,4 +343,5 @@ def find_layout(project: str, *, env: Mapping[str, str] | None = None,
         d == p or d.startswith(p + "/") for p in f.protected)]
     return GitLayout(common, tuple(dict.fromkeys(f.git_dirs)), tuple(f.protected),
                      tuple(pinned), tuple(f.make_dirs), tuple(f.make_files),
-                     tuple(f.links), dot, tuple(f.skipped), tuple(f.module_dirs))
+                     tuple(f.links), dot, tuple(f.skipped), tuple(f.module_dirs),
+                     tuple(f.gitlinks))

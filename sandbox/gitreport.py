@@ -49,12 +49,12 @@ def _tail(project: str) -> str:
     return f" and git run on the host in {escape(project)} would use it; check it before you do"
 
 
-def _gitlinks(git: str, project: str, env: Mapping[str, str],
+def _gitlinks(paths: list[str], project: str,
               known: tuple[str, ...]) -> list[tuple[str, str]]:
     """(gitlink, its git folder) for each gitlink whose ``.git`` leads to a git folder
     that was not one of the project's at the start."""
     out: list[tuple[str, str]] = []
-    for path in gitconfig.gitlinks(git, project, env):
+    for path in paths:
         rel = os.path.relpath(os.path.join(path, ".git"), project)
         found = beneath.find(project, rel)
         if found.kind == "dir":
@@ -100,7 +100,8 @@ def report(project: str, start: GitLayout, env: Mapping[str, str], since: float,
         git = None
     return [*_new_folders(project, start, now, git, env), *_links(project, start, now),
             *_todos(project, now),
-            *_new_gitlinks(project, now, git, env, since=since - 1.0, known=start.git_dirs)]
+            *_new_gitlinks(project, now, git, env, since=since - 1.0, known=start.git_dirs,
+                           start_links=start.gitlinks)]
 
 
 def _new_folders(project: str, start: GitLayout, now: GitLayout, git: str | None,
@@ -147,7 +148,8 @@ def _todos(project: str, now: GitLayout) -> list[str]:
 
 
 def _new_gitlinks(project: str, now: GitLayout, git: str | None, env: Mapping[str, str],
-                  *, since: float, known: tuple[str, ...]) -> list[str]:
+                  *, since: float, known: tuple[str, ...],
+                  start_links: tuple[str, ...]) -> list[str]:
     # Only an index written during the session can hold a new gitlink: asked then.
     index = os.path.join(now.git_dirs[0], "index") if now.git_dirs else ""
     try:
@@ -155,9 +157,12 @@ def _new_gitlinks(project: str, now: GitLayout, git: str | None, env: Mapping[st
     except OSError:
         fresh = False
     out: list[str] = []
-    # A new module folder under .git/modules is said once, as a new git folder.
+    # A new module folder under .git/modules is said once, as a new git folder. The
+    # gitlinks known at the start are looked at again (a .git made in an empty one).
     known = (*known, *now.git_dirs)
-    for path, g in _gitlinks(git, project, env, known) if git and fresh else []:
+    paths = list(dict.fromkeys([*start_links, *(
+        gitconfig.gitlinks(git, project, env) if git and fresh else ())]))
+    for path, g in _gitlinks(paths, project, known):
         also = _with(_hooks(g), _programs(git, os.path.join(g, "config"), env))
         out.append(f"the repository {escape(path)} inside the project was made during the "
                    f"session and staged as a gitlink{also}" + _tail(project))

@@ -258,3 +258,21 @@ def test_a_gitlink_whose_git_file_leads_to_a_new_git_folder_is_reported(w: World
         f"the repository {w.project}/sub inside the project was made during the session "
         f"and staged as a gitlink, with core.fsmonitor = {w.project}/evil.sh, and git run "
         f"on the host in {w.project} would use it; check it before you do"]
+
+
+def test_a_git_folder_made_in_an_empty_submodule_path_is_reported(w: World) -> None:
+    lib = w.base / "lib"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(lib)], check=True, env=w.env)
+    assert w.git("commit", "-q", "--allow-empty", "-m", "lib", cwd=lib).returncode == 0
+    assert w.git("-c", "protocol.file.allow=always", "submodule", "add", "-q", str(lib),
+                 "lib").returncode == 0
+    assert w.git("commit", "-qm", "add lib").returncode == 0
+    assert w.git("submodule", "deinit", "-q", "lib").returncode == 0
+    assert not (w.project / "lib" / ".git").exists()
+    r, warnings = w.box(f"{w.evil()} && git init -q lib && "
+                        f"git -C lib config core.fsmonitor {w.project}/evil.sh")
+    assert r.ok, explain(r)
+    assert warnings == [
+        f"the repository {w.project}/lib inside the project was made during the session "
+        f"and staged as a gitlink, with core.fsmonitor = {w.project}/evil.sh, and git run "
+        f"on the host in {w.project} would use it; check it before you do"]
