@@ -208,7 +208,11 @@ class _Finder:
             raise GitLayoutError(f"the git folder {escape(folder)} nests more than "
                               f"{MAX_DEPTH} folders deep; remove it and try again")
         where = beneath.relative(folder, self.roots)
-        if where is None or beneath.find(*where).kind != "dir":
+        found = beneath.find(*where) if where else None
+        if found is not None and found.kind == "link":
+            self._module_link(found, depth)
+            return
+        if found is None or found.kind != "dir":
             return
         try:
             entries = sorted(os.scandir(folder), key=lambda e: e.name)
@@ -216,15 +220,30 @@ class _Finder:
             return
         for e in entries:
             if e.is_symlink():
-                self.skipped.append(e.path)
+                self._walk_modules(e.path, depth + 1)  # as a link, above
             elif e.is_dir(follow_symlinks=False):
-                if os.path.lexists(os.path.join(e.path, "HEAD")):
-                    self.git_dir(e.path)
-                    self.module_dirs.append(e.path)
-                    self.worktrees(e.path)
-                    self._walk_modules(os.path.join(e.path, "modules"), depth + 1)
-                else:
-                    self._walk_modules(e.path, depth + 1)
+                self._module_or_folder(e.path, depth)
+
+    def _module_or_folder(self, path: str, depth: int) -> None:
+        if os.path.lexists(os.path.join(path, "HEAD")):
+            self.git_dir(path)
+            self.module_dirs.append(path)
+            self.worktrees(path)
+            self._walk_modules(os.path.join(path, "modules"), depth + 1)
+        else:
+            self._walk_modules(path, depth + 1)
+
+    def _module_link(self, link: Found, depth: int) -> None:
+        """A link among the module folders: what it leads to is walked when that lies in
+        a writable folder and is reached there without links (host git would use its
+        hooks), and the link is checked at the end; elsewhere it is only reported."""
+        real = os.path.realpath(link.path)
+        inside = beneath.relative(real, self.roots)
+        if inside is None or beneath.find(*inside).kind != "dir":
+            self.skipped.append(link.path)
+            return
+        self.links.append((link.path, link.target))
+        self._module_or_folder(real, depth + 1)
 
     def worktrees(self, gitdir: str) -> None:
         """Each ``worktrees/<id>`` entry's files: another linked worktree's commondir

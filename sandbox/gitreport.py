@@ -110,8 +110,11 @@ def _new_folders(project: str, start: GitLayout, now: GitLayout, git: str | None
     old_dot = start.dotgit.ino if start.dotgit else (0, 0)
     fresh_dot = now.dotgit is not None and now.dotgit.kind == "dir" and \
         now.dotgit.ino != old_dot
+    # A git folder reached through a new link is said once, as the link.
+    behind = {os.path.realpath(p) for p, _ in now.links if p not in dict(start.links)}
     for g in now.git_dirs:
-        if g in start.git_dirs and not (fresh_dot and g == os.path.join(project, ".git")):
+        if g in behind or (
+                g in start.git_dirs and not (fresh_dot and g == os.path.join(project, ".git"))):
             continue
         also = _with(_hooks(g), _programs(git, os.path.join(g, "config"), env))
         out.append(f"the git folder {escape(g)} was created during the session{also}"
@@ -121,11 +124,12 @@ def _new_folders(project: str, start: GitLayout, now: GitLayout, git: str | None
 
 def _links(project: str, start: GitLayout, now: GitLayout) -> list[str]:
     out: list[str] = []
-    for link in now.skipped:
-        if link not in start.skipped:
-            out.append(f"the git folder {escape(link)} is a link to "
-                       f"{escape(os.path.realpath(link))} made during the session"
-                       + _tail(project))
+    made = [p for p in now.skipped if p not in start.skipped]
+    made += [p for p, _ in now.links if p not in dict(start.links) and not p.endswith("/.git")]
+    for link in made:
+        out.append(f"the git folder {escape(link)} is a link to "
+                   f"{escape(os.path.realpath(link))} made during the session"
+                   + _tail(project))
     dot, was = now.dotgit, start.dotgit
     if dot is not None and dot.kind == "link" and (was is None or was[:3] != dot[:3]):
         out.append(f"{escape(dot.path)} was made a link to {escape(dot.target)} during the "

@@ -312,3 +312,15 @@ def test_an_include_named_from_home_in_a_writable_folder_is_read_only(w: World) 
     assert r.returncode != 0, explain(r)
     assert not (w.project / ".team.cfg").exists()
     host_git_runs_nothing(w)
+
+
+def test_a_module_folder_linked_into_the_project_keeps_its_hooks_read_only(w: World) -> None:
+    mods = w.project / "mods" / "m"
+    (mods / "hooks").mkdir(parents=True)
+    (mods / "HEAD").write_text("ref: refs/heads/main\n")
+    (mods / "config").write_text("[core]\n")
+    (w.project / ".git" / "modules").mkdir()
+    (w.project / ".git" / "modules" / "m").symlink_to(mods)
+    r, warnings = w.box("echo x > mods/m/hooks/post-checkout; echo x >> mods/m/config")
+    assert r.stderr.count(b"Read-only file system") == 2, explain(r)
+    assert warnings == []
