@@ -10,13 +10,19 @@ write, the files the config includes, ``core.hooksPath`` and every program a key
 exist is made before the box starts (a ``commondir`` of ``.``, an empty file, an empty
 folder) and removed at the end, so the box cannot create it.
 
-The rule for links: every path here is found by walking down from the project or the
-common dir with :mod:`sandbox.beneath`, so nothing the plan binds is a link's target.
-A protected name that *is* a link is left as it is (the mount could not cover the link,
-only what it leads to): what it leads to is protected when it lies in a writable
-folder and can be reached there without links, and the link is checked at the end of
-the session. A link on the *way* to a protected name (``.git/modules/m -> ~``) is not
-followed: the folder behind it is reported, never bound.
+Also protected: each submodule checkout's ``.git`` and each staged nested repository's
+git folder (the index's gitlinks, from ``git ls-files``), and each linked worktree's
+``.git`` file that lies in a writable folder.
+
+The rule for links: every path here is found by walking down from the project, the
+common dir or a ``[sandbox] writable`` folder with :mod:`sandbox.beneath`, so nothing
+the plan binds is a link's target. A protected name (or a module folder) that *is* a
+link is left as it is (a mount could not cover the link, only what it leads to): what
+it leads to is protected when it lies in a writable folder and can be reached there
+without links, and the link is checked at the end of the session. A link elsewhere on
+the way to a protected path refuses the session (:class:`GitLinkError`): it could be
+re-pointed. A ``.git`` file or link leading outside every writable folder is not
+followed: what it names stays read-only, and is never bound.
 """
 
 from __future__ import annotations
