@@ -330,7 +330,8 @@ def _from_host_git(f: _Finder, project: str, git: str, env: Mapping[str, str],
             if p not in seen and data and any(h in data.lower() for h in gitconfig.HINTS):
                 seen.add(p)
                 wants += gitconfig.wanted(gitconfig.ask_file(git, p, env), top, home)
-    f.gitlinks = gitconfig.gitlinks(git, top, env)
+    # No hooks folder: git sees no repository here, so there is no index to ask.
+    f.gitlinks = gitconfig.gitlinks(git, top, env) if hooks else []
     for link in f.gitlinks:
         f.checkout(link)
     done: set[str] = set()
