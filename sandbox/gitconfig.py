@@ -10,7 +10,6 @@ folder it uses, and every program a key names.
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import shutil
 import subprocess
@@ -22,16 +21,42 @@ from .text import escape
 
 # Keys whose value is a command git may run in the course of ordinary work (status,
 # commit, fetch, diff, merge...). The value's first word, and every word with a ``/``,
-# is a program or script path.
-_PROGRAM_KEYS = re.compile(
-    r"^(core\.(fsmonitor|sshcommand|editor|pager|askpass|gitproxy|alternaterefscommand)|"
-    r"sequence\.editor|diff\.external|interactive\.difffilter|pager\..+|"
-    r"gpg\.program|gpg\.[^.]+\.program|gpg\.ssh\.defaultkeycommand|"
-    r"credential\.helper|credential\..+\.helper|filter\..+\.(clean|smudge|process)|"
-    r"diff\..+\.(textconv|command)|merge\..+\.driver|(merge|diff)tool\..+\.(cmd|path)|"
-    r"remote\..+\.(uploadpack|receivepack)|submodule\..+\.update|hook\..+\.command|"
-    r"(man|browser)\..+\.(cmd|path)|web\.browser|uploadpack\.packobjectshook)$")
-_INCLUDE_KEYS = re.compile(r"^include(if\..+)?\.path$")
+# is a program or script path. Matched as words, not a pattern: compiling one costs
+# more than a session's whole look-up.
+_PROGRAM_KEYS = frozenset({
+    "core.fsmonitor", "core.sshcommand", "core.editor", "core.pager", "core.askpass",
+    "core.gitproxy", "core.alternaterefscommand", "sequence.editor", "diff.external",
+    "interactive.difffilter", "gpg.program", "gpg.ssh.defaultkeycommand",
+    "credential.helper", "web.browser", "uploadpack.packobjectshook",
+})
+# (section, name) of keys with a subsection (``filter.<driver>.clean``).
+_PROGRAM_NAMES = frozenset({
+    ("gpg", "program"), ("credential", "helper"), ("filter", "clean"),
+    ("filter", "smudge"), ("filter", "process"), ("diff", "textconv"), ("diff", "command"),
+    ("merge", "driver"), ("mergetool", "cmd"), ("mergetool", "path"), ("difftool", "cmd"),
+    ("difftool", "path"), ("remote", "uploadpack"), ("remote", "receivepack"),
+    ("submodule", "update"), ("hook", "command"), ("man", "cmd"), ("man", "path"),
+    ("browser", "cmd"), ("browser", "path"),
+})
+
+
+def names_program(key: str) -> bool:
+    """Whether the (lower-case) key's value is a command git may run."""
+    if key in _PROGRAM_KEYS:
+        return True
+    section, _, rest = key.partition(".")
+    if section == "pager":
+        return bool(rest)
+    _, dot, name = rest.rpartition(".")
+    return bool(dot) and (section, name) in _PROGRAM_NAMES
+
+
+def _includes(key: str) -> bool:
+    section, _, rest = key.partition(".")
+    return (key == "include.path"
+            or (section == "includeif" and rest.endswith(".path") and rest != "path"))
+
+
 # What git says when it will not work in a folder at all: then it reads only the user's
 # and the system's config. Any other failure is refused (the check cannot decide).
 _NO_REPOSITORY = ("not a git repository", "detected dubious ownership")
@@ -178,14 +203,14 @@ def wanted(entries: list[Entry], top: str, home: str) -> list[Wanted]:
     files; ``core.hooksPath``, as a folder), made absolute the way git does."""
     out: list[Wanted] = []
     for e in entries:
-        if _INCLUDE_KEYS.match(e.key):
+        if _includes(e.key):
             p = _home(e.value, home)
             base = os.path.dirname(e.origin) if e.origin else top
             out.append(Wanted(os.path.normpath(os.path.join(base, p)), e.key, e.value))
         elif e.key == "core.hookspath" and e.value:
             out.append(Wanted(os.path.normpath(os.path.join(top, _home(e.value, home))),
                               e.key, e.value, True))
-        elif _PROGRAM_KEYS.match(e.key):
+        elif names_program(e.key):
             if e.key == "core.fsmonitor" and e.value.lower() in _BOOLEAN:
                 continue
             words = _words(e.value)
@@ -200,5 +225,5 @@ def wanted(entries: list[Entry], top: str, home: str) -> list[Wanted]:
 def programs(entries: list[Entry]) -> list[str]:
     """``key = value`` for each entry that names a program or hooks folder (messages)."""
     return [f"{e.key} = {e.value}" for e in entries
-            if e.key == "core.hookspath" or (_PROGRAM_KEYS.match(e.key) and not (
+            if e.key == "core.hookspath" or (names_program(e.key) and not (
                 e.key == "core.fsmonitor" and e.value.lower() in _BOOLEAN))]
