@@ -137,40 +137,74 @@ def _failed(what: str, done: subprocess.CompletedProcess[bytes]) -> GitLayoutErr
                        "[sandbox] protect = false) and try again")
 
 
-def ask_project(git: str, project: str, env: Mapping[str, str]
-                ) -> tuple[str, str | None, list[Entry]]:
-    """(work tree top, hooks folder git uses, every config entry with its file) for
-    git run in ``project``. Top is ``project`` when it is not in a work tree; the hooks
-    folder None when git sees no repository (or will not use it: another owner)."""
-    done = _git(git, ["rev-parse", "--path-format=absolute", "--git-path", "hooks",
-                      "--show-toplevel"], env, project)
-    top, hooks, cwd = project, None, "/"
+class Project(NamedTuple):
+    """What git run in the project reads: the work tree's top (the project when it is
+    not in one), the hooks folder it uses (None when it sees no repository, or will not
+    use it: another owner), every config entry with its file, and the gitlinks."""
+
+    top: str
+    hooks: str | None
+    entries: list[Entry]
+    gitlinks: list[str]
+
+
+def _start(git: str, args: list[str], env: Mapping[str, str], cwd: str
+           ) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([git, *args], cwd=cwd, env=git_env(env),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+
+
+def _finish(proc: subprocess.Popen[bytes]) -> subprocess.CompletedProcess[bytes]:
+    try:
+        out, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def ask_project(git: str, project: str, env: Mapping[str, str]) -> Project:
+    """Asks git run in ``project`` three questions at once (they do not depend on each
+    other): where the hooks and the top are, the config with its files, the index's
+    gitlinks. A failure other than "no repository here" is refused."""
+    procs = [_start(git, args, env, project) for args in (
+        ["rev-parse", "--path-format=absolute", "--git-path", "hooks", "--show-toplevel"],
+        ["config", "--show-origin", "-z", "--list"],
+        ["ls-files", "--stage", "-z"])]
+    done, listed, links = (_finish(p) for p in procs)
     said = done.stderr.decode("utf-8", "replace")
     if done.returncode != 0 and not any(w in said for w in _NO_REPOSITORY):
         raise _failed(f"the repository of {escape(project)}", done)
+    top, hooks, cwd = project, None, project
     if done.returncode == 0:
         lines = os.fsdecode(done.stdout).split("\n")
         hooks = lines[0]
         top = lines[1] if len(lines) > 1 and lines[1] else project
-        cwd = project
-    # Where git sees no repository it refuses to work at all, and reads only the
-    # user's and the system's config: asked from / for that.
-    listed = _git(git, ["config", "--show-origin", "-z", "--list"], env, cwd)
+    elif listed.returncode != 0:
+        # Where git sees no repository it refuses to work at all, and reads only the
+        # user's and the system's config: asked from / for that.
+        cwd = "/"
+        listed = _finish(_start(git, ["config", "--show-origin", "-z", "--list"], env, cwd))
     if listed.returncode != 0:
         raise _failed(f"the config for {escape(project)}", listed)
-    return top, hooks, _parse(listed.stdout, cwd)
+    found = _gitlinks(links, project) if hooks else []
+    return Project(top, hooks, _parse(listed.stdout, cwd), found)
+
+
+def _gitlinks(done: subprocess.CompletedProcess[bytes], cwd: str) -> list[str]:
+    out: list[str] = []
+    for item in done.stdout.split(b"\0") if done.returncode == 0 else []:
+        meta, _, name = item.partition(b"\t")
+        if meta.startswith(b"160000 "):
+            out.append(os.path.join(cwd, os.fsdecode(name)))
+    return out
 
 
 def gitlinks(git: str, top: str, env: Mapping[str, str]) -> list[str]:
     """The paths the index records as gitlinks (submodules, nested repositories staged):
     host git in the project goes into each that has a ``.git`` (``git status`` does)."""
-    done = _git(git, ["ls-files", "--stage", "-z"], env, top)
-    out: list[str] = []
-    for item in done.stdout.split(b"\0") if done.returncode == 0 else []:
-        meta, _, name = item.partition(b"\t")
-        if meta.startswith(b"160000 "):
-            out.append(os.path.join(top, os.fsdecode(name)))
-    return out
+    return _gitlinks(_git(git, ["ls-files", "--stage", "-z"], env, top), top)
 
 
 def ask_file(git: str, path: str, env: Mapping[str, str]) -> list[Entry]:

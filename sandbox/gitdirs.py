@@ -315,7 +315,7 @@ def _static(project: str, roots: tuple[str, ...],
 
 def _from_host_git(f: _Finder, project: str, git: str, env: Mapping[str, str],
                    home: str) -> None:
-    top, hooks, entries = gitconfig.ask_project(git, project, env)
+    top, hooks, entries, links = gitconfig.ask_project(git, project, env)
     seen = {e.origin for e in entries if e.origin}
     wants = gitconfig.wanted(entries, top, home)
     if hooks:
@@ -330,8 +330,7 @@ def _from_host_git(f: _Finder, project: str, git: str, env: Mapping[str, str],
             if p not in seen and data and any(h in data.lower() for h in gitconfig.HINTS):
                 seen.add(p)
                 wants += gitconfig.wanted(gitconfig.ask_file(git, p, env), top, home)
-    # No hooks folder: git sees no repository here, so there is no index to ask.
-    f.gitlinks = gitconfig.gitlinks(git, top, env) if hooks else []
+    f.gitlinks = links
     for link in f.gitlinks:
         f.checkout(link)
     done: set[str] = set()
