@@ -276,3 +276,44 @@ def test_a_git_folder_made_in_an_empty_submodule_path_is_reported(w: World) -> N
         f"the repository {w.project}/lib inside the project was made during the session "
         f"and staged as a gitlink, with core.fsmonitor = {w.project}/evil.sh, and git run "
         f"on the host in {w.project} would use it; check it before you do"]
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            with contextlib.suppress(OSError):
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+                if int(fields[1]) == pid:
+                    out.append(int(name))
+    return out
+
+
+def test_the_next_session_cleans_up_when_harness_and_watchdog_were_both_killed(
+        w: World) -> None:
+    driver = subprocess.Popen(
+        [sys.executable, str(Path(__file__).parent / "fixtures" / "box_driver.py"),
+         str(w.project), "--", "sleep", "60"],
+        cwd=str(Path(__file__).parent.parent), stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        manifest = None
+        while (manifest is None or not _leftovers(w)) and time.monotonic() < deadline:
+            manifest = _manifest_of(driver.pid)
+            time.sleep(0.01)
+        assert manifest is not None and _leftovers(w) == ["commondir", "config.worktree"]
+        tmp = Path(str(manifest)[: -len(".made")])
+        for pid in _children(driver.pid):  # the watchdog (and bwrap): gone first
+            with contextlib.suppress(OSError):
+                os.kill(pid, 9)
+        driver.kill()
+        driver.wait()
+        time.sleep(0.3)
+        assert _leftovers(w) == ["commondir", "config.worktree"]  # nobody cleaned
+        with w.session():
+            assert not tmp.exists() and not manifest.exists()
+        assert _leftovers(w) == []
+    finally:
+        driver.kill()
+        driver.wait()
