@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from collections.abc import Mapping
 
 from . import beneath, gitconfig
@@ -139,10 +140,41 @@ def _links(project: str, start: GitLayout, now: GitLayout) -> list[str]:
             same = os.readlink(path) == text
         except OSError:
             same = False
-        if not same:
+        if same:
+            continue
+        aside = _restore(path, text)
+        if aside is None:
             out.append(f"{escape(path)} was a link to {escape(text)} at the start and was "
                        "changed during the session" + _tail(project))
+        else:
+            put = f"; what the box put there is now {escape(aside)}" if aside else ""
+            out.append(f"{escape(path)} was a link to {escape(text)} at the start and was "
+                       f"changed during the session: the link is back{put}")
     return out
+
+
+def _restore(path: str, text: str) -> str | None:
+    """Put the link back as it was: what the box left in its place is renamed aside
+    (the path, "" if nothing was there). None when that could not be done. Every folder
+    above the link was pinned in the box, so the folder is the one checked at the start;
+    it is opened without following a link all the same."""
+    folder, name = os.path.split(path)
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        aside = ""
+        if os.path.lexists(path):
+            aside = f"{name}.from-the-box-{int(time.time())}"
+            os.rename(name, aside, src_dir_fd=fd, dst_dir_fd=fd)
+            aside = os.path.join(folder, aside)
+        os.symlink(text, name, dir_fd=fd)
+        return aside
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _todos(project: str, now: GitLayout) -> list[str]:

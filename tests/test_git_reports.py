@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers.gitworld import GIT_ID, World, explain, w
+from helpers.gitworld import GIT_ID, World, explain, host_git_runs_nothing, w
 
 pytestmark = [
     pytest.mark.isolation,
@@ -27,17 +27,36 @@ pytestmark = [
 __all__ = ["w"]  # the fixture, imported
 
 
-def test_a_replaced_hooks_link_is_reported(w: World) -> None:
+def test_a_replaced_hooks_link_is_put_back_and_reported(w: World) -> None:
     hooks = w.base / "githooks"
     hooks.mkdir()
     shutil.rmtree(w.project / ".git" / "hooks")
     (w.project / ".git" / "hooks").symlink_to(hooks)
-    r, warnings = w.box("rm .git/hooks && mkdir .git/hooks")
+    r, warnings = w.box(f"rm .git/hooks && mkdir .git/hooks && printf '#!/bin/sh\\ntouch "
+                        f"{w.marker}\\n' > .git/hooks/pre-commit && "
+                        "chmod +x .git/hooks/pre-commit")
+    assert r.ok, explain(r)
+    assert len(warnings) == 1
+    aside = Path(warnings[0].rsplit(" ", 1)[1])
+    assert warnings == [
+        f"{w.project}/.git/hooks was a link to {hooks} at the start and was changed during "
+        f"the session: the link is back; what the box put there is now {aside}"]
+    assert aside.parent == w.project / ".git" and (aside / "pre-commit").exists()
+    assert os.readlink(w.project / ".git" / "hooks") == str(hooks)
+    host_git_runs_nothing(w)
+
+
+def test_a_removed_hooks_link_is_put_back(w: World) -> None:
+    hooks = w.base / "githooks"
+    hooks.mkdir()
+    shutil.rmtree(w.project / ".git" / "hooks")
+    (w.project / ".git" / "hooks").symlink_to(hooks)
+    r, warnings = w.box("rm .git/hooks")
     assert r.ok, explain(r)
     assert warnings == [
         f"{w.project}/.git/hooks was a link to {hooks} at the start and was changed during "
-        f"the session and git run on the host in {w.project} would use it; check it before "
-        "you do"]
+        "the session: the link is back"]
+    assert os.readlink(w.project / ".git" / "hooks") == str(hooks)
 
 
 def test_a_nested_repository_staged_as_a_gitlink_is_reported(w: World) -> None:
