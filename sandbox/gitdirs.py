@@ -140,15 +140,13 @@ class _Finder:
         root, rel = where
         found = beneath.find(root, rel)
         if found.kind == "blocked":
-            real = os.path.realpath(path)
-            if real == path or hops > 8:
-                raise GitLinkError(self._blocked(path, why))
-            if beneath.relative(real, self.roots) is not None:
-                raise GitLinkError(self._blocked(path, why))
-            return  # leads outside: read-only there; but the link could be re-pointed
+            self._blocker(root, rel, why)
+            return
         if found.kind == "link":
             self.links.append((path, found.target))
             real = os.path.realpath(path)
+            if hops > 8:  # a loop of links: nothing git could read, nothing to follow
+                raise GitLinkError(self._blocked(path, why))
             if beneath.relative(real, self.roots) is not None:
                 self.protect(real, make, why, hops + 1)
             return
@@ -159,6 +157,21 @@ class _Finder:
         if path not in self.protected:
             self.protected.append(path)
             self._pin_above(root, rel)
+
+    def _blocker(self, root: str, rel: str, why: str) -> None:
+        """Something on the way to ``root/rel`` is not a folder. A link there (wherever
+        it leads) could be re-pointed by the box at a file of its own: the session is
+        refused. A file there is protected itself, so the box cannot put a folder in its
+        place and the path in it."""
+        parts = rel.split("/")
+        for i in range(1, len(parts)):
+            found = beneath.find(root, "/".join(parts[:i]))
+            if found.kind == "link":
+                raise GitLinkError(self._blocked(os.path.join(root, rel), why))
+            if found.kind != "dir":
+                self.protect(found.path)
+                return
+        raise GitLinkError(self._blocked(os.path.join(root, rel), why))
 
     def _make(self, root: str, rel: str, make: bytes | bool | None) -> None:
         parts = rel.split("/")

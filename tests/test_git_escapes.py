@@ -324,3 +324,24 @@ def test_a_module_folder_linked_into_the_project_keeps_its_hooks_read_only(w: Wo
     r, warnings = w.box("echo x > mods/m/hooks/post-checkout; echo x >> mods/m/config")
     assert r.stderr.count(b"Read-only file system") == 2, explain(r)
     assert warnings == []
+
+
+def test_a_link_to_outside_on_the_way_to_an_include_refuses_the_box_too(w: World) -> None:
+    dotfiles = w.base / "dotfiles"
+    dotfiles.mkdir()
+    (dotfiles / "git.cfg").write_text("[user]\n\tname = t\n")
+    (w.project / "cfg").symlink_to(dotfiles)
+    assert w.git("config", "include.path", "../cfg/git.cfg").returncode == 0
+    with pytest.raises(PolicyError) as err, w.session():
+        pass
+    assert str(err.value).startswith(f"{w.project}/cfg/git.cfg (include.path = ../cfg/"
+                                     "git.cfg) leads through a link in a folder")
+
+
+def test_a_file_on_the_way_to_a_missing_include_cannot_be_swapped(w: World) -> None:
+    (w.project / "conf").write_text("not a folder\n")
+    assert w.git("config", "include.path", "../conf/git.cfg").returncode == 0
+    r, _ = w.box(f"{w.evil()} && rm conf && mkdir conf && printf '[core]\\n\\tfsmonitor = "
+                 f"{w.project}/evil.sh\\n' > conf/git.cfg")
+    assert r.returncode != 0, explain(r)
+    host_git_runs_nothing(w)
