@@ -51,6 +51,36 @@ def names_program(key: str) -> bool:
     return bool(dot) and (section, name) in _PROGRAM_NAMES
 
 
+def worth_asking(data: bytes) -> bool:
+    """Whether a config file (a module's, another worktree's) may hold a key that names
+    a program, a hooks folder or an include, so that git must be asked what it says.
+    Only a first look, leaning to yes: a section header or key line it cannot read
+    plainly, or a continued line, is a yes."""
+    section = ""
+    for raw in data.decode("utf-8", "replace").splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        if line.endswith("\\"):
+            return True
+        if line.startswith("["):
+            head = line[1:line.find("]")] if "]" in line else ""
+            name, _, sub = head.partition(" ")
+            if not name or "." in name or (sub and not sub.startswith('"')):
+                return True
+            section = name.lower() + (".x" if sub else "")
+            if line.find("]") != len(line) - 1:
+                return True  # a key on the header's line
+            continue
+        key = line.split("=", 1)[0].strip().lower()
+        if not section or not key.replace("-", "").isalnum():
+            return True
+        full = f"{section}.{key}"
+        if full == "core.hookspath" or _includes(full) or names_program(full):
+            return True
+    return False
+
+
 def _includes(key: str) -> bool:
     section, _, rest = key.partition(".")
     return (key == "include.path"
@@ -64,12 +94,6 @@ _BOOLEAN = {"", "true", "false", "yes", "no", "on", "off", "1", "0"}
 # Kept for the host git we ask: they say which config files the user's git reads.
 _GIT_ENV_KEPT = ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM",
                  "GIT_CONFIG_COUNT", "GIT_CONFIG_PARAMETERS")
-# Words that make a config file worth asking git about (a key above, or an include).
-HINTS = (b"include", b"hookspath", b"fsmonitor", b"command", b"editor", b"pager",
-         b"askpass", b"external", b"program", b"helper", b"clean", b"smudge", b"process",
-         b"textconv", b"driver", b"cmd", b"path", b"hook", b"proxy", b"pack", b"update",
-         b"browser", b"filter")
-
 
 class Entry(NamedTuple):
     """One config value: the file it came from (absolute; "" for none), key, value."""

@@ -340,7 +340,7 @@ def _from_host_git(f: _Finder, project: str, git: str, env: Mapping[str, str],
             p = os.path.join(g, name)
             where = beneath.relative(p, f.roots)
             data = beneath.read_beneath(*where) if where else None
-            if p not in seen and data and any(h in data.lower() for h in gitconfig.HINTS):
+            if p not in seen and data and gitconfig.worth_asking(data):
                 seen.add(p)
                 wants += gitconfig.wanted(gitconfig.ask_file(git, p, env), top, home)
     f.gitlinks = links

@@ -345,3 +345,15 @@ def test_a_file_on_the_way_to_a_missing_include_cannot_be_swapped(w: World) -> N
                  f"{w.project}/evil.sh\\n' > conf/git.cfg")
     assert r.returncode != 0, explain(r)
     host_git_runs_nothing(w)
+
+
+def test_a_file_a_module_config_includes_is_read_only(w: World) -> None:
+    _with_submodule(w)
+    assert w.git("-C", "lib", "config", "include.path", "../../../lib.cfg").returncode == 0
+    (w.project / "lib.cfg").write_text("[user]\n\tname = t\n")
+    r, _ = w.box(f"{w.evil()} && printf '[core]\\n\\tfsmonitor = {w.project}/evil.sh\\n' "
+                 ">> lib.cfg")
+    assert r.returncode != 0, explain(r)
+    host_git_runs_nothing(w)
+    w.git("status", cwd=w.project / "lib")
+    assert not w.marker.exists()
