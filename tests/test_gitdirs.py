@@ -115,3 +115,22 @@ def test_a_bwrap_without_bind_fd_is_named_with_the_fix(tmp_path: Path) -> None:
         "/usr/bin/bwrap lacks --bind-fd, which the box needs to bind git's files safely; "
         "install bubblewrap 0.10 or later (or your distribution's update with the fix for "
         "CVE-2024-42472), or set [sandbox] protect = false")
+
+
+@pytest.mark.parametrize(("text", "ask"), [
+    (b'[core]\n\tbare = false\n\tlogallrefupdates = true\n\tworktree = ../../../lib\n'
+     b'[remote "origin"]\n\turl = /x\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n', False),
+    (b"[user]\n\tname = t\n", False),
+    (b"[core]\n\tfsMonitor = ./x\n", True),
+    (b"[include]\n\tpath = x\n", True),
+    (b'[includeIf "gitdir:/a/"]\n\tpath = x\n', True),
+    (b'[filter "lfs"]\n\tclean = ./c %f\n', True),
+    (b"[pager]\n\tlog = ./p\n", True),
+    (b"[core.x]\n\ta = b\n", True),           # the old subsection form: asked
+    (b"[core] fsmonitor = x\n", True),         # a key on the header's line: asked
+    (b"[core]\n\teditor = vi \\\n  -x\n", True),  # a continued line: asked
+])
+def test_a_config_is_asked_about_when_it_may_name_a_program(text: bytes, ask: bool) -> None:
+    from sandbox.gitconfig import worth_asking
+
+    assert worth_asking(text) is ask
