@@ -1,9 +1,9 @@
-"""Finding a path below a folder without following any link. Linux; no spawning.
+"""Finding a path below a folder without following any link. No spawning.
 
 ``openat2(2)`` with ``RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH`` lets the kernel refuse
-every link and every ``..`` on the way; where the kernel lacks it (before 5.6, or a
-seccomp filter answering ENOSYS) the same walk is done one component at a time with
-``O_NOFOLLOW``. Either way a path found here names what is really there, not what a
+every link and every ``..`` on the way; where the kernel lacks it (before 5.6, a
+seccomp filter answering ENOSYS, or not Linux) the same walk is done one component at
+a time with ``O_NOFOLLOW``. Either way a path found here names what is really there, not what a
 link placed by a boxed command points at.
 """
 
