@@ -56,6 +56,12 @@ class SandboxSettings(NamedTuple):
     # More environment names (or * patterns) kept from hooks and boxed commands, beside
     # the provider keys that always go.
     scrub: tuple[str, ...] = ()
+    # The box's bounds (sandbox/limits.py): processes, and sizes as written (bytes,
+    # 512M / 8G, or a percentage of the machine's memory).
+    processes: int = 4096
+    memory: int | str = "50%"
+    tmp_size: int | str = "25%"
+    shm_size: int | str = "25%"
 
 
 class Config(NamedTuple):
@@ -141,6 +147,7 @@ HOOK_KEYS: tuple[str, ...] = (
 )
 SANDBOX_KEYS: tuple[str, ...] = (
     "writable", "hidden", "hide_defaults", "protect", "network", "enabled", "scrub",
+    "processes", "memory", "tmp_size", "shm_size",
 )
 EVENTS: tuple[str, ...] = ("PreToolUse", "UserPromptSubmit")
 _NAME = re.compile(r"[a-z0-9_-]{1,32}")
@@ -433,7 +440,25 @@ def _sandbox(file: str, raw: object) -> SandboxSettings:
             raise error("scrub", f"{_q(item)} is not an environment name; use letters, "
                                  "digits and _, with * or ? for any characters.")
     return SandboxSettings(writable=paths["writable"], hidden=paths["hidden"],
-                           scrub=tuple(names), **flags)
+                           scrub=tuple(names), **flags, **_limits(raw, error))
+
+
+def _limits(raw: dict[str, Any], error: Callable[[str, str], ConfigError]) -> dict[str, Any]:
+    from sandbox import limits
+
+    out: dict[str, Any] = {}
+    n = raw.get("processes", limits.DEFAULT_PROCESSES)
+    if isinstance(n, bool) or not isinstance(n, int) or not 16 <= n <= limits.MAX_PROCESSES:
+        raise error("processes", f"must be a whole number from 16 to {limits.MAX_PROCESSES}"
+                                 f", not {n!r}.")
+    out["processes"] = n
+    for key in ("memory", "tmp_size", "shm_size"):
+        if key in raw:
+            why = limits.size_error(raw[key])
+            if why is not None:
+                raise error(key, why + ".")
+            out[key] = raw[key]
+    return out
 
 
 _ENV_PATTERN = re.compile(r"[A-Za-z0-9_*?]+")

@@ -68,20 +68,24 @@ def plan(
     features: Collection[str] | None = None,
     env_extra: Mapping[str, str] | None = None,
     prefix: Sequence[str] | None = None,
+    seccomp_fd: int | None = None,
 ) -> LaunchPlan:
     """The bubblewrap command that runs ``argv`` in the session's box: :func:`box_args`
     (or ``prefix``, the same computed once by a session: it stats every protected and
-    hidden path), then ``--`` and ``argv``."""
+    hidden path), ``--seccomp FD`` when a filter is given (the fd is inherited; bwrap
+    reads it to its end, so one fd serves one run), then ``--`` and ``argv``."""
     if not argv:
         raise ValueError("an empty command cannot run in the box")
     head = tuple(prefix) if prefix is not None else box_args(policy, bwrap=bwrap,
                                                                features=features)
+    filt: tuple[str, ...] = () if seccomp_fd is None else ("--seccomp", str(seccomp_fd))
     return LaunchPlan(
         backend="bwrap",
-        argv=(*head, "--", *argv),
+        argv=(*head, *filt, "--", *argv),
         env=box_env(policy, env_extra),
         cwd=policy.project,
         description=shlex.join(argv),
+        pass_fds=() if seccomp_fd is None else (seccomp_fd,),
     )
 
 
@@ -90,8 +94,12 @@ def box_args(
     *,
     bwrap: str,
     features: Collection[str] | None = None,
+    shm_size: int | None = None,
 ) -> tuple[str, ...]:
     """bwrap and its options for the session's box, up to the command.
+
+    ``shm_size`` (bytes) makes ``/dev/shm`` a tmpfs of that size (else it is a folder of
+    /dev's tmpfs, which grows to half the machine's memory).
 
     Mounts are applied in order, each covering what is beneath it:
 
@@ -179,6 +187,8 @@ def box_args(
     ops.sort(key=lambda op: (op[0], op[1]))
 
     args: list[str] = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    if shm_size is not None:
+        args += ["--size", str(shm_size), "--tmpfs", "/dev/shm"]
     for _, kind, path in ops:
         if kind == _TMP:
             args += ["--bind", policy.private_tmp, "/tmp"]

@@ -9,18 +9,21 @@ instead.
 
 from __future__ import annotations
 
+import contextlib
 import errno as _errno
 import os
 import shutil
 import stat
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from importlib import import_module
 from typing import TYPE_CHECKING
 
+from . import cgroup
 from .errors import PolicyError, SandboxUnavailable
+from .harden import Hardening
 from .plan import LaunchPlan, RunResult
 from .policy import (
     DEFAULT_OUTPUT_CAP,
@@ -98,6 +101,35 @@ def new_git_folders(policy: Policy, before: set[str]) -> list[str]:
     return out
 
 
+def _on_start(h: Hardening | None, group: cgroup.Group | None, box: bool,
+              pids: list[int]) -> Callable[[int], None] | None:
+    """What to do with a run's pid as it starts: bound a box, group a host run."""
+    if h is None:
+        return None
+    if box:
+        def started(pid: int) -> None:
+            pids.append(pid)
+            h.box_started(pid)
+        return started
+    if group is None:
+        return None
+
+    def grouped(pid: int) -> None:
+        # Too late only if the run already exited: the marker still covers it.
+        with contextlib.suppress(OSError):
+            cgroup.adopt(group, pid)
+    return grouped
+
+
+def _harden(settings: SandboxSettings, policy: Policy) -> Hardening:
+    from .limits import resolve
+
+    limits = resolve(settings.processes, settings.memory, settings.tmp_size,
+                     settings.shm_size)
+    boxed = policy.sandboxed and policy.platform != "darwin"
+    return Hardening.open(limits, boxed=boxed, private_tmp=policy.private_tmp)
+
+
 class Session:
     """Runs commands under one policy. Build it with :meth:`open` (which owns the private
     temp folder) or directly from a policy whose folders already exist."""
@@ -110,6 +142,9 @@ class Session:
         self._lock = threading.Lock()
         self._host_env: Mapping[str, str] | None = None
         self._box_args: tuple[str, ...] | None = None
+        # The filter, bounds and groups (sandbox/harden.py); set by open().
+        self.hardening: Hardening | None = None
+        self._plan_fds: list[int] = []
         # Said when the session ends (see :meth:`open`); read them after the with-block.
         self.warnings: list[str] = []
 
@@ -141,6 +176,8 @@ class Session:
         root = make_private_root(private_tmp_root())
         tmp = tempfile.mkdtemp(prefix="session-", dir=root)
         pinned: tuple[str, ...] = ()
+        session: Session | None = None
+        hardening: Hardening | None = None
         try:
             if sandboxed and settings.protect and os.path.isdir(project):
                 pinned = pin_commondirs(project)
@@ -153,11 +190,16 @@ class Session:
             session = cls(policy)
             if sandboxed:
                 session.box()  # fail now, before anything runs, if there is no box
+            session.hardening = hardening = _harden(settings, policy)
             before = set(git_dirs(policy.project, policy.common_dir))
             yield session
             if sandboxed and settings.protect:
                 session.warnings += new_git_folders(policy, before)
         finally:
+            if hardening is not None:
+                hardening.close()
+            for fd in session._plan_fds if session is not None else ():
+                os.close(fd)
             unpin_commondirs(pinned)
             # The box's /tmp: whatever its commands left there goes with the session.
             shutil.rmtree(tmp, ignore_errors=True)
@@ -184,10 +226,15 @@ class Session:
         return self._host_env
 
     def plan(self, argv: Sequence[str], *, host: bool = False,
-             env_extra: Mapping[str, str] | None = None) -> LaunchPlan:
+             env_extra: Mapping[str, str] | None = None,
+             seccomp_fd: int | None = None) -> LaunchPlan:
         """The plan that runs ``argv``: on the host (``host=True`` or a session with no
         sandbox; ``argv[0]`` must be absolute) or in the box (``argv[0]`` may be a bare
-        name, looked up on PATH inside the box)."""
+        name, looked up on PATH inside the box).
+
+        A box plan reads the session's system-call filter from ``seccomp_fd``; without
+        one it gets a descriptor of its own, held until the session ends (a plan serves
+        one run: bwrap reads the descriptor to its end)."""
         if host or not self.policy.sandboxed:
             from . import host as _host
 
@@ -202,10 +249,16 @@ class Session:
 
         if self._box_args is None:
             # Once per session: the mounts stat every protected and hidden path.
+            shm = None if self.hardening is None else self.hardening.limits.shm_size
             self._box_args = _bwrap.box_args(self.policy, bwrap=self.box(),
-                                             features=self._features)
+                                             features=self._features, shm_size=shm)
+        if seccomp_fd is None and self.hardening is not None:
+            seccomp_fd = self.hardening.seccomp_reader()
+            if seccomp_fd is not None:
+                self._plan_fds.append(seccomp_fd)
         return _bwrap.plan(self.policy, argv, bwrap=self.box(), features=self._features,
-                           env_extra=env_extra, prefix=self._box_args)
+                           env_extra=env_extra, prefix=self._box_args,
+                           seccomp_fd=seccomp_fd)
 
     def run(
         self,
@@ -226,11 +279,25 @@ class Session:
         """
         from . import supervisor
 
-        plan = self.plan(argv, host=host, env_extra=env_extra)
-        result = supervisor.run(plan, stdin=stdin, timeout=timeout, cancel=cancel,
-                                output_cap=self.policy.output_cap)
+        h = self.hardening
+        boxed = not host and self.policy.sandboxed and self.policy.platform != "darwin"
+        fd = h.seccomp_reader() if h is not None and boxed else None
+        group = h.host_group() if h is not None and not boxed else None
+        pids: list[int] = []
+        try:
+            plan = self.plan(argv, host=host, env_extra=env_extra, seccomp_fd=fd)
+            start = _on_start(h, group, plan.backend == "bwrap", pids)
+            result = supervisor.run(plan, stdin=stdin, timeout=timeout, cancel=cancel,
+                                    output_cap=self.policy.output_cap, on_start=start)
+        finally:
+            if fd is not None:
+                os.close(fd)
+            if group is not None:
+                Hardening.host_ended(group)
         if plan.backend != "bwrap":
             return result
+        if h is not None and pids:
+            result = h.box_ended(pids[0], result)
         if result.outcome == "failed_to_start":
             raise SandboxUnavailable(f"{plan.argv[0]} could not start: {result.error}",
                                      "install the bubblewrap package: "

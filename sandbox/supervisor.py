@@ -42,7 +42,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from .errors import SandboxError
 from .plan import LaunchPlan, Outcome, RunResult
@@ -334,8 +334,12 @@ def run(
     timeout: float | None = None,
     cancel: threading.Event | None = None,
     output_cap: int = DEFAULT_OUTPUT_CAP,
+    on_start: Callable[[int], object] | None = None,
 ) -> RunResult:
     """Run ``plan`` to its end and return how it ended.
+
+    ``on_start`` is called with the process's pid just after it started (the session
+    puts it in a control group there); an exception from it ends the run.
 
     ``stdin`` is written then closed. ``timeout`` (seconds) and ``cancel`` (set from
     any thread) end the run and everything it started. Output past ``output_cap``
@@ -378,6 +382,13 @@ def run(
     if watched:
         _watchdog.send(b"+ %d\n" % pid)
     try:
+        if on_start is not None:
+            try:
+                on_start(pid)
+            except BaseException:
+                _killpg(pid)
+                proc.wait()
+                raise
         return _supervise(plan, proc, marker, stdin, timeout, cancel, output_cap, started)
     finally:
         if watched:

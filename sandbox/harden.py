@@ -1,0 +1,192 @@
+"""What a session adds to the box beyond its namespaces, set up once per session.
+
+- the system-call filter (:mod:`sandbox.seccomp`), compiled once; each run reads it
+  from a descriptor of its own;
+- the bounds (:mod:`sandbox.limits`): processes and memory through a control group
+  where the machine allows one (:mod:`sandbox.cgroup`), else processes through
+  ``RLIMIT_NPROC``, which counts per user namespace, so per box; ``/dev/shm`` a tmpfs of
+  ``shm_size`` always; the private ``/tmp`` a tmpfs of ``tmp_size`` mounted on the
+  session's folder where this process may mount (root), so it keeps its files across
+  the session's runs; an unprivileged user cannot mount one that outlives a run, and it
+  stays an unbounded folder (said in :meth:`Hardening.bounds`);
+- host runs each in a control group of their own, killed whole when the run ends;
+- the child subreaper role while the session is open (:mod:`sandbox.subreaper`).
+
+Whatever cannot be had is reported by :meth:`Hardening.bounds`, never pretended.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import resource
+from typing import NamedTuple
+
+from . import cgroup, subreaper
+from .errors import SandboxUnavailable
+from .limits import Bound, Limits, describe
+from .plan import RunResult
+from .seccomp import Compiled, compile_filter, reader
+
+FILTER_FIX = "install libseccomp (sudo apt-get install libseccomp2) and pyseccomp"
+MNT_DETACH = 2
+
+
+class HostRun(NamedTuple):
+    """A host run's group (None: none could be made) and what to do at its start."""
+
+    group: cgroup.Group | None
+
+
+def _mount_tmpfs(path: str, size: int) -> str | None:
+    """Mount a tmpfs of ``size`` bytes on ``path``; None, or why it could not be."""
+    if os.geteuid() != 0:
+        return ("mounting a size-capped tmpfs that lasts for the session needs root; an "
+                "unprivileged user's private /tmp is a folder on the host's disk")
+    libc = ctypes.CDLL(None, use_errno=True)
+    opts = f"size={size},mode=0700".encode()
+    if libc.mount(b"tmpfs", path.encode(), b"tmpfs", 0x2 | 0x4, opts) != 0:
+        return f"mounting a tmpfs failed: {os.strerror(ctypes.get_errno())}"
+    return None
+
+
+class Hardening:
+    """The session's filter, bounds and groups. Build with :meth:`open`; :meth:`close`
+    gives everything back."""
+
+    def __init__(self, limits: Limits, *, boxed: bool, private_tmp: str) -> None:
+        self.limits = limits
+        self.boxed = boxed
+        self.private_tmp = private_tmp
+        self.filter: Compiled | None = None
+        self.box_group: cgroup.Group | None = None
+        self.box_group_why: str | None = None
+        self.tmp_why: str | None = "the session has no box"
+        self.host_why: str | None = None
+        self._subreaper = False
+        self._oom = 0
+
+    @classmethod
+    def open(cls, limits: Limits, *, boxed: bool, private_tmp: str) -> Hardening:
+        self = cls(limits, boxed=boxed, private_tmp=private_tmp)
+        if not boxed:
+            return self
+        try:
+            self.filter = compile_filter()
+        except (ImportError, OSError, RuntimeError, AttributeError) as err:
+            raise SandboxUnavailable(
+                f"the system-call filter could not be built: {err}", FILTER_FIX) from err
+        try:
+            self.box_group = cgroup.bounded(limits.processes, limits.memory)
+        except cgroup.CgroupUnavailable as err:
+            self.box_group_why = str(err)
+        self.tmp_why = _mount_tmpfs(private_tmp, limits.tmp_size)
+        subreaper.acquire()
+        self._subreaper = True
+        return self
+
+    def close(self) -> None:
+        if self._subreaper:
+            subreaper.release()
+            self._subreaper = False
+        if self.box_group is not None:
+            cgroup.remove(self.box_group)
+            self.box_group = None
+        if self.boxed and self.tmp_why is None:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.umount2(self.private_tmp.encode(), MNT_DETACH)
+            self.tmp_why = "the session has ended"
+        if self.filter is not None:
+            os.close(self.filter.fd)
+            self.filter = None
+
+    # -- box runs ----------------------------------------------------------------------
+
+    def seccomp_reader(self) -> int | None:
+        return None if self.filter is None else reader(self.filter)
+
+    def box_started(self, pid: int) -> None:
+        """Bound a box run that just started: into the group, else ``RLIMIT_NPROC``."""
+        subreaper.running.add(pid)
+        if self.box_group is not None:
+            self._oom = cgroup.oom_kills(self.box_group)
+            with contextlib.suppress(OSError):
+                cgroup.adopt(self.box_group, pid)
+            return
+        n = self.limits.processes
+        todo = [pid]
+        while todo:
+            p = todo.pop()
+            with contextlib.suppress(OSError):
+                resource.prlimit(p, resource.RLIMIT_NPROC, (n, n))
+                todo += cgroup._children(p)
+
+    def box_ended(self, pid: int, result: RunResult) -> RunResult:
+        """Reap what the run orphaned; a run the memory bound killed says so."""
+        subreaper.running.discard(pid)
+        subreaper.reap_orphans()
+        if (self.box_group is not None and result.outcome == "exited"
+                and result.returncode == 128 + 9
+                and cgroup.oom_kills(self.box_group) > self._oom):
+            return result._replace(
+                outcome="signaled", returncode=None, signal=9,
+                error=f"killed at the box's memory bound ({describe(self.limits.memory)})")
+        return result
+
+    # -- host runs ---------------------------------------------------------------------
+
+    def host_group(self) -> cgroup.Group | None:
+        """A group for one host run, or None (then the run marker is the fallback)."""
+        if self.host_why is not None:
+            return None
+        try:
+            return cgroup.killable()
+        except cgroup.CgroupUnavailable as err:
+            self.host_why = str(err)  # asked once: the machine will not change
+            return None
+
+    @staticmethod
+    def host_ended(group: cgroup.Group) -> None:
+        """Kill whatever is left in the run's group, reap those adopted here, remove it."""
+        for pid in cgroup.kill(group):
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+        cgroup.remove(group)
+
+    # -- for doctor ----------------------------------------------------------------------
+
+    def bounds(self) -> list[Bound]:
+        """Each protection, in force or not, with how or why."""
+        lim, out = self.limits, []
+        if self.filter is not None:
+            out.append(Bound("seccomp", "in force", f"libseccomp filter for "
+                             f"{', '.join(self.filter.arches).lower()}"))
+        else:
+            out.append(Bound("seccomp", "not in force", "", "the session has no box"))
+        g, why = self.box_group, self.box_group_why
+        how = "" if g is None else f"cgroup v{g.version} {', '.join(g.dirs)}"
+        if g is not None:
+            out.append(Bound("processes", "in force", f"{lim.processes} tasks, {how}"))
+            out.append(Bound("memory", "in force", f"{describe(lim.memory)}, {how}"))
+        elif self.boxed:
+            out.append(Bound("processes", "in force",
+                             f"{lim.processes} per box, RLIMIT_NPROC (no cgroup: {why})"))
+            out.append(Bound("memory", "not in force", "", why))
+        size = describe(lim.tmp_size)
+        out.append(Bound("tmp", "in force" if self.tmp_why is None else "not in force",
+                         f"tmpfs of {size} on the session's folder", self.tmp_why))
+        if self.boxed:
+            out.append(Bound("shm", "in force", f"tmpfs of {describe(lim.shm_size)}"))
+        if self.host_why is None:
+            self.host_group_probe()
+        out.append(Bound("host_runs", "in force" if self.host_why is None else
+                         "not in force", "each host run in a cgroup killed at its end",
+                         None if self.host_why is None else
+                         f"{self.host_why}; the run marker and process group remain"))
+        return out
+
+    def host_group_probe(self) -> None:
+        g = self.host_group()
+        if g is not None:
+            cgroup.remove(g)
