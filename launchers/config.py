@@ -448,14 +448,18 @@ def _limits(raw: dict[str, Any], error: Callable[[str, str], ConfigError]) -> di
 
     out: dict[str, Any] = {}
     n = raw.get("processes", limits.DEFAULT_PROCESSES)
-    if isinstance(n, bool) or not isinstance(n, int) or not 16 <= n <= limits.MAX_PROCESSES:
-        raise error("processes", f"must be a whole number from 16 to {limits.MAX_PROCESSES}"
-                                 f", not {n!r}.")
+    span = f"a whole number from 16 to {limits.MAX_PROCESSES}"
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise error("processes", f"must be {span}, not {_a(n)}.")
+    if not 16 <= n <= limits.MAX_PROCESSES:
+        raise error("processes", f"{n} is out of range; use {span}.")
     out["processes"] = n
     for key in ("memory", "tmp_size", "shm_size"):
         if key in raw:
             why = limits.size_error(raw[key])
             if why is not None:
+                if why.startswith("must"):
+                    why += f", not {_a(raw[key])}"
                 raise error(key, why + ".")
             out[key] = raw[key]
     return out

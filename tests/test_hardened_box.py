@@ -161,7 +161,8 @@ KEYCTL_READ, KEYCTL_UPDATE, SESSION = 11, 2, -3
 buf = ctypes.create_string_buffer(64)
 kid = int(sys.argv[1])
 print(call(250, KEYCTL_READ, kid, ctypes.addressof(buf), 64), buf.value)
-print(call(250, KEYCTL_UPDATE, kid, ctypes.addressof(ctypes.create_string_buffer(b"evil")), 4))
+evil = ctypes.create_string_buffer(b"evil")
+print(call(250, KEYCTL_UPDATE, kid, ctypes.addressof(evil), 4))
 print(call(248, ctypes.addressof(ctypes.create_string_buffer(b"user")),
            ctypes.addressof(ctypes.create_string_buffer(b"planted")),
            ctypes.addressof(ctypes.create_string_buffer(b"x")), 1, SESSION & (2**64 - 1)))
@@ -183,7 +184,7 @@ def _keyring_child(project: str, out: int) -> None:
     n = libc.syscall(ctypes.c_long(250), ctypes.c_long(11), ctypes.c_long(kid), buf,
                      ctypes.c_long(64))
     os.write(out, repr((r.outcome, r.returncode, r.stdout.decode(), r.stderr.decode()[-300:],
-                        buf.raw[:n].decode())).encode())
+                        buf.raw[:n].decode("latin-1"))).encode())
 
 
 def test_the_keyring_cannot_be_read_or_changed_from_the_box(project: Path) -> None:
@@ -195,6 +196,8 @@ def test_the_keyring_cannot_be_read_or_changed_from_the_box(project: Path) -> No
             os.close(read_end)
             _keyring_child(str(project), write_end)
             code = 0
+        except BaseException as err:
+            os.write(write_end, repr(err).encode())
         finally:
             os._exit(code)
     os.close(write_end)
@@ -288,3 +291,37 @@ def test_no_zombie_is_left_after_many_boxed_runs(project: Path) -> None:
             if i % 20 == 19:
                 assert len(_zombie_children()) <= 1  # the last run's, reaped next
     assert _zombie_children() == []
+
+
+HIDE = """
+import ctypes, os, sys, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
+        for fd in (0, 1, 2):
+            os.close(fd)
+        os.execve("/bin/sleep", ["sleep", sys.argv[2]], {})  # no marker left
+    os._exit(0)
+time.sleep(0.2)
+"""
+
+
+def test_a_hidden_host_leftover_is_gone_when_its_run_ends(session: Session) -> None:
+    word = f"{os.getpid()}{time.monotonic_ns() % 10**9}"
+    r = session.run([PY, "-c", HIDE, "x", word], host=True, timeout=30)
+    assert r.ok, explain(r)
+    from procs import left_after, running_with
+
+    bounds = {b.name: b for b in session.hardening.bounds()}  # type: ignore[union-attr]
+    try:
+        if bounds["host_runs"].state == "in force":
+            assert running_with(word) == []  # gone when the run returns, not later
+        else:
+            # No cgroup for this user here: said, and the leftover is what the README's
+            # "What is not guaranteed" describes.
+            assert not ROOT
+            assert bounds["host_runs"].why and "marker" in bounds["host_runs"].why
+    finally:
+        for pid in left_after(word, 0):
+            os.kill(pid, 9)
