@@ -165,7 +165,8 @@ class Hardening:
         else:
             out.append(Bound("seccomp", "not in force", "", "the session has no box"))
         g, why = self.box_group, self.box_group_why
-        how = "" if g is None else f"cgroup v{g.version} {', '.join(g.dirs)}"
+        how = "" if g is None else ("cgroup v2" if g.version == 2 else
+                                    "cgroup v1 pids and memory controllers")
         if g is not None:
             out.append(Bound("processes", "in force", f"{lim.processes} tasks, {how}"))
             out.append(Bound("memory", "in force", f"{describe(lim.memory)}, {how}"))
