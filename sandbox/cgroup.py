@@ -190,7 +190,7 @@ def killable() -> Group:
     return Group(1, (_mkdir(freezer, "harness-run"),))
 
 
-def _children(pid: int) -> list[int]:
+def children(pid: int) -> list[int]:
     out: list[int] = []
     with contextlib.suppress(OSError):
         for tid in os.listdir(f"/proc/{pid}/task"):
@@ -216,7 +216,7 @@ def adopt(group: Group, pid: int) -> None:
                 raise
             continue  # it exited meanwhile
         first = False
-        todo += _children(p)
+        todo += children(p)
 
 
 def members(group: Group) -> list[int]:

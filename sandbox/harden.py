@@ -20,7 +20,9 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import queue
 import resource
+import threading
 from typing import NamedTuple
 
 from . import cgroup, subreaper
@@ -66,6 +68,8 @@ class Hardening:
         self.host_why: str | None = None
         self._subreaper = False
         self._oom = 0
+        self._moves: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+        self._mover: threading.Thread | None = None
 
     @classmethod
     def open(cls, limits: Limits, *, boxed: bool, private_tmp: str) -> Hardening:
@@ -87,6 +91,10 @@ class Hardening:
         return self
 
     def close(self) -> None:
+        if self._mover is not None:
+            self._moves.put(None)
+            self._mover.join(5.0)
+            self._mover = None
         if self._subreaper:
             subreaper.release()
             self._subreaper = False
@@ -107,20 +115,34 @@ class Hardening:
         return None if self.filter is None else reader(self.filter)
 
     def box_started(self, pid: int) -> None:
-        """Bound a box run that just started: into the group, else ``RLIMIT_NPROC``."""
+        """Bound a box run that just started: ``RLIMIT_NPROC`` at once (it counts the
+        box's own user namespace only), and into the session's group off this thread.
+
+        Moving a process between groups waits for an RCU grace period in the kernel
+        (milliseconds on a busy machine), which would more than double a short run;
+        the move follows within that time instead, and the process bound holds from
+        the start."""
         subreaper.running.add(pid)
-        if self.box_group is not None:
-            self._oom = cgroup.oom_kills(self.box_group)
-            with contextlib.suppress(OSError):
-                cgroup.adopt(self.box_group, pid)
-            return
         n = self.limits.processes
         todo = [pid]
         while todo:
             p = todo.pop()
             with contextlib.suppress(OSError):
                 resource.prlimit(p, resource.RLIMIT_NPROC, (n, n))
-                todo += cgroup._children(p)
+                todo += cgroup.children(p)
+        if self.box_group is not None:
+            self._oom = cgroup.oom_kills(self.box_group)
+            if self._mover is None:
+                self._mover = threading.Thread(target=self._move, daemon=True,
+                                               name="harness-sandbox-cgroup")
+                self._mover.start()
+            self._moves.put(pid)
+
+    def _move(self) -> None:
+        group = self.box_group
+        while (pid := self._moves.get()) is not None and group is not None:
+            with contextlib.suppress(OSError):
+                cgroup.adopt(group, pid)
 
     def box_ended(self, pid: int, result: RunResult) -> RunResult:
         """Reap what the run orphaned; a run the memory bound killed says so."""
@@ -168,7 +190,8 @@ class Hardening:
         how = "" if g is None else ("cgroup v2" if g.version == 2 else
                                     "cgroup v1 pids and memory controllers")
         if g is not None:
-            out.append(Bound("processes", "in force", f"{lim.processes} tasks, {how}"))
+            out.append(Bound("processes", "in force", f"{lim.processes} per box "
+                             f"(RLIMIT_NPROC) and in all the session's boxes ({how})"))
             out.append(Bound("memory", "in force", f"{describe(lim.memory)}, {how}"))
         elif self.boxed:
             out.append(Bound("processes", "in force",

@@ -99,7 +99,7 @@ def main() -> int:
     results: dict[str, object] = {}
     try:
         with Session.open(str(project)) as session:
-            box_plan = session.plan([TRUE])
+            box_plan = Session(session.policy).plan([TRUE])  # run many times: no filter fd
             host_plan = host.plan(session.policy, [TRUE])
             spec = HookSpec(name="ok", event="PreToolUse", command=(str(ok),), tools=("bash",))
             runner = HookRunner(Config(path=None, hooks=(spec,)), session, session_id="bench")
@@ -114,6 +114,19 @@ def main() -> int:
             def boxed() -> None:
                 session.run([TRUE])
 
+            # The same session's box without the filter and the bounds: the box before
+            # they came, for the hardened-vs-old figures.
+            old = Session(session.policy)
+
+            def boxed_old() -> None:
+                old.run([TRUE])
+
+            def host_session() -> None:
+                session.run([TRUE], host=True)
+
+            def host_session_old() -> None:
+                old.run([TRUE], host=True)
+
             def hook_round_trip() -> None:
                 d = runner.pre_tool_use("bash", {"command": "ls"}, tool_use_id="bench")
                 assert d.outcome == "allowed", d
@@ -127,7 +140,9 @@ def main() -> int:
 
             inner = interleave(
                 {"a_bare_spawn": bare, "b_bwrap_direct": bwrap_direct, "c_library_boxed": boxed,
-                 "d_pretooluse_boxed_hook": hook_round_trip, "e_host_runner": host_run},
+                 "c_old_library_boxed": boxed_old,
+                 "d_pretooluse_boxed_hook": hook_round_trip, "e_host_runner": host_run,
+                 "e_session_host_run": host_session, "e_old_session_host_run": host_session_old},
                 rounds * 2,
             )
             results.update(inner)
@@ -202,6 +217,10 @@ def main() -> int:
     derived = {
         "c_minus_b_ms": round(med("c_library_boxed") - med("b_bwrap_direct"), 3),
         "e_minus_a_ms": round(med("e_host_runner") - med("a_bare_spawn"), 3),
+        "hardened_box_minus_old_ms": round(med("c_library_boxed")
+                                           - med("c_old_library_boxed"), 3),
+        "host_cgroup_minus_old_ms": round(med("e_session_host_run")
+                                          - med("e_old_session_host_run"), 3),
     }
     if "median_ms" in results.get("srt_true", {}):  # type: ignore[operator]
         derived["srt_over_f"] = round(med("srt_true") / med("f_cli_run_true"), 2)
@@ -211,6 +230,7 @@ def main() -> int:
         "c_minus_b_ms < 2": derived["c_minus_b_ms"] < 2,
         "d < 15 ms": med("d_pretooluse_boxed_hook") < 15,
         "e_minus_a_ms < 1.5": derived["e_minus_a_ms"] < 1.5,
+        "filter and bounds add < 1 ms per boxed run": derived["hardened_box_minus_old_ms"] < 1,
         "f < 60 ms": med("f_cli_run_true") < 60,
         "audit of 1,000 hooks < 500 ms": med("g_audit_1000_hooks") < 500,
     }
