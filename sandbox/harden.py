@@ -10,7 +10,7 @@
   the session's runs; an unprivileged user cannot mount one that outlives a run, and it
   stays an unbounded folder (said in :meth:`Hardening.bounds`);
 - host runs each in a control group of their own, killed whole when the run ends;
-- the child subreaper role while the session is open (:mod:`sandbox.subreaper`).
+- the child subreaper role while the session is open (:mod:`sandbox.orphans`).
 
 Whatever cannot be had is reported by :meth:`Hardening.bounds`, never pretended.
 """
@@ -23,9 +23,8 @@ import os
 import queue
 import resource
 import threading
-from typing import NamedTuple
 
-from . import cgroup, subreaper
+from . import cgroup, orphans
 from .errors import SandboxUnavailable
 from .limits import Bound, Limits, describe
 from .plan import RunResult
@@ -35,10 +34,12 @@ FILTER_FIX = "install libseccomp (sudo apt-get install libseccomp2) and pyseccom
 MNT_DETACH = 2
 
 
-class HostRun(NamedTuple):
-    """A host run's group (None: none could be made) and what to do at its start."""
+def _ours(marker: str) -> bool:
+    """A run marker of this process (its watchdog's instance)."""
+    from .supervisor import marker_instance
 
-    group: cgroup.Group | None
+    instance = marker_instance()
+    return bool(instance) and marker.startswith(instance + ".")
 
 
 def _mount_tmpfs(path: str, size: int) -> str | None:
@@ -86,7 +87,7 @@ class Hardening:
         except cgroup.CgroupUnavailable as err:
             self.box_group_why = str(err)
         self.tmp_why = _mount_tmpfs(private_tmp, limits.tmp_size)
-        subreaper.acquire()
+        orphans.acquire()
         self._subreaper = True
         return self
 
@@ -96,7 +97,7 @@ class Hardening:
             self._mover.join(5.0)
             self._mover = None
         if self._subreaper:
-            subreaper.release()
+            orphans.release(_ours)
             self._subreaper = False
         if self.box_group is not None:
             cgroup.remove(self.box_group)
@@ -122,7 +123,6 @@ class Hardening:
         (milliseconds on a busy machine), which would more than double a short run;
         the move follows within that time instead, and the process bound holds from
         the start."""
-        subreaper.running.add(pid)
         n = self.limits.processes
         todo = [pid]
         while todo:
@@ -144,10 +144,14 @@ class Hardening:
             with contextlib.suppress(OSError):
                 cgroup.adopt(group, pid)
 
+    def reap(self) -> None:
+        """Reap what the session's runs orphaned here and has exited."""
+        if self._subreaper:
+            orphans.reap_orphans(_ours)
+
     def box_ended(self, pid: int, result: RunResult) -> RunResult:
         """Reap what the run orphaned; a run the memory bound killed says so."""
-        subreaper.running.discard(pid)
-        subreaper.reap_orphans()
+        self.reap()
         if (self.box_group is not None and result.outcome == "exited"
                 and result.returncode == 128 + 9
                 and cgroup.oom_kills(self.box_group) > self._oom):

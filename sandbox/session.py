@@ -295,6 +295,8 @@ class Session:
             if group is not None:
                 Hardening.host_ended(group)
         if plan.backend != "bwrap":
+            if h is not None:
+                h.reap()
             return result
         if h is not None and pids:
             result = h.box_ended(pids[0], result)

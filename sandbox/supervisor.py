@@ -44,6 +44,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
+from . import orphans
 from .errors import SandboxError
 from .plan import LaunchPlan, Outcome, RunResult
 from .reaper import MARKER_VAR
@@ -196,6 +197,11 @@ def enable_subreaper() -> None:
 
 def subreaper_enabled() -> bool:
     return _subreaper
+
+
+def marker_instance() -> str:
+    """The prefix of this process's run markers ("" before the first watched run)."""
+    return _watchdog.instance if _watchdog.pid > 0 else ""
 
 
 def watchdog_pid() -> int | None:
@@ -362,14 +368,13 @@ def run(
         env = {**plan.env, MARKER_VAR: marker}
 
     try:
-        if _subreaper:
-            # Held so the adopted-children sweep of another run never sees this child
-            # between its fork and its registration.
-            with _spawn_lock:
-                proc = _spawn(plan, env)
-                _running.add(proc.pid)
-        else:
+        # Held so that no sweep of adopted children (here or a session's orphan
+        # reaping) sees this child between its fork and its registration.
+        with _spawn_lock, orphans.lock:
             proc = _spawn(plan, env)
+            orphans.running.add(proc.pid)
+            if _subreaper:
+                _running.add(proc.pid)
     except OSError as err:
         return RunResult(
             "failed_to_start",
@@ -393,6 +398,7 @@ def run(
     finally:
         if watched:
             _watchdog.send(b"- %d %s\n" % (pid, (marker or "-").encode()))
+        orphans.running.discard(pid)
         if _subreaper:
             with _spawn_lock:
                 _running.discard(pid)

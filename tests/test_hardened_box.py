@@ -327,3 +327,31 @@ def test_a_hidden_host_leftover_is_gone_when_its_run_ends(session: Session) -> N
     finally:
         for pid in left_after(word, 0):
             os.kill(pid, 9)
+
+
+LEAVE = """
+import os, sys, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        for fd in (0, 1, 2):
+            os.close(fd)
+        os.execv("/bin/sleep", ["sleep", sys.argv[1]])  # keeps the run's marker
+    os._exit(0)
+time.sleep(0.1)
+"""
+
+
+def test_host_leftovers_adopted_by_the_session_are_reaped(session: Session) -> None:
+    # While the session is open this process is the subreaper: a host run's leftover
+    # comes here when its parent exits, is killed (by its group or its marker), and
+    # must not stay a zombie child of the harness.
+    word = f"{os.getpid()}{time.monotonic_ns() % 10**9}"
+    for _ in range(3):
+        assert session.run([PY, "-c", LEAVE, word], host=True, timeout=30).ok
+    from procs import left_after
+
+    assert left_after(word, 3.0) == []
+    time.sleep(0.1)
+    assert session.run(["/bin/true"], host=True, timeout=30).ok
+    assert _zombie_children() == []
