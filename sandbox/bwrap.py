@@ -35,6 +35,11 @@ MASKED_RUNTIME = "/run"
 # /etc/resolv.conf leads here.
 RESOLVER_DIR = "/run/systemd/resolve"
 
+# The box shares the harness's session keyring: the system-call filter keeps the keys'
+# payloads out of reach, and these lists of every key the box could see (descriptions
+# such as a token's name, sizes) are covered like hidden files, unreadable.
+KEYRING_LISTS = ("/proc/keys", "/proc/key-users")
+
 # Mount kinds, in the order they are applied to one path (a later one covers an earlier).
 _TMP, _RUNTIME, _RW, _PIN, _PROTECT, _EMPTY_RO, _HIDE_DIR, _HIDE_FILE = range(8)
 
@@ -187,6 +192,8 @@ def box_args(
     ops.sort(key=lambda op: (op[0], op[1]))
 
     args: list[str] = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    for name in KEYRING_LISTS:
+        args += ["--ro-bind", "/dev/null", name]
     if shm_size is not None:
         args += ["--size", str(shm_size), "--tmpfs", "/dev/shm"]
     for _, kind, path in ops:

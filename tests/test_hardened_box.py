@@ -180,6 +180,9 @@ def _keyring_child(project: str, out: int) -> None:
     assert kid > 0, ctypes.get_errno()
     with Session.open(project, SMALL) as s:
         r = s.run([PY, "-c", KEYCTL, str(kid)], timeout=30)
+        listed = s.run(["sh", "-c", "cat /proc/keys /proc/key-users"], timeout=30)
+    assert b"hs-test" not in listed.stdout, listed
+    assert listed.stderr.count(b"Permission denied") == 2, listed
     buf = ctypes.create_string_buffer(64)
     n = libc.syscall(ctypes.c_long(250), ctypes.c_long(11), ctypes.c_long(kid), buf,
                      ctypes.c_long(64))
