@@ -10,6 +10,10 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, NamedTuple, cast
 
+# Re-exported: the [sandbox] table is loaded here, and its type lives in the sandbox.
+from launchers.errors import ConfigError as ConfigError
+from sandbox.settings import SandboxSettings as SandboxSettings
+
 Event = Literal["PreToolUse", "UserPromptSubmit"]
 OnFailure = Literal["block", "continue"]
 
@@ -44,26 +48,6 @@ class HookSpec(NamedTuple):
         }
 
 
-class SandboxSettings(NamedTuple):
-    """The ``[sandbox]`` table."""
-
-    writable: tuple[str, ...] = ()
-    hidden: tuple[str, ...] = ()
-    hide_defaults: bool = True
-    protect: bool = True
-    network: bool = False
-    enabled: bool = True
-    # More environment names (or * patterns) kept from hooks and boxed commands, beside
-    # the provider keys that always go.
-    scrub: tuple[str, ...] = ()
-    # The box's bounds (sandbox/limits.py): processes, and sizes as written (bytes,
-    # 512M / 8G, or a percentage of the machine's memory).
-    processes: int = 4096
-    memory: int | str = "50%"
-    tmp_size: int | str = "25%"
-    shm_size: int | str = "25%"
-
-
 class Config(NamedTuple):
     """A loaded config. ``path`` is None when no config file exists (no hooks)."""
 
@@ -71,31 +55,6 @@ class Config(NamedTuple):
     hooks: tuple[HookSpec, ...] = ()
     sandbox: SandboxSettings = SandboxSettings()
     warnings: tuple[str, ...] = ()
-
-
-class ConfigError(Exception):
-    """The config could not be loaded. The message names the file, and the hook and key
-    where there is one. ``index`` counts the ``[[hooks]]`` tables from 1, for a hook
-    whose name is not known (yet)."""
-
-    def __init__(self, file: str, message: str, *, hook: str | None = None,
-                 key: str | None = None, index: int | None = None) -> None:
-        self.file = file
-        self.hook = hook
-        self.key = key
-        self.message = message
-        self.index = index
-        super().__init__(message)
-
-    def __str__(self) -> str:
-        # One line: the file, then the hook (by name, else by its place in the file),
-        # then the message, which names the key itself where there is one.
-        where = ""
-        if self.hook is not None:
-            where = f'hook "{self.hook}": '
-        elif self.index is not None:
-            where = f"hook #{self.index}: "
-        return f"{self.file}: {where}{self.message}"
 
 
 # -- discovery ------------------------------------------------------------------------
@@ -470,17 +429,17 @@ _ENV_PATTERN = re.compile(r"[A-Za-z0-9_*?]+")
 
 # -- the banner -----------------------------------------------------------------------
 
-def banner(config: Config, *, no_hooks: bool = False, sandboxed_session: bool = True) -> str:
+def banner(config: Config, *, no_hooks: bool = False, boxed: bool = True) -> str:
     """The ``hooks:`` line a session starts with.
 
     A hook runs on the host when it sets ``sandbox = false`` or the session has no
-    sandbox (``sandboxed_session`` False, or ``[sandbox] enabled = false``).
+    sandbox (``boxed`` False, or ``[sandbox] enabled = false``).
     """
     if no_hooks:
         return "hooks: off (--no-hooks)"
     if not config.hooks:
         return "hooks: none"
-    boxed_session = sandboxed_session and config.sandbox.enabled
+    boxed_session = boxed and config.sandbox.enabled
     parts: list[str] = []
     for spec in config.hooks:
         if spec.event == "UserPromptSubmit":

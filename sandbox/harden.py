@@ -23,12 +23,21 @@ import os
 import queue
 import resource
 import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from . import cgroup, orphans
 from .errors import SandboxUnavailable
 from .limits import Bound, Limits, describe
-from .plan import RunResult
+from .plan import LaunchPlan, RunResult
+from .process import cgroup, orphans
 from .seccomp import Compiled, compile_filter, reader
+
+if TYPE_CHECKING:
+    from .backends import Backend
+    from .policy import Policy
+    from .settings import SandboxSettings
+
+Runner = Callable[[Callable[[int], None] | None], RunResult]
 
 FILTER_FIX = "install libseccomp (sudo apt-get install libseccomp2) and pyseccomp"
 MNT_DETACH = 2
@@ -36,9 +45,9 @@ MNT_DETACH = 2
 
 def _ours(marker: str) -> bool:
     """A run marker of this process (its watchdog's instance)."""
-    from .supervisor import marker_instance
+    from .process.watchdog import watchdog
 
-    instance = marker_instance()
+    instance = watchdog.instance if watchdog.pid > 0 else ""
     return bool(instance) and marker.startswith(instance + ".")
 
 
@@ -90,6 +99,50 @@ class Hardening:
         orphans.acquire()
         self._subreaper = True
         return self
+
+    @classmethod
+    def for_session(cls, settings: SandboxSettings, policy: Policy,
+                    box: Backend | None) -> Hardening:
+        """The session's hardening; the box backend (bwrap's) is told the /dev/shm size
+        and where each run's filter descriptor comes from."""
+        from .limits import resolve
+
+        limits = resolve(settings.processes, settings.memory, settings.tmp_size,
+                         settings.shm_size)
+        harden = getattr(box, "harden", None)
+        self = cls.open(limits, boxed=harden is not None, private_tmp=policy.private_tmp)
+        if harden is not None:
+            harden(shm_size=limits.shm_size, seccomp=self.seccomp_reader)
+        return self
+
+    def supervise(self, plan: LaunchPlan, runner: Runner) -> RunResult:
+        """Run ``plan`` through ``runner`` (the supervisor, given what to do at the
+        start): a box run is bounded, a host run grouped; the plan's descriptors are
+        closed after it, and what it orphaned here is reaped."""
+        # The Linux box's plans are the unwatched ones (its PID namespace ends it).
+        box = self.boxed and not plan.watched
+        group = None if box else self.host_group()
+        pids: list[int] = []
+
+        def started(pid: int) -> None:
+            pids.append(pid)
+            if box:
+                self.box_started(pid)
+            elif group is not None:
+                # Too late only if the run already ended: the marker still covers it.
+                with contextlib.suppress(OSError):
+                    cgroup.adopt(group, pid)
+        try:
+            result = runner(started)
+        finally:
+            for fd in plan.pass_fds:
+                os.close(fd)
+            if group is not None:
+                self.host_ended(group)
+        if box and pids:
+            return self.box_ended(pids[0], result)
+        self.reap()
+        return result
 
     def close(self) -> None:
         if self._mover is not None:

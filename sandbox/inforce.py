@@ -13,7 +13,7 @@ from .errors import SandboxError
 from .limits import Bound
 
 if TYPE_CHECKING:
-    from launchers.config import SandboxSettings
+    from .settings import SandboxSettings
 
 # What the kernel says of a process under a filter (Documentation/filesystems/proc.rst).
 _FILTERED = "Seccomp:\t2"

@@ -19,7 +19,9 @@ from pathguard.zones import Zone
 if TYPE_CHECKING:
     from pathguard.guard import Guard
 
+from .env import drop_names
 from .errors import PolicyError
+from .settings import SandboxSettings
 
 # Hidden unless [sandbox] hide_defaults = false. Hidden folders become empty read-only
 # folders in the box, hidden files read as empty.
@@ -203,7 +205,7 @@ class Policy(NamedTuple):
     ``project`` and ``private_tmp`` are canonical (real) absolute paths.
     ``project_as_written`` is the absolute path the caller gave. ``writable`` holds
     ``[sandbox] writable`` entries (absolute, as written); ``hidden`` the hidden paths
-    that exist. ``sandboxed`` is False for a session with no sandbox at all.
+    that exist. ``boxed`` is False for a session with no sandbox at all.
     """
 
     project: str
@@ -214,7 +216,7 @@ class Policy(NamedTuple):
     hidden: tuple[str, ...] = ()
     protect: bool = True
     network: bool = False
-    sandboxed: bool = True
+    boxed: bool = True
     platform: str = sys.platform
     # Filled in by create(): build policies with it, not directly.
     home: str = ""
@@ -236,7 +238,7 @@ class Policy(NamedTuple):
         hide_defaults: bool = True,
         protect: bool = True,
         network: bool = False,
-        sandboxed: bool = True,
+        boxed: bool = True,
         env: Mapping[str, str] | None = None,
         scrub: Iterable[str] = (),
         home: str | None = None,
@@ -249,15 +251,9 @@ class Policy(NamedTuple):
         project that is not a directory, a writable path that does not exist, a
         hidden path that is neither a file nor a folder.
         """
-        env = dict(os.environ if env is None else env)
-        patterns = tuple(scrub)
-        if patterns:
-            from fnmatch import fnmatchcase
-
-            # ``[sandbox] scrub``: gone from the session's environment, so from every
-            # plan built on it (boxed or on the host).
-            env = {k: v for k, v in env.items()
-                   if not any(fnmatchcase(k, p) for p in patterns)}
+        # ``[sandbox] scrub``: gone from the session's environment, so from every plan
+        # built on it (boxed or on the host).
+        env = drop_names(os.environ if env is None else env, tuple(scrub))
         home = home or env.get("HOME") or os.path.expanduser("~")
         as_written = os.path.abspath(project)
         if not os.path.isdir(as_written):
@@ -297,7 +293,7 @@ class Policy(NamedTuple):
             hidden=tuple(shown),
             protect=protect,
             network=network,
-            sandboxed=sandboxed,
+            boxed=boxed,
             platform=platform,
             home=home,
             tmpdir=env.get("TMPDIR") or tempfile.gettempdir(),
@@ -307,7 +303,28 @@ class Policy(NamedTuple):
 
     # -- the sets pathguard checks against ------------------------------------------
 
-    def writable_zones(self, *, hook_sandboxed: bool) -> tuple[Zone, ...]:
+    @classmethod
+    def from_settings(
+        cls,
+        project: str,
+        settings: SandboxSettings | None = None,
+        *,
+        boxed: bool = True,
+        private_tmp: str | None = None,
+        env: Mapping[str, str] | None = None,
+        output_cap: int = DEFAULT_OUTPUT_CAP,
+    ) -> Policy:
+        """The policy of a session for ``project`` under the ``[sandbox]`` table: the one
+        mapping every entry point uses. ``boxed`` False (``--no-sandbox``) or
+        ``enabled = false`` gives a session with no box. Raises :class:`PolicyError`."""
+        s = settings if settings is not None else SandboxSettings()
+        return cls.create(
+            project, private_tmp=private_tmp, writable=s.writable, hidden=s.hidden,
+            hide_defaults=s.hide_defaults, protect=s.protect, network=s.network,
+            boxed=boxed and s.enabled, env=env, scrub=s.scrub, output_cap=output_cap,
+        )
+
+    def writable_zones(self, *, boxed: bool) -> tuple[Zone, ...]:
         """W: every folder the agent can write, for a hook run boxed or on the host.
 
         A hook is boxed only when it asks for it *and* the session has a sandbox.
@@ -322,28 +339,28 @@ class Policy(NamedTuple):
         macos = self.platform == "darwin"
         if macos:
             out.append(Zone(self.tmpdir, "writable", z.USER_TMP))
-        boxed = hook_sandboxed and self.sandboxed
-        if not self.sandboxed or (boxed and not macos):
+        boxed = boxed and self.boxed
+        if not self.boxed or (boxed and not macos):
             # Under bubblewrap the box's /tmp is the agent's; with no sandbox at all the
             # agent's commands write the real one.
             out.append(Zone("/tmp", "writable", z.SYSTEM_TMP))
-        if not self.sandboxed and macos:
+        if not self.boxed and macos:
             out.append(Zone("/private/tmp", "writable", z.SYSTEM_TMP))
         return tuple(out)
 
-    def hidden_zones(self, *, hook_sandboxed: bool) -> tuple[Zone, ...]:
+    def hidden_zones(self, *, boxed: bool) -> tuple[Zone, ...]:
         """H: what a boxed hook could not read. Empty for host hooks."""
-        if not (hook_sandboxed and self.sandboxed):
+        if not (boxed and self.boxed):
             return ()
         return tuple(Zone(h, "hidden", z.HIDDEN) for h in self.hidden)
 
-    def guard(self, *, hook_sandboxed: bool) -> Guard:
+    def guard(self, *, boxed: bool) -> Guard:
         """pathguard's Guard over W and H for a hook run boxed or on the host. Build it
         once per kind and share it: it caches what it has walked."""
         from pathguard.guard import Guard
 
-        return Guard(self.writable_zones(hook_sandboxed=hook_sandboxed),
-                     self.hidden_zones(hook_sandboxed=hook_sandboxed),
+        return Guard(self.writable_zones(boxed=boxed),
+                     self.hidden_zones(boxed=boxed),
                      casefold=self.platform == "darwin")
 
     def protected_paths(self) -> tuple[str, ...]:

@@ -26,7 +26,8 @@ sys.path.insert(0, str(ROOT))
 
 from launchers.config import Config, HookSpec  # noqa: E402
 from launchers.hooks import HookRunner  # noqa: E402
-from sandbox import host, supervisor  # noqa: E402
+from sandbox.backends import host  # noqa: E402
+from sandbox.process import supervisor  # noqa: E402
 from sandbox.session import Session  # noqa: E402
 
 TRUE = shutil.which("true") or "/bin/true"
@@ -122,10 +123,10 @@ def main() -> int:
                 old.run([TRUE])
 
             def host_session() -> None:
-                session.run([TRUE], host=True)
+                session.run([TRUE], boxed=False)
 
             def host_session_old() -> None:
-                old.run([TRUE], host=True)
+                old.run([TRUE], boxed=False)
 
             def hook_round_trip() -> None:
                 d = runner.pre_tool_use("bash", {"command": "ls"}, tool_use_id="bench")

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from launchers.config import SandboxSettings
 from sandbox import seccomp
 from sandbox.plan import RunResult
 from sandbox.session import Session
+from sandbox.settings import SandboxSettings
 
 pytestmark = [
     pytest.mark.isolation,
@@ -314,9 +314,9 @@ time.sleep(0.2)
 
 def test_a_hidden_host_leftover_is_gone_when_its_run_ends(session: Session) -> None:
     word = f"{os.getpid()}{time.monotonic_ns() % 10**9}"
-    r = session.run([PY, "-c", HIDE, "x", word], host=True, timeout=30)
+    r = session.run([PY, "-c", HIDE, "x", word], boxed=False, timeout=30)
     assert r.ok, explain(r)
-    from procs import left_after, running_with
+    from helpers.procs import left_after, running_with
 
     bounds = {b.name: b for b in session.hardening.bounds()}  # type: ignore[union-attr]
     try:
@@ -351,10 +351,10 @@ def test_host_leftovers_adopted_by_the_session_are_reaped(session: Session) -> N
     # must not stay a zombie child of the harness.
     word = f"{os.getpid()}{time.monotonic_ns() % 10**9}"
     for _ in range(3):
-        assert session.run([PY, "-c", LEAVE, word], host=True, timeout=30).ok
-    from procs import left_after
+        assert session.run([PY, "-c", LEAVE, word], boxed=False, timeout=30).ok
+    from helpers.procs import left_after
 
     assert left_after(word, 3.0) == []
     time.sleep(0.1)
-    assert session.run(["/bin/true"], host=True, timeout=30).ok
+    assert session.run(["/bin/true"], boxed=False, timeout=30).ok
     assert _zombie_children() == []

@@ -26,7 +26,7 @@ import signal
 import time
 from typing import NamedTuple
 
-from .errors import SandboxError
+from sandbox.errors import SandboxError
 
 _counter = itertools.count(1)
 # How long a kill waits for a group to empty before it gives up.
