@@ -99,8 +99,9 @@ class Bound(NamedTuple):
 
 
 def describe(size: int) -> str:
-    """``size`` bytes for people: the largest unit that divides it, else MiB."""
-    for unit, factor in (("T", 1 << 40), ("G", 1 << 30), ("M", 1 << 20)):
+    """``size`` bytes for people: whole T or G, else G with one decimal from 1G up, else
+    MiB."""
+    for unit, factor in (("T", 1 << 40), ("G", 1 << 30)):
         if size >= factor and size % factor == 0:
             return f"{size // factor}{unit}"
     if size >= 1 << 30:

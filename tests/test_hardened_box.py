@@ -5,6 +5,7 @@ Every attempt is made from inside a real box, as root and as the unprivileged us
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
@@ -330,6 +331,10 @@ def test_a_hidden_host_leftover_is_gone_when_its_run_ends(session: Session) -> N
     finally:
         for pid in left_after(word, 0):
             os.kill(pid, 9)
+            # Adopted here (the session is the subreaper): reap it, or it would stay a
+            # zombie child of this test process.
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
 
 
 LEAVE = """
@@ -358,3 +363,28 @@ def test_host_leftovers_adopted_by_the_session_are_reaped(session: Session) -> N
     time.sleep(0.1)
     assert session.run(["/bin/true"], boxed=False, timeout=30).ok
     assert _zombie_children() == []
+
+
+def test_a_session_whose_filter_cannot_be_built_does_not_start(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Fail closed: no box without its filter (here libseccomp's binding is missing).
+    import sandbox.harden
+
+    def missing() -> None:
+        raise ImportError("No module named 'pyseccomp'")
+
+    monkeypatch.setattr(sandbox.harden, "compile_filter", missing)
+    from sandbox.errors import SandboxUnavailable
+
+    with pytest.raises(SandboxUnavailable) as info, Session.open(str(project), SMALL):
+        pass
+    assert str(info.value) == (
+        "the system-call filter could not be built: No module named 'pyseccomp'; "
+        "install libseccomp (sudo apt-get install libseccomp2) and pyseccomp")
+
+
+def test_sizes_are_said_in_the_largest_whole_unit() -> None:
+    from sandbox.limits import describe
+
+    assert describe(256 << 20) == "256M" and describe(3 << 30) == "3G"
+    assert describe((3 << 30) + (1 << 29)) == "3.5G"
