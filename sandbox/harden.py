@@ -184,7 +184,6 @@ class Hardening:
                 resource.prlimit(p, resource.RLIMIT_NPROC, (n, n))
                 todo += cgroup.children(p)
         if self.box_group is not None:
-            self._oom = cgroup.oom_kills(self.box_group)
             if self._mover is None:
                 self._mover = threading.Thread(target=self._move, daemon=True,
                                                name="harness-sandbox-cgroup")
@@ -206,12 +205,19 @@ class Hardening:
         """Reap what the run orphaned; a run the memory bound killed says so."""
         self.reap()
         if (self.box_group is not None and result.outcome == "exited"
-                and result.returncode == 128 + 9
-                and cgroup.oom_kills(self.box_group) > self._oom):
+                and result.returncode == 128 + 9 and self._new_oom_kill()):
             return result._replace(
                 outcome="signaled", returncode=None, signal=9,
                 error=f"killed at the box's memory bound ({describe(self.limits.memory)})")
         return result
+
+    def _new_oom_kill(self) -> bool:
+        """Whether the kernel killed for the memory bound since last asked (read only
+        for a run that ended by SIGKILL: a group is new, so it starts at 0)."""
+        assert self.box_group is not None
+        now = cgroup.oom_kills(self.box_group)
+        seen, self._oom = self._oom, now
+        return now > seen
 
     # -- host runs ---------------------------------------------------------------------
 

@@ -40,6 +40,7 @@ lock = threading.RLock()
 running: set[int] = set()
 # Children seen carrying one of our markers: reaped once they are zombies.
 _marked: set[int] = set()
+_unmarked: set[int] = set()
 
 
 def _prctl(option: int, value: int) -> int:
@@ -109,6 +110,7 @@ def reap_orphans(ours: Callable[[str], bool]) -> int:
     with lock:
         children = [c for c in _children() if c not in running]
         _marked.intersection_update(children)
+        _unmarked.intersection_update(children)
         for pid in children:
             try:
                 with open(f"/proc/{pid}/stat", "rb") as f:
@@ -121,10 +123,13 @@ def reap_orphans(ours: Callable[[str], bool]) -> int:
             zombie = fields[0] == b"Z"
             if zombie and int(fields[3]) != own_session and int(fields[19]) >= _since:
                 _marked.add(pid)
-            if not zombie and pid not in _marked:
+            if not zombie and pid not in _marked and pid not in _unmarked:
+                # A live process's environment as it started does not change: read once.
                 marker = _marker(pid)
                 if marker is not None and ours(marker):
                     _marked.add(pid)
+                else:
+                    _unmarked.add(pid)
             if name != b"bwrap" and pid not in _marked:
                 continue
             if not zombie:
