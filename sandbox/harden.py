@@ -131,7 +131,7 @@ class Hardening:
             elif group is not None:
                 # Too late only if the run already ended: the marker still covers it.
                 with contextlib.suppress(OSError):
-                    cgroup.adopt(group, pid)
+                    cgroup.adopt(group, pid, stop=True)
         try:
             result = runner(started)
         finally:

@@ -183,6 +183,11 @@ def killable() -> Group:
         if os.path.exists(os.path.join(path, "cgroup.kill")):
             return Group(2, (path,))
         remove(Group(2, (path,)))
+    return frozen()
+
+
+def frozen() -> Group:
+    """An empty group of the v1 freezer (killed by freeze, SIGKILL, thaw)."""
     freezer = v1_base("freezer")
     if freezer is None:
         raise CgroupUnavailable("no cgroup v2 group can be made here and there is no "
@@ -200,23 +205,44 @@ def children(pid: int) -> list[int]:
     return out
 
 
-def adopt(group: Group, pid: int) -> None:
+def adopt(group: Group, pid: int, *, stop: bool = False) -> None:
     """Move ``pid`` and then its descendants into ``group``. Each process is moved
     before its children are listed, so a child forked meanwhile is born inside or
-    listed. Raises OSError when ``pid`` itself cannot be moved."""
+    listed. Raises OSError when ``pid`` itself cannot be moved.
+
+    A move waits for the kernel (an RCU grace period: milliseconds on a busy machine),
+    long enough for a program to double-fork out of reach first. With ``stop`` each
+    process is stopped (SIGSTOP) before it is moved and continued once all are in: a
+    stopped process cannot fork (a fork under way when the signal comes is restarted
+    after it), so only what the program did in the moment before the first stop can
+    be outside."""
     todo = [pid]
+    stopped: list[int] = []
     first = True
-    while todo:
-        p = todo.pop()
-        try:
-            for procs in group.procs:
-                _write(procs, str(p))
-        except OSError:
-            if first:
-                raise
-            continue  # it exited meanwhile
-        first = False
-        todo += children(p)
+    try:
+        while todo:
+            p = todo.pop()
+            if stop:
+                try:
+                    os.kill(p, signal.SIGSTOP)
+                    stopped.append(p)
+                except OSError:
+                    if first:
+                        raise
+                    continue
+            try:
+                for procs in group.procs:
+                    _write(procs, str(p))
+            except OSError:
+                if first:
+                    raise
+                continue  # it exited meanwhile
+            first = False
+            todo += children(p)
+    finally:
+        for p in stopped:
+            with contextlib.suppress(OSError):
+                os.kill(p, signal.SIGCONT)
 
 
 def members(group: Group) -> list[int]:

@@ -73,7 +73,10 @@ def release(ours: Callable[[str], bool]) -> None:
         time.sleep(0.005)
     with _state:
         _holders -= 1
-        if _holders == 0 and not _was_set:
+        from sandbox.process.subreaper import subreaper_enabled
+
+        # Given back only if nobody had it: not the opt-in subreaper, not the caller.
+        if _holders == 0 and not _was_set and not subreaper_enabled():
             _prctl(PR_SET_CHILD_SUBREAPER, 0)
 
 
