@@ -1,17 +1,23 @@
 """The user config: discovery, ``[[hooks]]`` and ``[sandbox]`` loading, warnings, banner.
 
-(Types are fixed here; loading is implemented below them.)
+Each ``[[hooks]]`` key is checked by its own function below; the ``[sandbox]`` table by
+:mod:`launchers.sandbox_table`; how values are named in messages, :mod:`launchers.values`.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Literal, NamedTuple, cast
 
-# Re-exported: the [sandbox] table is loaded here, and its type lives in the sandbox.
+# Re-exported: the config's error and the [sandbox] table's type are part of its interface.
 from launchers.errors import ConfigError as ConfigError
+from launchers.sandbox_table import sandbox_table
+from launchers.values import Error as _Error
+from launchers.values import a_type as _a
+from launchers.values import as_toml as _q
+from launchers.values import strings as _strings
 from sandbox.settings import SandboxSettings as SandboxSettings
 
 Event = Literal["PreToolUse", "UserPromptSubmit"]
@@ -104,10 +110,6 @@ def discover(env: Mapping[str, str], home: str | None = None) -> str | None:
 HOOK_KEYS: tuple[str, ...] = (
     "name", "event", "tools", "command", "timeout", "sandbox", "on_failure",
 )
-SANDBOX_KEYS: tuple[str, ...] = (
-    "writable", "hidden", "hide_defaults", "protect", "network", "enabled", "scrub",
-    "processes", "memory", "tmp_size", "shm_size",
-)
 EVENTS: tuple[str, ...] = ("PreToolUse", "UserPromptSubmit")
 _NAME = re.compile(r"[a-z0-9_-]{1,32}")
 _NAME_RULE = '1–32 of a-z, 0-9, "-", "_"'
@@ -127,34 +129,6 @@ _SUFFIX: dict[str, str] = {
             "outside the project).",
     "--config": " (--config names it).",
 }
-
-
-def _a(value: object) -> str:
-    """A TOML value's type, as a message names it."""
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a float"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a table"
-    return "a date or time"
-
-
-def _q(value: object) -> str:
-    """A value as it would be written in TOML (strings quoted)."""
-    if isinstance(value, str):
-        import json
-
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def _within(path: str, folder: str) -> bool:
@@ -214,7 +188,7 @@ def load(path: str | None, *, project: str, source: Source | None = None) -> Con
 
     warnings: list[str] = []
     hooks = _hooks(file, data.get("hooks"), warnings)
-    settings = _sandbox(file, data.get("sandbox"))
+    settings = sandbox_table(file, data.get("sandbox"))
     return Config(path=file, hooks=hooks, sandbox=settings, warnings=tuple(warnings))
 
 
@@ -236,9 +210,32 @@ def _hooks(file: str, raw: object, warnings: list[str]) -> tuple[HookSpec, ...]:
     return tuple(out)
 
 
+
+
 def _hook(file: str, index: int, entry: dict[str, Any], first: dict[str, int],
           warnings: list[str]) -> HookSpec:
     # The name first, so every later error can name the hook.
+    name = _hook_name(file, index, entry, first)
+
+    def error(key: str, message: str) -> ConfigError:
+        return ConfigError(file, f'key "{key}": {message}', hook=name, key=key)
+
+    _known_keys(file, name, entry)
+    event = _event(entry, error)
+    # Checked in this order, so the first problem in the file's terms is the one told.
+    tools = _tools(entry, event, name, error, warnings)
+    return HookSpec(
+        name=name,
+        event=event,
+        command=_command(entry, error),
+        tools=tools,
+        timeout=_timeout(entry, error),
+        sandbox=_sandbox_key(entry, error),
+        on_failure=_on_failure(entry, error),
+    )
+
+
+def _hook_name(file: str, index: int, entry: dict[str, Any], first: dict[str, int]) -> str:
     if "name" not in entry:
         raise ConfigError(file, f'key "name": missing; every hook needs a name of '
                                 f"{_NAME_RULE}.", index=index, key="name")
@@ -253,10 +250,10 @@ def _hook(file: str, index: int, entry: dict[str, Any], first: dict[str, int],
         raise ConfigError(file, f'key "name": {_q(name)} is also the name of hook '
                                 f"#{first[name]}; each hook needs its own name.",
                           index=index, key="name")
+    return name
 
-    def error(key: str, message: str) -> ConfigError:
-        return ConfigError(file, f'key "{key}": {message}', hook=name, key=key)
 
+def _known_keys(file: str, name: str, entry: dict[str, Any]) -> None:
     for key in entry:
         if key in HOOK_KEYS:
             continue
@@ -266,6 +263,8 @@ def _hook(file: str, index: int, entry: dict[str, Any], first: dict[str, int],
             hint = "a hook's keys are " + ", ".join(HOOK_KEYS) + "."
         raise ConfigError(file, f'unknown key "{key}"; {hint}', hook=name, key=key)
 
+
+def _event(entry: dict[str, Any], error: _Error) -> Event:
     event = entry.get("event")
     if event is None:
         raise error("event", 'missing; use "PreToolUse" or "UserPromptSubmit".')
@@ -274,20 +273,24 @@ def _hook(file: str, index: int, entry: dict[str, Any], first: dict[str, int],
     if event not in EVENTS:
         raise error("event", f'{_q(event)} is not an event here; use "PreToolUse" or '
                              '"UserPromptSubmit".')
+    return cast(Event, event)
 
-    tools: tuple[str, ...] | None = None
-    if "tools" in entry:
-        raw_tools = entry["tools"]
-        if event != "PreToolUse":
-            raise error("tools", "only a PreToolUse hook lists tools; a UserPromptSubmit "
-                                 "hook runs for every prompt.")
-        tools = _strings(raw_tools, lambda m: error("tools", m))
-        if not tools:
-            raise error("tools", "the list is empty; leave tools out to cover every tool.")
-        for tool in tools:
-            if tool not in TOOLS:
-                warnings.append(tool_warning(name, tool))
 
+def _tools(entry: dict[str, Any], event: Event, name: str, error: _Error,
+           warnings: list[str]) -> tuple[str, ...] | None:
+    if "tools" not in entry:
+        return None
+    if event != "PreToolUse":
+        raise error("tools", "only a PreToolUse hook lists tools; a UserPromptSubmit "
+                             "hook runs for every prompt.")
+    tools = _strings(entry["tools"], lambda m: error("tools", m))
+    if not tools:
+        raise error("tools", "the list is empty; leave tools out to cover every tool.")
+    warnings.extend(tool_warning(name, tool) for tool in tools if tool not in TOOLS)
+    return tools
+
+
+def _command(entry: dict[str, Any], error: _Error) -> tuple[str, ...]:
     if "command" not in entry:
         raise error("command", "missing; give the program and its arguments as a list, "
                                'such as ["/path/to/hook.sh"].')
@@ -302,7 +305,10 @@ def _hook(file: str, index: int, entry: dict[str, Any], first: dict[str, int],
                                'such as ["/path/to/hook.sh"].')
     if not command[0]:
         raise error("command", "the program (the first element) is empty.")
+    return command
 
+
+def _timeout(entry: dict[str, Any], error: _Error) -> int:
     timeout = entry.get("timeout", 30)
     if isinstance(timeout, bool) or not isinstance(timeout, int):
         raise error("timeout", f"must be whole seconds from {TIMEOUT_MIN} to "
@@ -310,36 +316,24 @@ def _hook(file: str, index: int, entry: dict[str, Any], first: dict[str, int],
     if not TIMEOUT_MIN <= timeout <= TIMEOUT_MAX:
         raise error("timeout", f"{timeout} is out of range; use whole seconds from "
                                f"{TIMEOUT_MIN} to {TIMEOUT_MAX}.")
+    return timeout
 
+
+def _sandbox_key(entry: dict[str, Any], error: _Error) -> bool:
     sandbox = entry.get("sandbox", True)
     if not isinstance(sandbox, bool):
         raise error("sandbox", f"must be true or false, not {_a(sandbox)}.")
+    return sandbox
 
+
+def _on_failure(entry: dict[str, Any], error: _Error) -> OnFailure:
     on_failure = entry.get("on_failure", "block")
     if not isinstance(on_failure, str):
         raise error("on_failure", f'must be "block" or "continue", not {_a(on_failure)}.')
     if on_failure not in ("block", "continue"):
         raise error("on_failure", f'{_q(on_failure)} is not allowed; use "block" or '
                                   '"continue".')
-
-    return HookSpec(
-        name=name,
-        event=cast(Event, event),
-        command=command,
-        tools=tools,
-        timeout=timeout,
-        sandbox=sandbox,
-        on_failure=cast(OnFailure, on_failure),
-    )
-
-
-def _strings(value: object, error: Callable[[str], ConfigError]) -> tuple[str, ...]:
-    if not isinstance(value, list):
-        raise error(f"must be a list of strings, not {_a(value)}.")
-    for i, item in enumerate(value, 1):
-        if not isinstance(item, str):
-            raise error(f"element {i} must be a string, not {_a(item)}.")
-    return tuple(value)
+    return cast(OnFailure, on_failure)
 
 
 def tool_warning(hook: str, tool: str) -> str:
@@ -353,78 +347,6 @@ def tool_warning(hook: str, tool: str) -> str:
     if lower.startswith("mcp__"):
         return head + "an MCP server's tools are called through the mcp tool, so list mcp."
     return head + "the tools are " + ", ".join(TOOLS) + "."
-
-
-def _sandbox(file: str, raw: object) -> SandboxSettings:
-    if raw is None:
-        return SandboxSettings()
-    if not isinstance(raw, dict):
-        raise ConfigError(file, f'key "sandbox": must be a table ([sandbox]), not {_a(raw)}.',
-                          key="sandbox")
-
-    def error(key: str, message: str) -> ConfigError:
-        return ConfigError(file, f'[sandbox]: key "{key}": {message}', key=key)
-
-    for key in raw:
-        if key not in SANDBOX_KEYS:
-            raise ConfigError(file, f'[sandbox]: unknown key "{key}"; the keys are '
-                                    + ", ".join(SANDBOX_KEYS) + ".", key=key)
-    paths: dict[str, tuple[str, ...]] = {}
-    for key in ("writable", "hidden"):
-        value = raw.get(key, [])
-        if not isinstance(value, list):
-            raise error(key, f"must be a list of paths, not {_a(value)}.")
-        for i, item in enumerate(value, 1):
-            if not isinstance(item, str):
-                raise error(key, f"element {i} must be a string, not {_a(item)}.")
-            # A relative path would mean whatever the current folder is at start.
-            if not (os.path.isabs(item) or item == "~" or item.startswith("~/")):
-                raise error(key, f"{_q(item)} is not an absolute path; write it from / "
-                                 "or ~/.")
-        paths[key] = tuple(value)
-    flags: dict[str, bool] = {}
-    for key, default in (("hide_defaults", True), ("protect", True), ("network", False),
-                         ("enabled", True)):
-        value = raw.get(key, default)
-        if not isinstance(value, bool):
-            raise error(key, f"must be true or false, not {_a(value)}.")
-        flags[key] = value
-    names = raw.get("scrub", [])
-    if not isinstance(names, list):
-        raise error("scrub", f"must be a list of environment names, not {_a(names)}.")
-    for i, item in enumerate(names, 1):
-        if not isinstance(item, str):
-            raise error("scrub", f"element {i} must be a string, not {_a(item)}.")
-        if not _ENV_PATTERN.fullmatch(item):
-            raise error("scrub", f"{_q(item)} is not an environment name; use letters, "
-                                 "digits and _, with * or ? for any characters.")
-    return SandboxSettings(writable=paths["writable"], hidden=paths["hidden"],
-                           scrub=tuple(names), **flags, **_limits(raw, error))
-
-
-def _limits(raw: dict[str, Any], error: Callable[[str, str], ConfigError]) -> dict[str, Any]:
-    from sandbox import limits
-
-    out: dict[str, Any] = {}
-    n = raw.get("processes", limits.DEFAULT_PROCESSES)
-    span = f"a whole number from 16 to {limits.MAX_PROCESSES}"
-    if isinstance(n, bool) or not isinstance(n, int):
-        raise error("processes", f"must be {span}, not {_a(n)}.")
-    if not 16 <= n <= limits.MAX_PROCESSES:
-        raise error("processes", f"{n} is out of range; use {span}.")
-    out["processes"] = n
-    for key in ("memory", "tmp_size", "shm_size"):
-        if key in raw:
-            why = limits.size_error(raw[key])
-            if why is not None:
-                if why.startswith("must"):
-                    why += f", not {_a(raw[key])}"
-                raise error(key, why + ".")
-            out[key] = raw[key]
-    return out
-
-
-_ENV_PATTERN = re.compile(r"[A-Za-z0-9_*?]+")
 
 
 # -- the banner -----------------------------------------------------------------------

@@ -208,8 +208,8 @@ def test_the_keyring_cannot_be_read_or_changed_from_the_box(project: Path) -> No
     with os.fdopen(read_end, "rb") as f:
         data = f.read()
     assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0, data
-    outcome, rc, out, err, after = eval(data)  # our own child's repr
-    assert (outcome, rc) == ("exited", 0), (out, err)
+    outcome, rc, out, box_err, after = eval(data)  # our own child's repr
+    assert (outcome, rc) == ("exited", 0), (out, box_err)
     lines = out.splitlines()
     assert lines[0] == f"(-1, {errno.EPERM}) b''"
     assert lines[1] == f"(-1, {errno.EPERM})"

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Unpack
 
 import pytest
 
@@ -20,7 +21,7 @@ from pathguard import zones as z
 from sandbox.backends import seatbelt
 from sandbox.env import PROVIDER_KEYS
 from sandbox.plan import LaunchPlan
-from sandbox.policy import Policy
+from sandbox.policy import Policy, PolicyOptions
 
 # -- a small reader for the profile language (an s-expression dialect) -------------------
 
@@ -64,26 +65,8 @@ def read_profile(text: str) -> list[Node]:
             stack[-1].append(done)
             i += 1
         elif c == '"' or text.startswith('#"', i):
-            i += 1 if c == '"' else 2
-            out = []
-            while True:
-                if i >= n:
-                    raise ProfileSyntaxError("unterminated string")
-                ch = text[i]
-                if ch == "\\":
-                    if i + 1 >= n:
-                        raise ProfileSyntaxError("unterminated escape")
-                    out.append(text[i + 1])
-                    i += 2
-                    continue
-                if ch == '"':
-                    i += 1
-                    break
-                if ch == "\n":
-                    raise ProfileSyntaxError("newline inside a string")
-                out.append(ch)
-                i += 1
-            stack[-1].append(Str("".join(out)))
+            string, i = _read_string(text, i + (1 if c == '"' else 2))
+            stack[-1].append(string)
         else:
             start = i
             while i < n and not text[i].isspace() and text[i] not in '();"':
@@ -92,6 +75,28 @@ def read_profile(text: str) -> list[Node]:
     if len(stack) != 1:
         raise ProfileSyntaxError(f"{len(stack) - 1} '(' never closed")
     return stack[0]
+
+
+def _read_string(text: str, i: int) -> tuple[Str, int]:
+    """The string whose first character is at ``i``, and where reading goes on."""
+    out = []
+    n = len(text)
+    while True:
+        if i >= n:
+            raise ProfileSyntaxError("unterminated string")
+        ch = text[i]
+        if ch == "\\":
+            if i + 1 >= n:
+                raise ProfileSyntaxError("unterminated escape")
+            out.append(text[i + 1])
+            i += 2
+            continue
+        if ch == '"':
+            return Str("".join(out)), i + 1
+        if ch == "\n":
+            raise ProfileSyntaxError("newline inside a string")
+        out.append(ch)
+        i += 1
 
 
 def walk(nodes: list[Node]) -> Iterator[list[Node]]:
@@ -188,13 +193,13 @@ def make_project(root: Path, name: str = "proj", *, git: bool = True) -> Path:
     return project
 
 
-def make_policy(root: Path, **kw: object) -> Policy:
-    project = kw.pop("project", None)
+def make_policy(root: Path, project: Path | None = None,
+                **kw: Unpack[PolicyOptions]) -> Policy:
     if project is None:
         project = root / "proj" if (root / "proj").is_dir() else make_project(root)
     ptmp = root / "ptmp"
     ptmp.mkdir(exist_ok=True)
-    args: dict[str, object] = {
+    args: PolicyOptions = {
         "private_tmp": str(ptmp),
         "hide_defaults": False,
         "env": dict(ENV),
@@ -202,7 +207,7 @@ def make_policy(root: Path, **kw: object) -> Policy:
         "platform": "darwin",
     }
     args.update(kw)
-    return Policy.create(str(project), **args)  # type: ignore[arg-type]
+    return Policy.create(str(project), **args)
 
 
 def make_plan(policy: Policy, argv: tuple[str, ...] = ("/bin/echo", "hi")) -> LaunchPlan:
