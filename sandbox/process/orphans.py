@@ -94,20 +94,69 @@ def _children() -> list[int]:
 
 
 def _marker(pid: int) -> str | None:
+    """The run marker in ``pid``'s environment, "" for none, None when unreadable."""
     try:
         with open(f"/proc/{pid}/environ", "rb") as f:
             env = f.read()
     except OSError:
         return None
+    if not env:
+        return None
     for item in env.split(b"\0"):
         if item.startswith(b"HARNESS_SANDBOX_RUN="):
             return item[len(b"HARNESS_SANDBOX_RUN="):].decode("ascii", "replace")
+    return ""
+
+
+PF_EXITING = 0x4  # in /proc/PID/stat's flags: the process is on its way out
+
+
+def _dying(pid: int, flags: int) -> bool:
+    """Exiting, or with SIGKILL pending: a zombie in a moment."""
+    if flags & PF_EXITING:
+        return True
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            status = f.read()
+    except OSError:
+        return False
+    for line in status.splitlines():
+        if line.startswith((b"SigPnd:", b"ShdPnd:")) and int(line.split()[1], 16) & 0x100:
+            return True
+    return False
+
+
+def _classify(pid: int, ours: Callable[[str], bool], own_session: int) -> str | None:
+    """"reap" (an orphan of the runs, exited), "wait" (one still alive or dying) or
+    None (not ours to reap)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    name = raw[raw.find(b"(") + 1 : raw.rfind(b")")]
+    # [0] state, [1] ppid, [2] pgrp, [3] session, ... [6] flags, ... [19] start time
+    fields = raw[raw.rfind(b")") + 2 :].split()
+    zombie = fields[0] == b"Z"
+    of_a_run = int(fields[3]) != own_session and int(fields[19]) >= _since
+    if not zombie and pid not in _marked and pid not in _unmarked:
+        # A live process's environment as it started does not change: read once (an
+        # empty read, of a process on its way out, decides nothing).
+        marker = _marker(pid)
+        if marker is not None and ours(marker):
+            _marked.add(pid)
+        elif marker is not None:
+            _unmarked.add(pid)
+    if name == b"bwrap" or pid in _marked or (of_a_run and zombie):
+        return "reap" if zombie else "wait"
+    if of_a_run and _dying(pid, int(fields[6])):
+        return "wait"  # killed a moment ago: a zombie of ours very soon
     return None
 
 
 def reap_orphans(ours: Callable[[str], bool]) -> int:
     """Reap what the session's runs orphaned here and has exited; ``ours`` tells this
-    process's run markers. Returns how many such children are still alive."""
+    process's run markers. Returns how many such children are still alive or dying."""
     alive = 0
     own_session = os.getsid(0)
     with lock:
@@ -115,30 +164,11 @@ def reap_orphans(ours: Callable[[str], bool]) -> int:
         _marked.intersection_update(children)
         _unmarked.intersection_update(children)
         for pid in children:
-            try:
-                with open(f"/proc/{pid}/stat", "rb") as f:
-                    raw = f.read()
-            except OSError:
-                continue
-            name = raw[raw.find(b"(") + 1 : raw.rfind(b")")]
-            # [0] state, [1] ppid, [2] pgrp, [3] session, ... [19] start time
-            fields = raw[raw.rfind(b")") + 2 :].split()
-            zombie = fields[0] == b"Z"
-            if zombie and int(fields[3]) != own_session and int(fields[19]) >= _since:
-                _marked.add(pid)
-            if not zombie and pid not in _marked and pid not in _unmarked:
-                # A live process's environment as it started does not change: read once.
-                marker = _marker(pid)
-                if marker is not None and ours(marker):
-                    _marked.add(pid)
-                else:
-                    _unmarked.add(pid)
-            if name != b"bwrap" and pid not in _marked:
-                continue
-            if not zombie:
+            what = _classify(pid, ours, own_session)
+            if what == "wait":
                 alive += 1
-                continue
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, os.WNOHANG)
-            _marked.discard(pid)
+            elif what == "reap":
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, os.WNOHANG)
+                _marked.discard(pid)
     return alive
