@@ -18,7 +18,6 @@ Whatever cannot be had is reported by :meth:`Hardening.bounds`, never pretended.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import queue
 import resource
@@ -56,6 +55,8 @@ def _mount_tmpfs(path: str, size: int) -> str | None:
     if os.geteuid() != 0:
         return ("mounting a size-capped tmpfs that lasts for the session needs root; an "
                 "unprivileged user's private /tmp is a folder on the host's disk")
+    import ctypes
+
     libc = ctypes.CDLL(None, use_errno=True)
     opts = f"size={size},mode=0700".encode()
     if libc.mount(b"tmpfs", path.encode(), b"tmpfs", 0x2 | 0x4, opts) != 0:
@@ -156,6 +157,8 @@ class Hardening:
             cgroup.remove(self.box_group)
             self.box_group = None
         if self.boxed and self.tmp_why is None:
+            import ctypes
+
             libc = ctypes.CDLL(None, use_errno=True)
             libc.umount2(self.private_tmp.encode(), MNT_DETACH)
             self.tmp_why = "the session has ended"

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import errno as E
 import os
-import platform
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -115,7 +114,7 @@ DENIED: tuple[Denial, ...] = (
     Denial("quotactl", E.EPERM, "disk quotas are the host's"),
 )
 
-# The ABIs a process on this machine can call the kernel with, by ``platform.machine()``.
+# The ABIs a process on this machine can call the kernel with, by ``os.uname().machine``.
 # A machine not listed gets its native ABI only (and doctor says so).
 _ARCHES: dict[str, tuple[str, ...]] = {
     "x86_64": ("X86_64", "X86", "X32"),
@@ -134,7 +133,7 @@ class Compiled(NamedTuple):
 
 def arches() -> tuple[str, ...]:
     """The ABIs the filter covers on this machine (libseccomp's names)."""
-    return _ARCHES.get(platform.machine(), ("NATIVE",))
+    return _ARCHES.get(os.uname().machine, ("NATIVE",))
 
 
 class _Fd:

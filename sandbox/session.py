@@ -16,11 +16,11 @@ import tempfile
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from .backends import Backend, choose
 from .backends.host import HostBackend
 from .errors import PolicyError
-from .harden import Hardening
 from .plan import LaunchPlan, RunResult
 from .policy import (
     DEFAULT_OUTPUT_CAP,
@@ -31,6 +31,9 @@ from .policy import (
     unpin_commondirs,
 )
 from .settings import SandboxSettings
+
+if TYPE_CHECKING:
+    from .harden import Hardening
 
 
 def make_private_root(path: str) -> str:
@@ -127,6 +130,8 @@ class Session:
             session = cls(policy)
             if session._box is not None:
                 session._box.check()  # fail now, before anything runs, if there is no box
+            from .harden import Hardening
+
             session.hardening = Hardening.for_session(settings, policy, session._box)
             before = set(git_dirs(policy.project, policy.common_dir))
             yield session

@@ -22,7 +22,6 @@ never the main process of a run in progress (:data:`running`, registered under
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import threading
 import time
@@ -44,6 +43,8 @@ _unmarked: set[int] = set()
 
 
 def _prctl(option: int, value: int) -> int:
+    import ctypes
+
     libc = ctypes.CDLL(None, use_errno=True)
     arg = ctypes.c_int(0)
     if option == PR_GET_CHILD_SUBREAPER:
