@@ -187,17 +187,25 @@ class Hardening:
                 resource.prlimit(p, resource.RLIMIT_NPROC, (n, n))
                 todo += cgroup.children(p)
         if self.box_group is not None:
-            if self._mover is None:
-                self._mover = threading.Thread(target=self._move, daemon=True,
-                                               name="harness-sandbox-cgroup")
-                self._mover.start()
-            self._moves.put(pid)
+            self._later(pid)
 
-    def _move(self) -> None:
+    def _later(self, pid: int) -> None:
+        """Hand ``pid`` to the session's worker thread: into the group (a pid), or a
+        reaping pass (0)."""
+        if self._mover is None:
+            self._mover = threading.Thread(target=self._work, daemon=True,
+                                           name="harness-sandbox-session")
+            self._mover.start()
+        self._moves.put(pid)
+
+    def _work(self) -> None:
         group = self.box_group
-        while (pid := self._moves.get()) is not None and group is not None:
-            with contextlib.suppress(OSError):
-                cgroup.adopt(group, pid)
+        while (pid := self._moves.get()) is not None:
+            if pid == 0:
+                self.reap()
+            elif group is not None:
+                with contextlib.suppress(OSError):
+                    cgroup.adopt(group, pid)
 
     def reap(self) -> None:
         """Reap what the session's runs orphaned here and has exited."""
@@ -205,8 +213,10 @@ class Hardening:
             orphans.reap_orphans(_ours)
 
     def box_ended(self, pid: int, result: RunResult) -> RunResult:
-        """Reap what the run orphaned; a run the memory bound killed says so."""
-        self.reap()
+        """Reap what the run orphaned (off this thread: bwrap's init ends a moment after
+        the run); a run the memory bound killed says so."""
+        if self._subreaper:
+            self._later(0)
         if (self.box_group is not None and result.outcome == "exited"
                 and result.returncode == 128 + 9 and self._new_oom_kill()):
             return result._replace(
