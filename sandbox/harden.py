@@ -99,6 +99,11 @@ class Hardening:
         self.tmp_why = _mount_tmpfs(private_tmp, limits.tmp_size)
         orphans.acquire()
         self._subreaper = True
+        # Started now, not on the first run: a thread's start hands the interpreter's
+        # lock back and forth, which a run would wait for.
+        self._mover = threading.Thread(target=self._work, daemon=True,
+                                       name="harness-sandbox-session")
+        self._mover.start()
         return self
 
     @classmethod
@@ -147,8 +152,9 @@ class Hardening:
 
     def close(self) -> None:
         if self._mover is not None:
+            # Not waited for: a move under way waits for the kernel, and concerns a run
+            # that is over (its group is removed below once it is empty).
             self._moves.put(None)
-            self._mover.join(5.0)
             self._mover = None
         if self._subreaper:
             orphans.release(_ours)
@@ -192,18 +198,17 @@ class Hardening:
     def _later(self, pid: int) -> None:
         """Hand ``pid`` to the session's worker thread: into the group (a pid), or a
         reaping pass (0)."""
-        if self._mover is None:
-            self._mover = threading.Thread(target=self._work, daemon=True,
-                                           name="harness-sandbox-session")
-            self._mover.start()
-        self._moves.put(pid)
+        if self._mover is not None:
+            self._moves.put(pid)
 
     def _work(self) -> None:
         group = self.box_group
         while (pid := self._moves.get()) is not None:
             if pid == 0:
                 self.reap()
-            elif group is not None:
+            elif group is not None and pid in orphans.running:
+                # A run already over is not moved: a move waits for the kernel (see
+                # box_started), and the session's end would wait for it.
                 with contextlib.suppress(OSError):
                     cgroup.adopt(group, pid)
 

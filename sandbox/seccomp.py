@@ -17,8 +17,12 @@ from __future__ import annotations
 
 import errno as E
 import os
+import sys
+import threading
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
+
+SONAME = "libseccomp.so.2"
 
 # clone(2)/unshare(2) flags that make a namespace (linux/sched.h).
 CLONE_NEWTIME = 0x00000080
@@ -146,11 +150,39 @@ class _Fd:
         return self._fd
 
 
+_import_lock = threading.Lock()
+
+
+def _binding() -> Any:
+    """pyseccomp, imported without its two ``ctypes.util.find_library`` calls, each of
+    which runs ``ldconfig`` (milliseconds on every session's start): libseccomp is
+    loaded by its soname, and libc is this process's own. Elsewhere (a libseccomp that
+    is not ``libseccomp.so.2``) the search runs as pyseccomp does it."""
+    if "pyseccomp" in sys.modules:
+        return sys.modules["pyseccomp"]
+    import ctypes.util
+
+    known: dict[str, str | None] = {"c": None}
+    try:
+        ctypes.CDLL(SONAME)
+        known["seccomp"] = SONAME
+    except OSError:
+        pass
+    with _import_lock:
+        search = ctypes.util.find_library
+        ctypes.util.find_library = lambda name: (
+            known[name] if name in known else search(name))
+        try:
+            import pyseccomp
+        finally:
+            ctypes.util.find_library = search
+    return pyseccomp
+
+
 def compile_filter(table: Sequence[Denial] = DENIED) -> Compiled:
     """Build the filter from ``table`` for every ABI of the machine. Raises OSError or
     ImportError (libseccomp missing); the caller turns that into a refusal."""
-    import pyseccomp as sc
-
+    sc = _binding()
     flt = sc.SyscallFilter(sc.ALLOW)
     names = arches()
     native = sc.system_arch()
