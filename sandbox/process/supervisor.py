@@ -104,14 +104,7 @@ def run(
         env = {**plan.env, MARKER_VAR: marker}
 
     try:
-        # Held so that no sweep of adopted children (the opt-in subreaper's, or a
-        # session's orphan reaping) sees this child between its fork and its
-        # registration.
-        with subreaper.spawn_lock, orphans.lock:
-            proc = _spawn(plan, env)
-            orphans.running.add(proc.pid)
-            if subreaper_enabled():
-                subreaper.running.add(proc.pid)
+        proc = _spawn_registered(plan, env)
     except OSError as err:
         return RunResult(
             "failed_to_start",
@@ -125,12 +118,7 @@ def run(
         watchdog.send(b"+ %d\n" % pid)
     try:
         if on_start is not None:
-            try:
-                on_start(pid)
-            except BaseException:
-                _killpg(pid)
-                proc.wait()
-                raise
+            _started(proc, on_start)
         return _supervise(plan, proc, marker=marker, data=stdin, timeout=timeout,
                           cancel=cancel, cap=output_cap, started=started)
     finally:
@@ -140,6 +128,27 @@ def run(
         if subreaper_enabled():
             with subreaper.spawn_lock:
                 subreaper.running.discard(pid)
+
+
+def _spawn_registered(plan: LaunchPlan, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+    # The lock is held so that no sweep of adopted children (the opt-in subreaper's, or
+    # a session's orphan reaping) sees this child between its fork and its registration.
+    with subreaper.spawn_lock, orphans.lock:
+        proc = _spawn(plan, env)
+        orphans.running.add(proc.pid)
+        if subreaper_enabled():
+            subreaper.running.add(proc.pid)
+    return proc
+
+
+def _started(proc: subprocess.Popen[bytes], on_start: Callable[[int], object]) -> None:
+    """``on_start`` for a process that just started; if it fails, the process goes."""
+    try:
+        on_start(proc.pid)
+    except BaseException:
+        _killpg(proc.pid)
+        proc.wait()
+        raise
 
 
 def _spawn(plan: LaunchPlan, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
