@@ -104,18 +104,20 @@ def test_each_denied_call_answers_its_errno_in_the_box(session: Session) -> None
 
 
 @pytest.mark.skipif(os.uname().machine != "x86_64", reason="syscall numbers are x86-64's")
-def test_the_filter_holds_for_32_bit_calls_too(session: Session) -> None:
-    # int 0x80 from a 64-bit process uses the i386 table: keyctl is 288 there.
-    if shutil.which("gcc") is None:
-        pytest.skip("needs gcc to build the i386 call")  # gcc is installed by _setup.sh
-    src = session.policy.private_tmp + "/i386.c"
+def test_the_filter_holds_for_the_i386_and_x32_calls_too(session: Session) -> None:
+    # From a 64-bit process: int 0x80 uses the i386 table (keyctl is 288 there), and the
+    # syscall instruction with bit 30 set is an x32 call (keyctl is 250 | 0x40000000).
+    assert shutil.which("gcc"), "gcc is one of the packages scripts/_setup.sh installs"
+    src = session.policy.private_tmp + "/abi.c"
     Path(src).write_text(
-        "#include <stdio.h>\nint main(void){long r;"
+        "#include <stdio.h>\nint main(void){long r, x;"
         "__asm__ volatile(\"int $0x80\":\"=a\"(r):\"a\"(288L),\"b\"(0L),\"c\"(0L):\"memory\");"
-        "printf(\"%ld\\n\", r);return 0;}\n")
-    r = session.run(["sh", "-c", "gcc -o /tmp/i386 /tmp/i386.c && /tmp/i386"], timeout=60)
+        "__asm__ volatile(\"syscall\":\"=a\"(x):\"a\"(0x40000000L | 250L),\"D\"(0L),"
+        "\"S\"(0L):\"rcx\",\"r11\",\"memory\");"
+        "printf(\"%ld %ld\\n\", r, x);return 0;}\n")
+    r = session.run(["sh", "-c", "gcc -o /tmp/abi /tmp/abi.c && /tmp/abi"], timeout=60)
     assert r.ok, explain(r)
-    assert r.stdout.strip() == str(-errno.EPERM).encode()
+    assert r.stdout.split() == [str(-errno.EPERM).encode()] * 2
 
 
 def test_personality_keeps_the_default_and_the_query(session: Session) -> None:
