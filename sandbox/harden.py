@@ -23,7 +23,7 @@ import queue
 import resource
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import SandboxUnavailable
 from .limits import Bound, Limits, describe
@@ -36,7 +36,8 @@ if TYPE_CHECKING:
     from .policy import Policy
     from .settings import SandboxSettings
 
-Runner = Callable[[Callable[[int], None] | None], RunResult]
+# The supervisor, given what to do at a run's start and (or None) what starts it.
+Runner = Callable[[Callable[[int], None] | None, "cgroup.Spawn[Any] | None"], RunResult]
 
 FILTER_FIX = "install libseccomp (sudo apt-get install libseccomp2) and pyseccomp"
 MNT_DETACH = 2
@@ -81,6 +82,7 @@ class Hardening:
         self._oom = 0
         self._moves: queue.SimpleQueue[int | None] = queue.SimpleQueue()
         self._mover: threading.Thread | None = None
+        self._spawner: cgroup.Spawner | None = None
 
     @classmethod
     def open(cls, limits: Limits, *, boxed: bool, private_tmp: str) -> Hardening:
@@ -94,6 +96,8 @@ class Hardening:
                 f"the system-call filter could not be built: {err}", FILTER_FIX) from err
         try:
             self.box_group = cgroup.bounded(limits.processes, limits.memory)
+            if self.box_group.version == 1:
+                self._spawner = cgroup.Spawner(self.box_group)
         except cgroup.CgroupUnavailable as err:
             self.box_group_why = str(err)
         self.tmp_why = _mount_tmpfs(private_tmp, limits.tmp_size)
@@ -129,17 +133,20 @@ class Hardening:
         box = self.boxed and not plan.watched
         group = None if box else self.host_group()
         pids: list[int] = []
+        # Born in the box's group when the spawner thread has joined it; else moved.
+        spawn = self._spawner if box and self._spawner and self._spawner.joined.is_set() \
+            else None
 
         def started(pid: int) -> None:
             pids.append(pid)
             if box:
-                self.box_started(pid)
+                self.box_started(pid, moved=spawn is None)
             elif group is not None:
                 # Too late only if the run already ended: the marker still covers it.
                 with contextlib.suppress(OSError):
                     cgroup.adopt(group, pid, stop=True)
         try:
-            result = runner(started)
+            result = runner(started, spawn)
         finally:
             for fd in plan.pass_fds:
                 os.close(fd)
@@ -151,6 +158,9 @@ class Hardening:
         return result
 
     def close(self) -> None:
+        if self._spawner is not None:
+            self._spawner.stop()
+            self._spawner = None
         if self._mover is not None:
             # Not waited for: a move under way waits for the kernel, and concerns a run
             # that is over (its group is removed below once it is empty).
@@ -177,7 +187,7 @@ class Hardening:
     def seccomp_reader(self) -> int | None:
         return None if self.filter is None else reader(self.filter)
 
-    def box_started(self, pid: int) -> None:
+    def box_started(self, pid: int, *, moved: bool = True) -> None:
         """Bound a box run that just started: ``RLIMIT_NPROC`` at once (it counts the
         box's own user namespace only), and into the session's group off this thread.
 
@@ -192,7 +202,7 @@ class Hardening:
             with contextlib.suppress(OSError):
                 resource.prlimit(p, resource.RLIMIT_NPROC, (n, n))
                 todo += cgroup.children(p)
-        if self.box_group is not None:
+        if self.box_group is not None and moved:
             self._later(pid)
 
     def _later(self, pid: int) -> None:

@@ -197,7 +197,7 @@ class Session:
             result = supervisor.run(plan, stdin=stdin, timeout=timeout, cancel=cancel,
                                     output_cap=self.policy.output_cap)
         else:
-            result = self.hardening.supervise(plan, lambda start: supervisor.run(
+            result = self.hardening.supervise(plan, lambda start, spawn: supervisor.run(
                 plan, stdin=stdin, timeout=timeout, cancel=cancel,
-                output_cap=self.policy.output_cap, on_start=start))
+                output_cap=self.policy.output_cap, on_start=start, spawn=spawn))
         return backend.read(result)

@@ -22,13 +22,17 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import queue
 import signal
+import threading
 import time
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple, TypeVar
 
 from sandbox.errors import SandboxError
 
 _counter = itertools.count(1)
+T = TypeVar("T")
 # How long a kill waits for a group to empty before it gives up.
 KILL_BOUND = 2.0
 
@@ -306,3 +310,55 @@ def remove(group: Group) -> None:
                 if time.monotonic() >= end:
                     break
                 time.sleep(0.002)
+
+
+Spawn = Callable[[Callable[[], T]], T]
+
+
+class Spawner:
+    """A thread that lives in a v1 ``group`` and starts processes there.
+
+    cgroup v1 lets one thread of a process sit in another group than its siblings, and a
+    child is born in the groups of the thread that forks it: processes this thread
+    starts are inside from their first instruction, with no move per run (a move waits
+    for an RCU grace period). The harness's own memory stays charged where it was (to
+    its leader's group). cgroup v2 keeps a process's threads together, so there the
+    session moves each run instead.
+
+    The thread joins the group on its own (the move waits for the kernel); until
+    :attr:`joined` is set it cannot be used, and if joining fails it never is."""
+
+    def __init__(self, group: Group) -> None:
+        self._todo: queue.SimpleQueue[tuple[Callable[[], object], list[object],
+                                            threading.Event] | None] = queue.SimpleQueue()
+        self.joined = threading.Event()
+        self._thread = threading.Thread(target=self._loop, args=(group,), daemon=True,
+                                        name="harness-sandbox-spawner")
+        self._thread.start()
+
+    def _loop(self, group: Group) -> None:
+        try:
+            for d in group.dirs:
+                _write(os.path.join(d, "tasks"), str(threading.get_native_id()))
+        except OSError:
+            return
+        self.joined.set()
+        while (item := self._todo.get()) is not None:
+            fn, out, done = item
+            try:
+                out.append(fn())
+            except BaseException as err:
+                out.append(err)
+            done.set()
+
+    def __call__(self, fn: Callable[[], T]) -> T:
+        out: list[object] = []
+        done = threading.Event()
+        self._todo.put((fn, out, done))
+        done.wait()
+        if isinstance(out[0], BaseException):
+            raise out[0]
+        return out[0]  # type: ignore[return-value]
+
+    def stop(self) -> None:
+        self._todo.put(None)

@@ -80,11 +80,15 @@ def run(
     cancel: threading.Event | None = None,
     output_cap: int = DEFAULT_OUTPUT_CAP,
     on_start: Callable[[int], object] | None = None,
+    spawn: Callable[[Callable[[], subprocess.Popen[bytes]]], subprocess.Popen[bytes]]
+    | None = None,
 ) -> RunResult:
     """Run ``plan`` to its end and return how it ended.
 
     ``on_start`` is called with the process's pid just after it started (the session
-    puts it in a control group there); an exception from it ends the run.
+    puts it in a control group there); an exception from it ends the run. ``spawn``,
+    if given, starts the process (the session's spawner thread, which lives in the
+    box's control group, so the process is born there).
 
     ``stdin`` is written then closed. ``timeout`` (seconds) and ``cancel`` (set from
     any thread) end the run and everything it started. Output past ``output_cap``
@@ -104,7 +108,7 @@ def run(
         env = {**plan.env, MARKER_VAR: marker}
 
     try:
-        proc = _spawn_registered(plan, env)
+        proc = _spawn_registered(plan, env, spawn)
     except OSError as err:
         return RunResult(
             "failed_to_start",
@@ -130,11 +134,15 @@ def run(
                 subreaper.running.discard(pid)
 
 
-def _spawn_registered(plan: LaunchPlan, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+def _spawn_registered(
+    plan: LaunchPlan,
+    env: Mapping[str, str],
+    spawn: Callable[[Callable[[], subprocess.Popen[bytes]]], subprocess.Popen[bytes]] | None,
+) -> subprocess.Popen[bytes]:
     # The lock is held so that no sweep of adopted children (the opt-in subreaper's, or
     # a session's orphan reaping) sees this child between its fork and its registration.
     with subreaper.spawn_lock, orphans.lock:
-        proc = _spawn(plan, env)
+        proc = _spawn(plan, env) if spawn is None else spawn(lambda: _spawn(plan, env))
         orphans.running.add(proc.pid)
         if subreaper_enabled():
             subreaper.running.add(proc.pid)
