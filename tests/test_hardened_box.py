@@ -390,3 +390,28 @@ def test_sizes_are_said_in_the_largest_whole_unit() -> None:
 
     assert describe(256 << 20) == "256M" and describe(3 << 30) == "3G"
     assert describe((3 << 30) + (1 << 29)) == "3.5G"
+
+
+def test_on_cgroup_v1_a_box_is_born_inside_the_sessions_group(session: Session) -> None:
+    h = session.hardening
+    assert h is not None
+    group = h.box_group
+    if group is None:
+        assert not ROOT, h.box_group_why  # root here has the v1 controllers
+        return
+    from sandbox.process import cgroup
+
+    if group.version != 1:
+        return  # v2 moves each box in: nothing is born there (not this machine)
+    assert h._spawner is not None and h._spawner.joined.wait(10)
+    inside: list[bool] = []
+    start = h.box_started
+
+    def first_look(pid: int, *, moved: bool = True) -> None:
+        # Before anything could move it: the process's own view of its groups.
+        inside.append(pid in cgroup.members(group) and not moved)
+        start(pid, moved=moved)
+
+    h.box_started = first_look  # type: ignore[method-assign]
+    assert session.run(["true"], timeout=30).ok
+    assert inside == [True]
