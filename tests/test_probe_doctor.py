@@ -304,6 +304,13 @@ def test_doctor_reports_each_protection_in_force_or_why_not() -> None:
             "mounting a size-capped tmpfs that lasts for the session needs root; an "
             "unprivileged user's private /tmp is a folder on the host's disk")
         assert got["host_runs"]["why"].endswith("; the run marker and process group remain")
+        from sandbox.process.cgroup import v1_base
+
+        if v1_base("pids") and v1_base("memory"):  # this machine: cgroup v1 only
+            assert got["memory"]["why"] == (
+                f"this machine has cgroup v1, where only root may make a group "
+                f"({v1_base('pids')} and {v1_base('memory')} are not writable); run as "
+                "root, or use a cgroup v2 machine with systemd's user delegation")
     human = subprocess.run([CLI, "doctor"], capture_output=True, text=True, check=False)
     lines = human.stderr.splitlines()
     assert f"seccomp: in force (libseccomp filter for {arches})" in lines

@@ -145,6 +145,11 @@ def bounded(processes: int, memory: int) -> Group:
             "no cgroup with the pids and memory controllers can be made here (cgroup v2 "
             "without them delegated to this user, and no cgroup v1 pids and memory)")
     made: list[str] = []
+    if not os.access(pids, os.W_OK) or not os.access(mem, os.W_OK):
+        raise CgroupUnavailable(
+            f"this machine has cgroup v1, where only root may make a group ({pids} and "
+            f"{mem} are not writable); run as root, or use a cgroup v2 machine with "
+            "systemd's user delegation")
     try:
         made.append(_mkdir(pids, "harness-box"))
         made.append(_mkdir(mem, "harness-box"))
