@@ -51,11 +51,39 @@ def _ours(marker: str) -> bool:
     return bool(instance) and marker.startswith(instance + ".")
 
 
+def _unmount_stale(root: str) -> None:
+    """Unmount the session tmpfs mounts under ``root`` whose harness process is gone
+    (killed before its session ended: its tmpfs would hold memory until a reboot). A
+    session folder is named ``session-<pid>-...``."""
+    import ctypes
+
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8") as f:
+            points = [line.split()[4] for line in f]
+    except OSError:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    for point in points:
+        head, _, name = point.rpartition("/")
+        parts = name.split("-")
+        if head != root or len(parts) < 3 or parts[0] != "session" or not parts[1].isdigit():
+            continue
+        try:
+            os.kill(int(parts[1]), 0)
+            continue
+        except ProcessLookupError:
+            pass
+        except OSError:
+            continue
+        libc.umount2(point.encode(), MNT_DETACH)
+
+
 def _mount_tmpfs(path: str, size: int) -> str | None:
     """Mount a tmpfs of ``size`` bytes on ``path``; None, or why it could not be."""
     if os.geteuid() != 0:
         return ("mounting a size-capped tmpfs that lasts for the session needs root; an "
                 "unprivileged user's private /tmp is a folder on the host's disk")
+    _unmount_stale(os.path.dirname(path))
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)

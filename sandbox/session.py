@@ -119,7 +119,8 @@ class Session:
         settings = settings if settings is not None else SandboxSettings()
         boxed = boxed and settings.enabled
         root = make_private_root(private_tmp_root())
-        tmp = tempfile.mkdtemp(prefix="session-", dir=root)
+        # The pid names the owner: a later session clears what a killed one left.
+        tmp = tempfile.mkdtemp(prefix=f"session-{os.getpid()}-", dir=root)
         pinned: tuple[str, ...] = ()
         session: Session | None = None
         try:

@@ -127,3 +127,24 @@ def test_a_bounded_group_stops_forks_at_its_process_bound() -> None:
         for pid in cgroup.members(group):
             os.kill(pid, 9)
         cgroup.remove(group)
+
+
+def test_groups_a_killed_harness_left_are_removed_by_the_next_one() -> None:
+    base = cgroup.v2_base()
+    if base is None or not os.access(base, os.W_OK):
+        with pytest.raises(cgroup.CgroupUnavailable):
+            cgroup.killable()
+        return
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = os.path.join(base, f"harness-run-{dead.pid}-1")
+    os.mkdir(stale)
+    try:
+        # A fresh process: the clearing happens once per folder and process.
+        code = ("from sandbox.process import cgroup\n"
+                "g = cgroup.killable()\ncgroup.remove(g)\n")
+        subprocess.run([PY, "-c", code], check=True)
+        assert not os.path.exists(stale)
+    finally:
+        if os.path.exists(stale):
+            os.rmdir(stale)

@@ -32,6 +32,7 @@ from typing import NamedTuple, TypeVar
 from sandbox.errors import SandboxError
 
 _counter = itertools.count(1)
+_cleared: set[str] = set()
 T = TypeVar("T")
 # How long a kill waits for a group to empty before it gives up.
 KILL_BOUND = 2.0
@@ -115,7 +116,35 @@ def _read(path: str) -> str:
         return f.read()
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def clear_stale(base: str) -> None:
+    """Remove the empty groups in ``base`` that a harness process now gone left (one
+    killed before it could clean up): their names carry the maker's pid."""
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return
+    for name in names:
+        parts = name.split("-")
+        if len(parts) == 4 and parts[0] == "harness" and parts[1] in ("box", "run") \
+                and parts[2].isdigit() and not _alive(int(parts[2])):
+            with contextlib.suppress(OSError):
+                os.rmdir(os.path.join(base, name))
+
+
 def _mkdir(base: str, prefix: str) -> str:
+    if base not in _cleared:  # once per folder and process
+        _cleared.add(base)
+        clear_stale(base)
     path = os.path.join(base, f"{prefix}-{os.getpid()}-{next(_counter)}")
     try:
         os.mkdir(path)
