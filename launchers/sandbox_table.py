@@ -13,6 +13,7 @@ from sandbox.settings import SandboxSettings
 
 SANDBOX_KEYS: tuple[str, ...] = (
     "writable", "hidden", "hide_defaults", "protect", "network", "enabled", "scrub",
+    "processes", "memory", "tmp_size", "shm_size",
 )
 # A scrub entry: an environment name, or a pattern of one with * and ?.
 _ENV_PATTERN = re.compile(r"[A-Za-z0-9_*?]+")
@@ -41,7 +42,30 @@ def sandbox_table(file: str, raw: object) -> SandboxSettings:
             raise error(key, f"must be true or false, not {a_type(value)}.")
         flags[key] = value
     return SandboxSettings(writable=paths["writable"], hidden=paths["hidden"],
-                           scrub=_scrub_names(raw, error), **flags)
+                           scrub=_scrub_names(raw, error), **flags, **_limits(raw, error))
+
+
+def _limits(raw: dict[str, Any], error: Error) -> dict[str, Any]:
+    """The box's bounds (sandbox/limits.py): sizes are kept as written."""
+    from sandbox import limits
+
+    out: dict[str, Any] = {}
+    n = raw.get("processes", limits.DEFAULT_PROCESSES)
+    span = f"a whole number from 16 to {limits.MAX_PROCESSES}"
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise error("processes", f"must be {span}, not {a_type(n)}.")
+    if not 16 <= n <= limits.MAX_PROCESSES:
+        raise error("processes", f"{n} is out of range; use {span}.")
+    out["processes"] = n
+    for key in ("memory", "tmp_size", "shm_size"):
+        if key in raw:
+            why = limits.size_error(raw[key])
+            if why is not None:
+                if why.startswith("must"):
+                    why += f", not {a_type(raw[key])}"
+                raise error(key, why + ".")
+            out[key] = raw[key]
+    return out
 
 
 def _sandbox_paths(raw: dict[str, Any], key: str, error: Error) -> tuple[str, ...]:

@@ -32,6 +32,9 @@ class LaunchPlan(NamedTuple):
     description: str
     # Paths the supervisor must keep open as inherited fds, if a backend needs any.
     pass_fds: tuple[int, ...] = ()
+    # Those of pass_fds that serve this run only (a filter's): closed after it. The rest
+    # belong to the session (descriptors of the box's binds).
+    run_fds: tuple[int, ...] = ()
     watched: bool = True
     # Killed group members release the pipes within a few milliseconds; a pipe still
     # open after that is held by a process outside the group.

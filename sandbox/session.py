@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from . import leftovers as _leftovers
 from .backends import Backend, choose
@@ -33,6 +34,9 @@ from .process.made import clean_session
 from .process.watchdog import forget_session, watch_session
 from .settings import SandboxSettings
 from .text import escape
+
+if TYPE_CHECKING:
+    from .harden import Hardening
 
 
 def make_private_root(path: str) -> str:
@@ -80,6 +84,8 @@ def _git_layout(project: str, settings: SandboxSettings, env: Mapping[str, str] 
 
 def _end(session: Session | None, manifest: str | None, tmp: str) -> None:
     """Remove what the session made, and tell the watchdog it need not."""
+    if session is not None:
+        session.close()  # the filter, the bounds and the /tmp tmpfs first
     if session is not None and isinstance(session._box, BwrapBackend):
         session._box.release()
     if manifest is not None:
@@ -101,6 +107,9 @@ class Session:
             choose(policy, bwrap=bwrap, features=features) if policy.boxed else None)
         # Said when the session ends (see :meth:`open`); read them after the with-block.
         self.warnings: list[str] = []
+        # The filter, bounds and groups (sandbox/harden.py); set by open().
+        self.hardening: Hardening | None = None
+        self._plan_fds: list[int] = []
 
     @classmethod
     @contextmanager
@@ -129,7 +138,8 @@ class Session:
         boxed = boxed and settings.enabled
         root = make_private_root(private_tmp_root())
         _leftovers.sweep(root)  # what sessions whose harness died left behind
-        tmp = tempfile.mkdtemp(prefix="session-", dir=root)
+        # The pid names the owner: a later session clears what a killed one left.
+        tmp = tempfile.mkdtemp(prefix=f"session-{os.getpid()}-", dir=root)
         manifest: str | None = None
         session: Session | None = None
         try:
@@ -154,6 +164,9 @@ class Session:
                 session._box.check()  # fail now, before anything runs, if there is no box
                 if layout is not None and isinstance(session._box, BwrapBackend):
                     session._box.hold(roots)
+            from .harden import Hardening
+
+            session.hardening = Hardening.for_session(settings, policy, session._box)
             started = time.time()
             yield session
             if layout is not None:
@@ -161,6 +174,14 @@ class Session:
                                            roots[1:])
         finally:
             _end(session, manifest, tmp)
+
+    def close(self) -> None:
+        """Give back what :meth:`open` took for the filter and the bounds."""
+        if self.hardening is not None:
+            self.hardening.close()
+            self.hardening = None
+        while self._plan_fds:
+            os.close(self._plan_fds.pop())
 
     def host_env(self) -> Mapping[str, str]:
         """The environment a host command starts from (provider keys gone, PATH pruned
@@ -174,8 +195,13 @@ class Session:
              env_extra: Mapping[str, str] | None = None) -> LaunchPlan:
         """The plan that runs ``argv``: in the box (``argv[0]`` may be a bare name, looked
         up on PATH inside the box), or on the host (``boxed=False`` or a session with no
-        box; ``argv[0]`` must be absolute)."""
-        return self._backend(boxed).plan(argv, env_extra)
+        box; ``argv[0]`` must be absolute).
+
+        A box plan may hold a descriptor of the session's system-call filter
+        (``pass_fds``), which serves one run and is closed when the session ends."""
+        made = self._backend(boxed).plan(argv, env_extra)
+        self._plan_fds += made.run_fds
+        return made
 
     def run(
         self,
@@ -198,6 +224,11 @@ class Session:
 
         backend = self._backend(boxed)
         plan = backend.plan(argv, env_extra)
-        result = supervisor.run(plan, stdin=stdin, timeout=timeout, cancel=cancel,
-                                output_cap=self.policy.output_cap)
+        if self.hardening is None:
+            result = supervisor.run(plan, stdin=stdin, timeout=timeout, cancel=cancel,
+                                    output_cap=self.policy.output_cap)
+        else:
+            result = self.hardening.supervise(plan, lambda start, spawn: supervisor.run(
+                plan, stdin=stdin, timeout=timeout, cancel=cancel,
+                output_cap=self.policy.output_cap, on_start=start, spawn=spawn))
         return backend.read(result)

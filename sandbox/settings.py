@@ -22,3 +22,9 @@ class SandboxSettings(NamedTuple):
     # More environment names (or * patterns) kept from hooks and boxed commands, beside
     # the provider keys that always go.
     scrub: tuple[str, ...] = ()
+    # The box's bounds (sandbox/limits.py): processes, and sizes as written (bytes,
+    # 512M / 8G, or a percentage of the machine's memory).
+    processes: int = 4096
+    memory: int | str = "50%"
+    tmp_size: int | str = "25%"
+    shm_size: int | str = "25%"

@@ -10,12 +10,15 @@ if [ -n "${HS_USE_VENV:-}" ]; then HS_VENV=$HS_USE_VENV; fi
 
 hs_say() { printf 'setup: %s\n' "$*" >&2; }
 
-# System packages: bubblewrap (the Linux box), libcap-dev, gcc and the Python headers
-# (python-prctl compiles against them), python3-venv, git (the tests commit in a box).
+# System packages: bubblewrap (the Linux box), libseccomp2 (the box's system-call filter,
+# loaded by pyseccomp), libcap-dev, gcc and the Python headers (python-prctl compiles
+# against them), python3-venv, git (the tests commit in a box).
 hs_system_packages() {
     [ "$(uname -s)" = Linux ] || return 0
     local missing=()
     command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
+    { /sbin/ldconfig -p 2>/dev/null || ldconfig -p 2>/dev/null; } | grep -q 'libseccomp\.so\.2' ||
+        missing+=(libseccomp2)
     [ -e /usr/include/sys/capability.h ] || missing+=(libcap-dev)
     command -v gcc >/dev/null 2>&1 || missing+=(gcc)
     command -v git >/dev/null 2>&1 || missing+=(git)

@@ -95,7 +95,10 @@ def make_hooks(base: Path) -> Path:
 def library_cases(project: Path, hook_dir: Path, rounds: int) -> Results:
     """(a) to (e): what a harness that embeds the library pays."""
     with Session.open(str(project)) as session:
-        box_plan = session.plan([TRUE])
+        # The same session's box without the filter and the bounds (the box before they
+        # came), for the hardened-vs-old figures; its plan can run many times.
+        old = Session(session.policy)
+        box_plan = old.plan([TRUE])
         host_plan = host.plan(session.policy, [TRUE])
         spec = HookSpec(name="ok", event="PreToolUse", command=(str(hook_dir / "ok.sh"),),
                         tools=("bash",))
@@ -111,6 +114,15 @@ def library_cases(project: Path, hook_dir: Path, rounds: int) -> Results:
         def boxed() -> None:
             session.run([TRUE])
 
+        def boxed_old() -> None:
+            old.run([TRUE])
+
+        def host_session() -> None:
+            session.run([TRUE], boxed=False)
+
+        def host_session_old() -> None:
+            old.run([TRUE], boxed=False)
+
         def hook_round_trip() -> None:
             d = runner.pre_tool_use("bash", {"command": "ls"}, tool_use_id="bench")
             assert d.outcome == "allowed", d
@@ -118,9 +130,20 @@ def library_cases(project: Path, hook_dir: Path, rounds: int) -> Results:
         def host_run() -> None:
             supervisor.run(host_plan)
 
-        return interleave(
+        # The filter and bounds' cost, paired: each sample is one hardened run minus the
+        # old run beside it (in alternating order), so a slow moment of the machine
+        # falls on both.
+        diffs = []
+        for i in range(rounds * 2):
+            first, second = (boxed, boxed_old) if i % 2 else (boxed_old, boxed)
+            t1, t2 = timed(first), timed(second)
+            diffs.append(t1 - t2 if first is boxed else t2 - t1)
+        paired = {"c_hardened_minus_old_paired": summary(diffs)}
+        return paired | interleave(
             {"a_bare_spawn": bare, "b_bwrap_direct": bwrap_direct, "c_library_boxed": boxed,
-             "d_pretooluse_boxed_hook": hook_round_trip, "e_host_runner": host_run},
+             "c_old_library_boxed": boxed_old,
+             "d_pretooluse_boxed_hook": hook_round_trip, "e_host_runner": host_run,
+             "e_session_host_run": host_session, "e_old_session_host_run": host_session_old},
             rounds * 2,
         )
 
@@ -251,6 +274,10 @@ def derive(results: Results) -> tuple[dict[str, float], dict[str, bool]]:
     derived = {
         "c_minus_b_ms": round(med("c_library_boxed") - med("b_bwrap_direct"), 3),
         "e_minus_a_ms": round(med("e_host_runner") - med("a_bare_spawn"), 3),
+        "hardened_box_minus_old_ms": round(med("c_library_boxed")
+                                           - med("c_old_library_boxed"), 3),
+        "host_cgroup_minus_old_ms": round(med("e_session_host_run")
+                                          - med("e_old_session_host_run"), 3),
     }
     if "median_ms" in results.get("srt_true", {}):
         derived["srt_over_f"] = round(med("srt_true") / med("f_cli_run_true"), 2)
@@ -260,6 +287,8 @@ def derive(results: Results) -> tuple[dict[str, float], dict[str, bool]]:
         "c_minus_b_ms < 2": derived["c_minus_b_ms"] < 2,
         "d < 15 ms": med("d_pretooluse_boxed_hook") < 15,
         "e_minus_a_ms < 1.5": derived["e_minus_a_ms"] < 1.5,
+        "filter and bounds add < 1 ms per boxed run (paired)":
+            med("c_hardened_minus_old_paired") < 1,
         "f < 60 ms": med("f_cli_run_true") < 60,
         "audit of 1,000 hooks < 500 ms": med("g_audit_1000_hooks") < 500,
         "session open in a git repository < 30 ms": med("i_session_open_git") < 30,

@@ -18,7 +18,8 @@ from sandbox.plan import LaunchPlan
 from sandbox.policy import Policy, PolicyOptions
 
 BWRAP = "/usr/bin/bwrap"
-HEAD = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+HEAD = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+        "--ro-bind", "/dev/null", "/proc/keys", "--ro-bind", "/dev/null", "/proc/key-users"]
 TAIL = ["--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
         "--new-session", "--cap-drop", "ALL"]
 ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
@@ -206,3 +207,14 @@ def test_plan_argv_after_the_separator_is_the_command_untouched(base: Path) -> N
     plan = bwrap.plan(policy(t), cmd, bwrap=BWRAP)
     argv = list(plan.argv)
     assert argv[argv.index("--") + 1:] == cmd, show(plan)
+
+
+def test_shm_size_and_a_filter_fd_are_in_the_plan(base: Path) -> None:
+    t = make_tree(base)
+    p = policy(t, protect=False)
+    head = bwrap.box_args(p, bwrap=BWRAP, shm_size=64 << 20)
+    assert head[len(HEAD) + 1 : len(HEAD) + 5] == ("--size", str(64 << 20), "--tmpfs",
+                                                    "/dev/shm")
+    plan = bwrap.plan(p, ["true"], bwrap=BWRAP, prefix=head, seccomp_fd=9)
+    assert plan.argv[-4:] == ("--seccomp", "9", "--", "true")
+    assert plan.pass_fds == (9,)

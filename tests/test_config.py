@@ -424,7 +424,21 @@ def test_the_error_carries_file_hook_and_key(tmp_path: Path, project: Path) -> N
     ("sandbox = true\n", 'key "sandbox": must be a table ([sandbox]), not a boolean.'),
     ("[sandbox]\nnetwrok = true\n",
      '[sandbox]: unknown key "netwrok"; the keys are writable, hidden, hide_defaults, '
-     "protect, network, enabled, scrub."),
+     "protect, network, enabled, scrub, processes, memory, tmp_size, shm_size."),
+    ('[sandbox]\nprocesses = "many"\n',
+     '[sandbox]: key "processes": must be a whole number from 16 to 4194304, not a string.'),
+    ("[sandbox]\nprocesses = 8\n",
+     '[sandbox]: key "processes": 8 is out of range; use a whole number from 16 to 4194304.'),
+    ("[sandbox]\nmemory = true\n",
+     '[sandbox]: key "memory": must be a size such as 512M, 8G or 50% (of the machine\'s '
+     "memory), not a boolean."),
+    ('[sandbox]\ntmp_size = "lots"\n',
+     '[sandbox]: key "tmp_size": "lots" is not a size; write bytes, or a number with K, M, '
+     "G or T, or a percentage of the machine's memory such as 50%."),
+    ('[sandbox]\nshm_size = "150%"\n',
+     '[sandbox]: key "shm_size": 150% is not a percentage from 1% to 100%.'),
+    ("[sandbox]\nmemory = 512\n",
+     '[sandbox]: key "memory": 512 is below 1M, too small for any command.'),
     ('[sandbox]\nscrub = "GITHUB_TOKEN"\n',
      '[sandbox]: key "scrub": must be a list of environment names, not a string.'),
     ("[sandbox]\nscrub = [7]\n",
@@ -452,6 +466,14 @@ def test_the_error_carries_file_hook_and_key(tmp_path: Path, project: Path) -> N
 def test_sandbox_table_errors_name_the_key(tmp_path: Path, project: Path, text: str,
                                            message: str) -> None:
     assert error_of(tmp_path, project, text) == f"{tmp_path}/cfg/config.toml: {message}"
+
+
+def test_sandbox_limits_are_read_as_written(tmp_path: Path, project: Path) -> None:
+    path = write(tmp_path, '[sandbox]\nprocesses = 512\nmemory = "2G"\ntmp_size = 1073741824\n'
+                           'shm_size = "10%"\n')
+    got = load(path, project=str(project)).sandbox
+    assert (got.processes, got.memory, got.tmp_size, got.shm_size) == (512, "2G", 1 << 30,
+                                                                       "10%")
 
 
 def test_sandbox_home_paths_are_kept_as_written(tmp_path: Path, project: Path) -> None:

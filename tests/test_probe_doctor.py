@@ -281,3 +281,37 @@ def test_a_box_that_cannot_start_raises_the_diagnosis_instead_of_running_on_the_
     r = _in_box_without_userns(code)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == probe.LIMIT_DIAGNOSIS
+
+
+@needs_bwrap
+def test_doctor_reports_each_protection_in_force_or_why_not() -> None:
+    r = subprocess.run([CLI, "doctor", "--json"], capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    got = {b["name"]: b for b in json.loads(r.stdout)["hardening"]}
+    assert list(got) == ["seccomp", "processes", "memory", "tmp", "shm", "host_runs"]
+    machine = os.uname().machine
+    arches = {"x86_64": "x86_64, x86, x32", "aarch64": "aarch64, arm"}.get(machine, "native")
+    assert got["seccomp"] == {"name": "seccomp", "in_force": True, "why": None,
+                              "how": f"libseccomp filter for {arches}"}
+    assert got["shm"]["in_force"] is True
+    assert got["processes"]["in_force"] is True  # a cgroup, else RLIMIT_NPROC per box
+    for b in got.values():
+        assert b["in_force"] == (b["why"] is None), b
+    if os.geteuid() != 0:
+        # What an unprivileged user cannot have on this machine (cgroup v1, no
+        # delegation) is said, with the reason.
+        assert got["tmp"]["why"] == (
+            "mounting a size-capped tmpfs that lasts for the session needs root; an "
+            "unprivileged user's private /tmp is a folder on the host's disk")
+        assert got["host_runs"]["why"].endswith("; the run marker and process group remain")
+        from sandbox.process.cgroup import v1_base
+
+        if v1_base("pids") and v1_base("memory"):  # this machine: cgroup v1 only
+            assert got["memory"]["why"] == (
+                f"this machine has cgroup v1, where only root may make a group "
+                f"({v1_base('pids')} and {v1_base('memory')} are not writable); run as "
+                "root, or use a cgroup v2 machine with systemd's user delegation")
+    human = subprocess.run([CLI, "doctor"], capture_output=True, text=True, check=False)
+    lines = human.stderr.splitlines()
+    assert f"seccomp: in force (libseccomp filter for {arches})" in lines
+    assert any(line.startswith("memory: ") for line in lines)

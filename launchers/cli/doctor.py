@@ -53,12 +53,45 @@ def report(p: object) -> list[str]:
     return lines
 
 
+def bound_lines(bounds: list[object]) -> list[str]:
+    """One line per protection of the box: in force (how) or not (why)."""
+    from sandbox.limits import Bound
+
+    out = []
+    for b in bounds:
+        assert isinstance(b, Bound)
+        out.append(f"{b.name}: in force ({b.how})" if b.state == "in force"
+                   else f"{b.name}: not in force: {b.why}")
+    return out
+
+
+def _settings() -> object:
+    """The user config's [sandbox] table (defaults when there is none or it is broken:
+    doctor reports on the machine, audit reports on the config)."""
+    import os
+
+    from launchers.config import load, locate
+    from launchers.errors import ConfigError
+    from sandbox.settings import SandboxSettings
+
+    found = locate(os.environ)
+    try:
+        return load(found.path if found else None, project="/").sandbox
+    except (ConfigError, OSError):
+        return SandboxSettings()
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
+    from sandbox.inforce import hardening
     from sandbox.probe import probe
 
     p = probe()
+    bounds = hardening(_settings()) if p.ok else []  # type: ignore[arg-type]
     if args.json:
-        sys.stdout.write(json.dumps(p.as_dict(), indent=2) + "\n")
+        doc = {**p.as_dict(), "hardening": [b.as_dict() for b in bounds]}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
-        sys.stderr.write("\n".join(report(p)) + "\n")
+        lines = report(p)
+        sys.stderr.write("\n".join([*lines[:-1], *bound_lines(list(bounds)), *lines[-1:]])
+                         + "\n")
     return 0 if p.ok else 1

@@ -21,7 +21,7 @@ import errno as _errno
 import os
 import shlex
 import threading
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from sandbox.env import box_env
 from sandbox.errors import SandboxUnavailable
@@ -51,6 +51,11 @@ RESOLVER_DIR = "/run/systemd/resolve"
 
 # At most this many descriptors are held for the box's binds (see BwrapBackend.hold).
 MAX_FDS = 256
+
+# The box shares the harness's session keyring: the system-call filter keeps the keys'
+# payloads out of reach, and these lists of every key the box could see (descriptions
+# such as a token's name, sizes) are covered like hidden files, unreadable.
+KEYRING_LISTS = ("/proc/keys", "/proc/key-users")
 
 # bwrap reports a command it could not start as one line on stderr and exit status 1.
 _EXEC_PREFIX = "bwrap: execvp "
@@ -93,6 +98,7 @@ def plan(
     env_extra: Mapping[str, str] | None = None,
     prefix: Sequence[str] | None = None,
     pass_fds: tuple[int, ...] = (),
+    seccomp_fd: int | None = None,
 ) -> LaunchPlan:
     """The bubblewrap command that runs ``argv`` in the session's box: :func:`box_args`
     (or ``prefix``, the same computed once by a session: it stats every protected and
@@ -103,7 +109,8 @@ def plan(
                                                                features=features)
     return LaunchPlan(
         backend="bwrap",
-        argv=(*head, "--", *argv),
+        argv=(*head, *(() if seccomp_fd is None else ("--seccomp", str(seccomp_fd))), "--",
+              *argv),
         env=box_env(policy, env_extra),
         cwd=policy.project,
         description=shlex.join(argv),
@@ -113,7 +120,9 @@ def plan(
         watched=False,
         drain_idle=0.25,
         drain_max=1.0,
-        pass_fds=pass_fds,
+        # Held descriptors of the binds, and the filter's (``--seccomp``): one per run.
+        pass_fds=(*pass_fds, *(() if seccomp_fd is None else (seccomp_fd,))),
+        run_fds=() if seccomp_fd is None else (seccomp_fd,),
     )
 
 
@@ -123,12 +132,17 @@ def box_args(
     bwrap: str,
     features: Collection[str] | None = None,
     fds: Mapping[str, int] | None = None,
+    shm_size: int | None = None,
 ) -> tuple[str, ...]:
     """bwrap and its options for the session's box, up to the command.
 
     ``fds`` maps pinned and protected paths to ``O_PATH`` descriptors the session
     opened when it checked them (:func:`sandbox.beneath.open_path`); those are bound by
     descriptor (bwrap closes them before the command runs).
+
+    ``shm_size`` (bytes) makes ``/dev/shm`` a tmpfs of that size (else it is a folder of
+    /dev's tmpfs, which grows to half the machine's memory). ``/proc/keys`` and
+    ``/proc/key-users`` are covered (``KEYRING_LISTS``).
 
     Mounts are applied in order, each covering what is beneath it:
 
@@ -170,6 +184,10 @@ def box_args(
     _require_features(bwrap, features)
     ops, read_only_last = _mount_ops(policy)
     args: list[str] = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    for name in KEYRING_LISTS:
+        args += ["--ro-bind", "/dev/null", name]
+    if shm_size is not None:
+        args += ["--size", str(shm_size), "--tmpfs", "/dev/shm"]
     for _, kind, path in ops:
         args += _mount_args(policy, kind, path, fds or {})
     for d in read_only_last:
@@ -288,6 +306,13 @@ class BwrapBackend:
         self._lock = threading.Lock()
         # O_PATH descriptors of the pinned and protected paths (see hold()).
         self._fds: dict[str, int] = {}
+        self._shm_size: int | None = None
+        self._seccomp: Callable[[], int | None] | None = None
+
+    def harden(self, *, shm_size: int, seccomp: Callable[[], int | None]) -> None:
+        """Before the first plan: /dev/shm's size, and where each run's system-call
+        filter descriptor comes from (each plan gets its own)."""
+        self._shm_size, self._seccomp = shm_size, seccomp
 
     def program(self) -> str:
         """bwrap's absolute path, found once. Raises :class:`SandboxUnavailable`."""
@@ -306,10 +331,11 @@ class BwrapBackend:
              ) -> LaunchPlan:
         if self._prefix is None:
             self._prefix = box_args(self.policy, bwrap=self.program(), features=self._features,
-                                    fds=self._fds)
+                                    fds=self._fds, shm_size=self._shm_size)
+        fd = None if self._seccomp is None else self._seccomp()
         return plan(self.policy, argv, bwrap=self.program(), features=self._features,
                     env_extra=env_extra, prefix=self._prefix,
-                    pass_fds=tuple(self._fds.values()))
+                    pass_fds=tuple(self._fds.values()), seccomp_fd=fd)
 
     def hold(self, roots: tuple[str, ...]) -> None:
         """Open, without following a link, the pinned and protected paths below

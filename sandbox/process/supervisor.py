@@ -37,10 +37,10 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from sandbox.plan import LaunchPlan, Outcome, RunResult
-from sandbox.process import subreaper
+from sandbox.process import orphans, subreaper
 from sandbox.process.markers import MARKER_VAR, kill_marked
 from sandbox.process.pipes import Pipes
 from sandbox.process.subreaper import enable_subreaper, subreaper_enabled
@@ -79,8 +79,16 @@ def run(
     timeout: float | None = None,
     cancel: threading.Event | None = None,
     output_cap: int = DEFAULT_OUTPUT_CAP,
+    on_start: Callable[[int], object] | None = None,
+    spawn: Callable[[Callable[[], subprocess.Popen[bytes]]], subprocess.Popen[bytes]]
+    | None = None,
 ) -> RunResult:
     """Run ``plan`` to its end and return how it ended.
+
+    ``on_start`` is called with the process's pid just after it started (the session
+    puts it in a control group there); an exception from it ends the run. ``spawn``,
+    if given, starts the process (the session's spawner thread, which lives in the
+    box's control group, so the process is born there).
 
     ``stdin`` is written then closed. ``timeout`` (seconds) and ``cancel`` (set from
     any thread) end the run and everything it started. Output past ``output_cap``
@@ -100,14 +108,7 @@ def run(
         env = {**plan.env, MARKER_VAR: marker}
 
     try:
-        if subreaper_enabled():
-            # Held so the adopted-children sweep of another run never sees this child
-            # between its fork and its registration.
-            with subreaper.spawn_lock:
-                proc = _spawn(plan, env)
-                subreaper.running.add(proc.pid)
-        else:
-            proc = _spawn(plan, env)
+        proc = _spawn_registered(plan, env, spawn)
     except OSError as err:
         return RunResult(
             "failed_to_start",
@@ -120,14 +121,42 @@ def run(
     if watched:
         watchdog.send(b"+ %d\n" % pid)
     try:
+        if on_start is not None:
+            _started(proc, on_start)
         return _supervise(plan, proc, marker=marker, data=stdin, timeout=timeout,
                           cancel=cancel, cap=output_cap, started=started)
     finally:
+        orphans.running.discard(pid)
         if watched:
             watchdog.send(b"- %d %s\n" % (pid, (marker or "-").encode()))
         if subreaper_enabled():
             with subreaper.spawn_lock:
                 subreaper.running.discard(pid)
+
+
+def _spawn_registered(
+    plan: LaunchPlan,
+    env: Mapping[str, str],
+    spawn: Callable[[Callable[[], subprocess.Popen[bytes]]], subprocess.Popen[bytes]] | None,
+) -> subprocess.Popen[bytes]:
+    # The lock is held so that no sweep of adopted children (the opt-in subreaper's, or
+    # a session's orphan reaping) sees this child between its fork and its registration.
+    with subreaper.spawn_lock, orphans.lock:
+        proc = _spawn(plan, env) if spawn is None else spawn(lambda: _spawn(plan, env))
+        orphans.running.add(proc.pid)
+        if subreaper_enabled():
+            subreaper.running.add(proc.pid)
+    return proc
+
+
+def _started(proc: subprocess.Popen[bytes], on_start: Callable[[int], object]) -> None:
+    """``on_start`` for a process that just started; if it fails, the process goes."""
+    try:
+        on_start(proc.pid)
+    except BaseException:
+        _killpg(proc.pid)
+        proc.wait()
+        raise
 
 
 def _spawn(plan: LaunchPlan, env: Mapping[str, str]) -> subprocess.Popen[bytes]:

@@ -1,0 +1,335 @@
+"""What a session adds to the box beyond its namespaces, set up once per session.
+
+- the system-call filter (:mod:`sandbox.seccomp`), compiled once; each run reads it
+  from a descriptor of its own;
+- the bounds (:mod:`sandbox.limits`): processes and memory through a control group
+  where the machine allows one (:mod:`sandbox.cgroup`), else processes through
+  ``RLIMIT_NPROC``, which counts per user namespace, so per box; ``/dev/shm`` a tmpfs of
+  ``shm_size`` always; the private ``/tmp`` a tmpfs of ``tmp_size`` mounted on the
+  session's folder where this process may mount (root), so it keeps its files across
+  the session's runs; an unprivileged user cannot mount one that outlives a run, and it
+  stays an unbounded folder (said in :meth:`Hardening.bounds`);
+- host runs each in a control group of their own, killed whole when the run ends;
+- the child subreaper role while the session is open (:mod:`sandbox.orphans`).
+
+Whatever cannot be had is reported by :meth:`Hardening.bounds`, never pretended.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import resource
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .errors import SandboxUnavailable
+from .limits import Bound, Limits, describe
+from .plan import LaunchPlan, RunResult
+from .process import cgroup, orphans
+from .seccomp import Compiled, compile_filter, reader
+
+if TYPE_CHECKING:
+    from .backends import Backend
+    from .policy import Policy
+    from .settings import SandboxSettings
+
+# The supervisor, given what to do at a run's start and (or None) what starts it.
+Runner = Callable[[Callable[[int], None] | None, "cgroup.Spawn[Any] | None"], RunResult]
+
+FILTER_FIX = "install libseccomp (sudo apt-get install libseccomp2) and pyseccomp"
+MNT_DETACH = 2
+
+
+def _ours(marker: str) -> bool:
+    """A run marker of this process (its watchdog's instance)."""
+    from .process.watchdog import watchdog
+
+    instance = watchdog.instance if watchdog.pid > 0 else ""
+    return bool(instance) and marker.startswith(instance + ".")
+
+
+def _unmount_stale(root: str) -> None:
+    """Unmount the session tmpfs mounts under ``root`` whose harness process is gone
+    (killed before its session ended: its tmpfs would hold memory until a reboot). A
+    session folder is named ``session-<pid>-...``."""
+    import ctypes
+
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8") as f:
+            points = [line.split()[4] for line in f]
+    except OSError:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    for point in points:
+        head, _, name = point.rpartition("/")
+        parts = name.split("-")
+        if head != root or len(parts) < 3 or parts[0] != "session" or not parts[1].isdigit():
+            continue
+        try:
+            os.kill(int(parts[1]), 0)
+            continue
+        except ProcessLookupError:
+            pass
+        except OSError:
+            continue
+        libc.umount2(point.encode(), MNT_DETACH)
+
+
+def _mount_tmpfs(path: str, size: int) -> str | None:
+    """Mount a tmpfs of ``size`` bytes on ``path``; None, or why it could not be."""
+    if os.geteuid() != 0:
+        return ("mounting a size-capped tmpfs that lasts for the session needs root; an "
+                "unprivileged user's private /tmp is a folder on the host's disk")
+    _unmount_stale(os.path.dirname(path))
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    opts = f"size={size},mode=0700".encode()
+    if libc.mount(b"tmpfs", path.encode(), b"tmpfs", 0x2 | 0x4, opts) != 0:
+        return f"mounting a tmpfs failed: {os.strerror(ctypes.get_errno())}"
+    return None
+
+
+class Hardening:
+    """The session's filter, bounds and groups. Build with :meth:`open`; :meth:`close`
+    gives everything back."""
+
+    def __init__(self, limits: Limits, *, boxed: bool, private_tmp: str) -> None:
+        self.limits = limits
+        self.boxed = boxed
+        self.private_tmp = private_tmp
+        self.filter: Compiled | None = None
+        self.box_group: cgroup.Group | None = None
+        self.box_group_why: str | None = None
+        self.tmp_why: str | None = "the session has no box"
+        self.host_why: str | None = None
+        self._subreaper = False
+        self._oom = 0
+        self._moves: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+        self._mover: threading.Thread | None = None
+        self._spawner: cgroup.Spawner | None = None
+
+    @classmethod
+    def open(cls, limits: Limits, *, boxed: bool, private_tmp: str) -> Hardening:
+        self = cls(limits, boxed=boxed, private_tmp=private_tmp)
+        if not boxed:
+            return self
+        try:
+            self.filter = compile_filter()
+        except (ImportError, OSError, RuntimeError, AttributeError) as err:
+            raise SandboxUnavailable(
+                f"the system-call filter could not be built: {err}", FILTER_FIX) from err
+        try:
+            self.box_group = cgroup.bounded(limits.processes, limits.memory)
+            if self.box_group.version == 1:
+                self._spawner = cgroup.Spawner(self.box_group)
+        except cgroup.CgroupUnavailable as err:
+            self.box_group_why = str(err)
+        self.tmp_why = _mount_tmpfs(private_tmp, limits.tmp_size)
+        orphans.acquire()
+        self._subreaper = True
+        # Started now, not on the first run: a thread's start hands the interpreter's
+        # lock back and forth, which a run would wait for.
+        self._mover = threading.Thread(target=self._work, daemon=True,
+                                       name="harness-sandbox-session")
+        self._mover.start()
+        return self
+
+    @classmethod
+    def for_session(cls, settings: SandboxSettings, policy: Policy,
+                    box: Backend | None) -> Hardening:
+        """The session's hardening; the box backend (bwrap's) is told the /dev/shm size
+        and where each run's filter descriptor comes from."""
+        from .limits import resolve
+
+        limits = resolve(settings.processes, settings.memory, settings.tmp_size,
+                         settings.shm_size)
+        harden = getattr(box, "harden", None)
+        self = cls.open(limits, boxed=harden is not None, private_tmp=policy.private_tmp)
+        if harden is not None:
+            harden(shm_size=limits.shm_size, seccomp=self.seccomp_reader)
+        return self
+
+    def supervise(self, plan: LaunchPlan, runner: Runner) -> RunResult:
+        """Run ``plan`` through ``runner`` (the supervisor, given what to do at the
+        start): a box run is bounded, a host run grouped; the plan's descriptors are
+        closed after it, and what it orphaned here is reaped."""
+        # The Linux box's plans are the unwatched ones (its PID namespace ends it).
+        box = self.boxed and not plan.watched
+        group = None if box else self.host_group()
+        pids: list[int] = []
+        # Born in the box's group when the spawner thread has joined it; else moved.
+        spawn = self._spawner if box and self._spawner and self._spawner.joined.is_set() \
+            else None
+
+        def started(pid: int) -> None:
+            pids.append(pid)
+            if box:
+                self.box_started(pid, moved=spawn is None)
+            elif group is not None:
+                # Too late only if the run already ended: the marker still covers it.
+                with contextlib.suppress(OSError):
+                    cgroup.adopt(group, pid, stop=True)
+        try:
+            result = runner(started, spawn)
+        finally:
+            for fd in plan.run_fds:
+                os.close(fd)
+            if group is not None:
+                self.host_ended(group)
+        if box and pids:
+            return self.box_ended(pids[0], result)
+        self.reap()
+        return result
+
+    def close(self) -> None:
+        if self._spawner is not None:
+            self._spawner.stop()
+            self._spawner = None
+        if self._mover is not None:
+            # Not waited for: a move under way waits for the kernel, and concerns a run
+            # that is over (its group is removed below once it is empty).
+            self._moves.put(None)
+            self._mover = None
+        if self._subreaper:
+            orphans.release(_ours)
+            self._subreaper = False
+        if self.box_group is not None:
+            cgroup.remove(self.box_group)
+            self.box_group = None
+        if self.boxed and self.tmp_why is None:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.umount2(self.private_tmp.encode(), MNT_DETACH)
+            self.tmp_why = "the session has ended"
+        if self.filter is not None:
+            os.close(self.filter.fd)
+            self.filter = None
+
+    # -- box runs ----------------------------------------------------------------------
+
+    def seccomp_reader(self) -> int | None:
+        return None if self.filter is None else reader(self.filter)
+
+    def box_started(self, pid: int, *, moved: bool = True) -> None:
+        """Bound a box run that just started: ``RLIMIT_NPROC`` at once (it counts the
+        box's own user namespace only), and into the session's group off this thread.
+
+        Moving a process between groups waits for an RCU grace period in the kernel
+        (milliseconds on a busy machine), which would more than double a short run;
+        the move follows within that time instead, and the process bound holds from
+        the start."""
+        n = self.limits.processes
+        todo = [pid]
+        while todo:
+            p = todo.pop()
+            with contextlib.suppress(OSError):
+                resource.prlimit(p, resource.RLIMIT_NPROC, (n, n))
+                todo += cgroup.children(p)
+        if self.box_group is not None and moved:
+            self._later(pid)
+
+    def _later(self, pid: int) -> None:
+        """Hand ``pid`` to the session's worker thread: into the group (a pid), or a
+        reaping pass (0)."""
+        if self._mover is not None:
+            self._moves.put(pid)
+
+    def _work(self) -> None:
+        group = self.box_group
+        while (pid := self._moves.get()) is not None:
+            if pid == 0:
+                self.reap()
+            elif group is not None and pid in orphans.running:
+                # A run already over is not moved: a move waits for the kernel (see
+                # box_started), and the session's end would wait for it.
+                with contextlib.suppress(OSError):
+                    cgroup.adopt(group, pid)
+
+    def reap(self) -> None:
+        """Reap what the session's runs orphaned here and has exited."""
+        if self._subreaper:
+            orphans.reap_orphans(_ours)
+
+    def box_ended(self, pid: int, result: RunResult) -> RunResult:
+        """Reap what the run orphaned (off this thread: bwrap's init ends a moment after
+        the run); a run the memory bound killed says so."""
+        if self._subreaper:
+            self._later(0)
+        if (self.box_group is not None and result.outcome == "exited"
+                and result.returncode == 128 + 9 and self._new_oom_kill()):
+            return result._replace(
+                outcome="signaled", returncode=None, signal=9,
+                error=f"killed at the box's memory bound ({describe(self.limits.memory)})")
+        return result
+
+    def _new_oom_kill(self) -> bool:
+        """Whether the kernel killed for the memory bound since last asked (read only
+        for a run that ended by SIGKILL: a group is new, so it starts at 0)."""
+        assert self.box_group is not None
+        now = cgroup.oom_kills(self.box_group)
+        seen, self._oom = self._oom, now
+        return now > seen
+
+    # -- host runs ---------------------------------------------------------------------
+
+    def host_group(self) -> cgroup.Group | None:
+        """A group for one host run, or None (then the run marker is the fallback)."""
+        if self.host_why is not None:
+            return None
+        try:
+            return cgroup.killable()
+        except cgroup.CgroupUnavailable as err:
+            self.host_why = str(err)  # asked once: the machine will not change
+            return None
+
+    @staticmethod
+    def host_ended(group: cgroup.Group) -> None:
+        """Kill whatever is left in the run's group, reap those adopted here, remove it."""
+        for pid in cgroup.kill(group):
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+        cgroup.remove(group)
+
+    # -- for doctor ----------------------------------------------------------------------
+
+    def bounds(self) -> list[Bound]:
+        """Each protection, in force or not, with how or why."""
+        lim, out = self.limits, []
+        if self.filter is not None:
+            out.append(Bound("seccomp", "in force", f"libseccomp filter for "
+                             f"{', '.join(self.filter.arches).lower()}"))
+        else:
+            out.append(Bound("seccomp", "not in force", "", "the session has no box"))
+        g, why = self.box_group, self.box_group_why
+        how = "" if g is None else ("cgroup v2" if g.version == 2 else
+                                    "cgroup v1 pids and memory controllers")
+        if g is not None:
+            out.append(Bound("processes", "in force", f"{lim.processes} per box "
+                             f"(RLIMIT_NPROC) and in all the session's boxes ({how})"))
+            out.append(Bound("memory", "in force", f"{describe(lim.memory)}, {how}"))
+        elif self.boxed:
+            out.append(Bound("processes", "in force",
+                             f"{lim.processes} per box, RLIMIT_NPROC (no cgroup: {why})"))
+            out.append(Bound("memory", "not in force", "", why))
+        size = describe(lim.tmp_size)
+        out.append(Bound("tmp", "in force" if self.tmp_why is None else "not in force",
+                         f"tmpfs of {size} on the session's folder", self.tmp_why))
+        if self.boxed:
+            out.append(Bound("shm", "in force", f"tmpfs of {describe(lim.shm_size)}"))
+        if self.host_why is None:
+            self.host_group_probe()
+        out.append(Bound("host_runs", "in force" if self.host_why is None else
+                         "not in force", "each host run in a cgroup killed at its end",
+                         None if self.host_why is None else
+                         f"{self.host_why}; the run marker and process group remain"))
+        return out
+
+    def host_group_probe(self) -> None:
+        g = self.host_group()
+        if g is not None:
+            cgroup.remove(g)

@@ -1,0 +1,175 @@
+"""No zombie left by a session's runs, whoever PID 1 is.
+
+bubblewrap's init in the box's PID namespace outlives the outer bwrap by a moment: when
+the outer one exits the init is orphaned, and where PID 1 does not reap (a container
+started without an init) it stays a zombie for ever. While a session is open this
+process is the child subreaper (``PR_SET_CHILD_SUBREAPER``), so those orphans come here,
+and :func:`reap_orphans` reaps them, and only what the session's runs orphaned:
+
+- a child named ``bwrap`` (a box's init);
+- a child that carried one of this process's run markers while it lived (a host
+  run's leftover, adopted here and then killed by its group or the marker sweep);
+- a zombie child in a session other than this process's, started while a session was
+  open: every run starts in a session of its own, so this is a run's descendant that
+  died before or after it was adopted. (A program the harness itself starts in a new
+  session while a session is open, and has not waited for when it ends, matches too:
+  its exit status would then read as 0. Wait for such programs, or start them before.)
+
+never the main process of a run in progress (:data:`running`, registered under
+:data:`lock` from before its spawn, so no reap can take its exit status first).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable
+
+PR_SET_CHILD_SUBREAPER = 36
+PR_GET_CHILD_SUBREAPER = 37
+
+_state = threading.Lock()
+_holders = 0
+_was_set = False
+_since = 0  # clock ticks since boot when the first open session began
+# Held from before a run's spawn until its main process is in ``running``.
+lock = threading.RLock()
+running: set[int] = set()
+# Children seen carrying one of our markers: reaped once they are zombies.
+_marked: set[int] = set()
+_unmarked: set[int] = set()
+
+
+def _prctl(option: int, value: int) -> int:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    arg = ctypes.c_int(0)
+    if option == PR_GET_CHILD_SUBREAPER:
+        rc = libc.prctl(option, ctypes.byref(arg), 0, 0, 0)
+        return arg.value if rc == 0 else 0
+    return int(libc.prctl(option, value, 0, 0, 0))
+
+
+def acquire() -> None:
+    """A session opened: be the child subreaper until the last one closes."""
+    global _holders, _was_set, _since
+    with _state:
+        if _holders == 0:
+            _since = _ticks_now()
+            _was_set = _prctl(PR_GET_CHILD_SUBREAPER, 0) == 1
+            if not _was_set:
+                _prctl(PR_SET_CHILD_SUBREAPER, 1)
+        _holders += 1
+
+
+def release(ours: Callable[[str], bool]) -> None:
+    """A session closed: reap what its runs left (waiting up to a second for the last
+    box inits) and stop being the subreaper when no session is open (unless we were)."""
+    global _holders
+    end = time.monotonic() + 1.0
+    while reap_orphans(ours) and time.monotonic() < end:
+        time.sleep(0.005)
+    with _state:
+        _holders -= 1
+        from sandbox.process.subreaper import subreaper_enabled
+
+        # Given back only if nobody had it: not the opt-in subreaper, not the caller.
+        if _holders == 0 and not _was_set and not subreaper_enabled():
+            _prctl(PR_SET_CHILD_SUBREAPER, 0)
+
+
+def _ticks_now() -> int:
+    with open("/proc/uptime", encoding="ascii") as f:
+        return int(float(f.read().split()[0]) * os.sysconf("SC_CLK_TCK"))
+
+
+def _children() -> list[int]:
+    out: list[int] = []
+    for tid in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError), open(f"/proc/self/task/{tid}/children", "rb") as f:
+            out += [int(p) for p in f.read().split()]
+    return out
+
+
+def _marker(pid: int) -> str | None:
+    """The run marker in ``pid``'s environment, "" for none, None when unreadable."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = f.read()
+    except OSError:
+        return None
+    if not env:
+        return None
+    for item in env.split(b"\0"):
+        if item.startswith(b"HARNESS_SANDBOX_RUN="):
+            return item[len(b"HARNESS_SANDBOX_RUN="):].decode("ascii", "replace")
+    return ""
+
+
+PF_EXITING = 0x4  # in /proc/PID/stat's flags: the process is on its way out
+
+
+def _dying(pid: int, flags: int) -> bool:
+    """Exiting, or with SIGKILL pending: a zombie in a moment."""
+    if flags & PF_EXITING:
+        return True
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            status = f.read()
+    except OSError:
+        return False
+    for line in status.splitlines():
+        if line.startswith((b"SigPnd:", b"ShdPnd:")) and int(line.split()[1], 16) & 0x100:
+            return True
+    return False
+
+
+def _classify(pid: int, ours: Callable[[str], bool], own_session: int) -> str | None:
+    """"reap" (an orphan of the runs, exited), "wait" (one still alive or dying) or
+    None (not ours to reap)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    name = raw[raw.find(b"(") + 1 : raw.rfind(b")")]
+    # [0] state, [1] ppid, [2] pgrp, [3] session, ... [6] flags, ... [19] start time
+    fields = raw[raw.rfind(b")") + 2 :].split()
+    zombie = fields[0] == b"Z"
+    of_a_run = int(fields[3]) != own_session and int(fields[19]) >= _since
+    if not zombie and pid not in _marked and pid not in _unmarked:
+        # A live process's environment as it started does not change: read once (an
+        # empty read, of a process on its way out, decides nothing).
+        marker = _marker(pid)
+        if marker is not None and ours(marker):
+            _marked.add(pid)
+        elif marker is not None:
+            _unmarked.add(pid)
+    if name == b"bwrap" or pid in _marked or (of_a_run and zombie):
+        return "reap" if zombie else "wait"
+    if of_a_run and _dying(pid, int(fields[6])):
+        return "wait"  # killed a moment ago: a zombie of ours very soon
+    return None
+
+
+def reap_orphans(ours: Callable[[str], bool]) -> int:
+    """Reap what the session's runs orphaned here and has exited; ``ours`` tells this
+    process's run markers. Returns how many such children are still alive or dying."""
+    alive = 0
+    own_session = os.getsid(0)
+    with lock:
+        children = [c for c in _children() if c not in running]
+        _marked.intersection_update(children)
+        _unmarked.intersection_update(children)
+        for pid in children:
+            what = _classify(pid, ours, own_session)
+            if what == "wait":
+                alive += 1
+            elif what == "reap":
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, os.WNOHANG)
+                _marked.discard(pid)
+    return alive

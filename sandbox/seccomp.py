@@ -1,0 +1,217 @@
+"""The box's system-call filter: one table of denied calls, compiled once per session.
+
+Every boxed run gets the same filter, handed to bubblewrap with ``--seccomp FD``;
+bwrap loads it in the box just before it executes the command (after its own set-up,
+which the filter therefore never sees). The default is to allow: the namespaces, the
+dropped capabilities and the read-only mounts do the confining; this filter takes away
+the kernel interfaces a build never needs and that reach outside the box or are a large
+attack surface (the model is Flatpak's ``setup_seccomp`` and Docker's default profile).
+
+The filter is built with libseccomp (through ``pyseccomp``, ctypes over
+``libseccomp.so.2``), never assembled by hand, and covers every ABI the machine can run:
+on x86-64 also i386 and x32, on arm64 also 32-bit arm. A call from an ABI not in the
+filter kills the process (libseccomp's default for a foreign architecture).
+"""
+
+from __future__ import annotations
+
+import errno as E
+import os
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+SONAME = "libseccomp.so.2"
+
+# clone(2)/unshare(2) flags that make a namespace (linux/sched.h).
+CLONE_NEWTIME = 0x00000080
+CLONE_NEWNS = 0x00020000
+CLONE_NEWCGROUP = 0x02000000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+NAMESPACE_FLAGS = (CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER,
+                   CLONE_NEWPID, CLONE_NEWNET)
+# ioctl requests (asm-generic/ioctls.h; the same numbers on x86 and arm).
+TIOCSTI = 0x5412
+TIOCLINUX = 0x541C
+# personality(2): the default, and the value that only asks for the current one.
+PER_LINUX = 0
+PERSONALITY_QUERY = 0xFFFFFFFF
+
+# Comparison operators, as libseccomp numbers them (enum scmp_compare).
+MASKED_EQ = 7
+
+
+class Cmp(NamedTuple):
+    """One argument test: ``args[arg] & mask == value`` (libseccomp's SCMP_CMP_MASKED_EQ).
+    The mask keeps a 64-bit register's upper half out of a 32-bit argument's test."""
+
+    arg: int
+    mask: int
+    value: int
+
+
+class Denial(NamedTuple):
+    """A denied call: by name, the errno it answers, why; with ``when``, only the calls
+    whose arguments match one of the tests (each test is a rule of its own)."""
+
+    syscall: str
+    errno: int
+    why: str
+    when: tuple[Cmp, ...] = ()
+
+
+def _flag_tests(arg: int, flags: Sequence[int]) -> tuple[Cmp, ...]:
+    return tuple(Cmp(arg, f, f) for f in flags)
+
+
+def _personality_tests() -> tuple[Cmp, ...]:
+    """Matches every 32-bit value but 0 and 0xffffffff (the kernel reads the argument as
+    an unsigned int): a value with both a 1 bit and a 0 bit. Bit 0 is one of them; one
+    test per other bit. libseccomp takes one test per argument in a rule, so a range
+    cannot be said otherwise."""
+    out: list[Cmp] = []
+    for bit in range(1, 32):
+        out.append(Cmp(0, 1 | 1 << bit, 1))          # bit 0 set, this bit clear
+        out.append(Cmp(0, 1 | 1 << bit, 1 << bit))   # bit 0 clear, this bit set
+    return tuple(out)
+
+
+# What the box may not do. One place; the tests run every row from inside a box.
+DENIED: tuple[Denial, ...] = (
+    Denial("keyctl", E.EPERM, "the kernel keyring is the harness's session keyring"),
+    Denial("add_key", E.EPERM, "the kernel keyring is the harness's session keyring"),
+    Denial("request_key", E.EPERM, "the kernel keyring is the harness's session keyring"),
+    Denial("io_uring_setup", E.EPERM, "io_uring: the kernel's largest recent attack surface"),
+    Denial("io_uring_enter", E.EPERM, "io_uring: the kernel's largest recent attack surface"),
+    Denial("io_uring_register", E.EPERM, "io_uring: the kernel's largest recent attack "
+                                         "surface"),
+    Denial("perf_event_open", E.EPERM, "reads kernel and other processes' behaviour; a "
+                                       "history of exploits"),
+    Denial("bpf", E.EPERM, "loads programs into the kernel"),
+    Denial("userfaultfd", E.EPERM, "stalls the kernel at will: the tool of many race "
+                                   "exploits"),
+    Denial("kexec_load", E.EPERM, "replaces the running kernel"),
+    Denial("kexec_file_load", E.EPERM, "replaces the running kernel"),
+    Denial("init_module", E.EPERM, "loads kernel code"),
+    Denial("finit_module", E.EPERM, "loads kernel code"),
+    Denial("delete_module", E.EPERM, "unloads kernel code"),
+    Denial("personality", E.EPERM, "other personalities turn off address randomisation "
+                                   "or change the kernel's ABI", _personality_tests()),
+    Denial("ioctl", E.EPERM, "TIOCSTI pushes input into a terminal outside the box",
+           (Cmp(1, 0xFFFFFFFF, TIOCSTI),)),
+    Denial("ioctl", E.EPERM, "TIOCLINUX reads and pushes console input",
+           (Cmp(1, 0xFFFFFFFF, TIOCLINUX),)),
+    Denial("clone", E.EPERM, "no new namespaces in the box",
+           _flag_tests(0, NAMESPACE_FLAGS)),
+    Denial("unshare", E.EPERM, "no new namespaces in the box",
+           _flag_tests(0, (*NAMESPACE_FLAGS, CLONE_NEWTIME))),
+    # Its flags sit in a struct the filter cannot read; ENOSYS makes libc use clone.
+    Denial("clone3", E.ENOSYS, "its flags cannot be checked; libc falls back to clone"),
+    Denial("syslog", E.EPERM, "the kernel log is the host's"),
+    Denial("uselib", E.EPERM, "obsolete loader call"),
+    Denial("acct", E.EPERM, "process accounting is the host's"),
+    Denial("quotactl", E.EPERM, "disk quotas are the host's"),
+)
+
+# The ABIs a process on this machine can call the kernel with, by ``os.uname().machine``.
+# A machine not listed gets its native ABI only (and doctor says so).
+_ARCHES: dict[str, tuple[str, ...]] = {
+    "x86_64": ("X86_64", "X86", "X32"),
+    "aarch64": ("AARCH64", "ARM"),
+}
+
+
+class Compiled(NamedTuple):
+    """The filter, compiled: ``fd`` is a sealed memfd holding the BPF program (keep it
+    open for the session; :func:`reader` gives each run its own descriptor)."""
+
+    fd: int
+    size: int
+    arches: tuple[str, ...]
+
+
+def arches() -> tuple[str, ...]:
+    """The ABIs the filter covers on this machine (libseccomp's names)."""
+    return _ARCHES.get(os.uname().machine, ("NATIVE",))
+
+
+class _Fd:
+    """What pyseccomp's export wants: an object with ``fileno()``."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def fileno(self) -> int:
+        return self._fd
+
+
+_import_lock = threading.Lock()
+
+
+def _binding() -> Any:
+    """pyseccomp, imported without its two ``ctypes.util.find_library`` calls, each of
+    which runs ``ldconfig`` (milliseconds on every session's start): libseccomp is
+    loaded by its soname, and libc is this process's own. Elsewhere (a libseccomp that
+    is not ``libseccomp.so.2``) the search runs as pyseccomp does it."""
+    if "pyseccomp" in sys.modules:
+        return sys.modules["pyseccomp"]
+    import ctypes.util
+
+    known: dict[str, str | None] = {"c": None}
+    try:
+        ctypes.CDLL(SONAME)
+        known["seccomp"] = SONAME
+    except OSError:
+        pass
+    with _import_lock:
+        search = ctypes.util.find_library
+        ctypes.util.find_library = lambda name: (
+            known[name] if name in known else search(name))
+        try:
+            import pyseccomp
+        finally:
+            ctypes.util.find_library = search
+    return pyseccomp
+
+
+def compile_filter(table: Sequence[Denial] = DENIED) -> Compiled:
+    """Build the filter from ``table`` for every ABI of the machine. Raises OSError or
+    ImportError (libseccomp missing); the caller turns that into a refusal."""
+    sc = _binding()
+    flt = sc.SyscallFilter(sc.ALLOW)
+    names = arches()
+    native = sc.system_arch()
+    for name in names:
+        arch = getattr(sc.Arch, name)
+        if name != "NATIVE" and arch != native:
+            flt.add_arch(arch)
+    for row in table:
+        action = sc.ERRNO(row.errno)
+        if not row.when:
+            flt.add_rule(action, row.syscall)
+        for test in row.when:
+            flt.add_rule(action, row.syscall, sc.Arg(test.arg, MASKED_EQ, test.mask,
+                                                     test.value))
+    fd = os.memfd_create("harness-sandbox-seccomp", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        flt.export_bpf(_Fd(fd))
+        size = os.lseek(fd, 0, os.SEEK_CUR)
+        import fcntl
+
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK
+                    | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE)
+    except BaseException:
+        os.close(fd)
+        raise
+    return Compiled(fd, size, names)
+
+
+def reader(compiled: Compiled) -> int:
+    """A new descriptor of the program, at its start, for one run: bwrap reads its
+    ``--seccomp`` fd to the end, and descriptors made by dup or fork share one offset."""
+    return os.open(f"/proc/self/fd/{compiled.fd}", os.O_RDONLY | os.O_CLOEXEC)
