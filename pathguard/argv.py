@@ -7,8 +7,13 @@
   root) is checked against W and H. One that does not exist but is shaped like a path
   (a ``/`` and no whitespace) is checked against W: the agent could create it.
 - For an option, ``--name=value``, the value after the first ``=`` is checked the same
-  way; an empty value names nothing. An element starting with ``-`` is otherwise a path
-  only when it exists.
+  way; an empty value names nothing. So is the value attached to a short option
+  (``-I/path``, ``-r./x``: everything after the letter), and the value of an
+  environment assignment (``NAME=value``, as ``env`` takes it): the assignment as a
+  whole is then a path only when it exists. An element starting with ``-`` is
+  otherwise a path only when it exists.
+- Every accepted element that exists is pinned (:class:`pathguard.identity.Pins`): what
+  it led to at the check is compared again before each run.
 
 This is best effort by design: a path inside an ``sh -c`` string is not seen.
 """
@@ -17,15 +22,20 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from .guard import Guard, Verdict
+from .identity import Identity, Pins
 
 RefusalKind = Literal["project", "writable", "hidden", "not-found", "not-absolute",
-                      "undecidable"]
+                      "undecidable", "alias", "hard-link"]
+
+# NAME=value as env(1) and sh take it: a name of letters, digits and _, not a digit first.
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
 
 @dataclass(frozen=True)
@@ -42,11 +52,13 @@ class Refusal:
 @dataclass(frozen=True)
 class CommandVerdict:
     """The checked command: ``argv`` with ``argv[0]`` replaced by the absolute path found
-    on PATH; ``details`` each refusal; ``verdicts`` every check made."""
+    on PATH; ``details`` each refusal; ``verdicts`` every check made; ``pins`` what each
+    accepted, existing path led to, to compare again before each run."""
 
     argv: tuple[str, ...]
     details: tuple[Refusal, ...]
     verdicts: tuple[Verdict, ...]
+    pins: Pins = field(default_factory=Pins)
 
     @property
     def refusals(self) -> tuple[str, ...]:
@@ -83,16 +95,20 @@ def check_command(hook: str, command: Sequence[str], *, project: str, guard: Gua
         raise ValueError(f"hook {hook} has an empty command")
     refusals: list[Refusal] = []
     verdicts: list[Verdict] = []
+    pinned: dict[str, Identity] = {}
 
     def record(verdict: Verdict) -> None:
         verdicts.append(verdict)
         if verdict.ok:
+            if verdict.identity is not None:
+                pinned.setdefault(posixpath.join(project, verdict.path), verdict.identity)
             return
         zone = verdict.zone
         if zone is None:
             refusals.append(Refusal(verdict.path, verdict.refusal(hook), "undecidable"))
         else:
-            refusals.append(Refusal(verdict.path, verdict.refusal(hook), zone.kind, zone.path))
+            kind: RefusalKind = verdict.problem or zone.kind
+            refusals.append(Refusal(verdict.path, verdict.refusal(hook), kind, zone.path))
 
     def not_found(path: str) -> None:
         refusals.append(Refusal(path, f"hook {hook}: {path} was not found.", "not-found"))
@@ -115,13 +131,11 @@ def check_command(hook: str, command: Sequence[str], *, project: str, guard: Gua
         ))
     else:
         verdict = guard.check(program, project)
-        if not verdict.ok:
-            record(verdict)
-        elif verdict.status != "ok":
+        if verdict.ok and verdict.status != "ok":
             verdicts.append(verdict)
             not_found(program)
         else:
-            verdicts.append(verdict)
+            record(verdict)
 
     for element in command[1:]:
         for text in _path_candidates(element, project):
@@ -129,7 +143,8 @@ def check_command(hook: str, command: Sequence[str], *, project: str, guard: Gua
             if checked is not None:
                 record(checked)
 
-    return CommandVerdict((argv0, *command[1:]), tuple(refusals), tuple(verdicts))
+    pins = Pins(tuple(pinned), tuple(pinned.values())) if not refusals else Pins()
+    return CommandVerdict((argv0, *command[1:]), tuple(refusals), tuple(verdicts), pins)
 
 
 def prune_path(path_env: str | None, guard: Guard) -> str | None:
@@ -161,16 +176,23 @@ def _path_shaped(text: str) -> bool:
 
 
 def _path_candidates(element: str, project: str) -> list[str]:
-    """The texts in one element that may name paths."""
-    if not element.startswith("-"):
+    """The texts in one element that may name paths: the element; for ``--opt=value``
+    and ``NAME=value`` the value (the whole only when it exists); for a short option
+    the value attached to its letter."""
+    attached = ""
+    if element.startswith("--"):
+        attached = element.split("=", 1)[1] if "=" in element else ""
+    elif element.startswith("-"):
+        attached = element[2:]
+    elif _ASSIGNMENT.match(element):
+        attached = element.split("=", 1)[1]
+    else:
         return [element]
     out: list[str] = []
     if _exists(element, project):
         out.append(element)
-    if "=" in element:
-        value = element.split("=", 1)[1]
-        if value:
-            out.append(value)
+    if attached:
+        out.append(attached)
     return out
 
 
