@@ -20,6 +20,8 @@ from typing import Any, Literal
 from pathguard.argv import Refusal
 from sandbox.errors import PolicyError
 from sandbox.policy import Policy
+from sandbox.selfguard import SelfGuardError
+from sandbox.selfguard import check as check_self
 
 from .admission import Admission
 from .config import Config, ConfigError, banner, load, locate
@@ -133,6 +135,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
             network=settings.network,
             sandboxed=sandboxed,
         )
+        check_self(policy)
+    except SelfGuardError as err:
+        return fail(str(err))
     except PolicyError as err:
         # Only the project is checked before [sandbox]'s paths; those name the config.
         about_project = str(err).startswith("the project ")

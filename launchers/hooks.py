@@ -26,6 +26,7 @@ from launchers import protocol
 from launchers import records as rec
 from launchers.admission import Admission
 from launchers.config import Config, Event, HookSpec
+from pathguard.identity import Pins
 from sandbox.plan import RunResult
 from sandbox.policy import Policy
 
@@ -84,6 +85,15 @@ class _Hook:
     spec: HookSpec
     argv: tuple[str, ...]
     host: bool
+    # What the guard accepted, compared again before each run (see pathguard.identity).
+    pins: Pins = field(default_factory=Pins)
+
+
+def changed_since_start(path: str) -> RunResult:
+    """The run that did not start because ``path`` is not what the guard checked: the
+    failure reads ``could not start: <path> changed since the session started``."""
+    return RunResult(outcome="failed_to_start",
+                     error=f"{path} changed since the session started")
 
 
 def guard_hooks(hooks: Sequence[HookSpec], policy: Policy) -> tuple[tuple[_Hook, ...], list[str]]:
@@ -96,7 +106,7 @@ def guard_hooks(hooks: Sequence[HookSpec], policy: Policy) -> tuple[tuple[_Hook,
         if verdict.refusals:
             refusals.extend(verdict.refusals)
             continue
-        out.append(_Hook(spec, tuple(verdict.argv), host=not boxed))
+        out.append(_Hook(spec, tuple(verdict.argv), host=not boxed, pins=verdict.pins))
     return tuple(out), refusals
 
 
@@ -228,8 +238,12 @@ class HookRunner:
         if cancel is not None and cancel.is_set():
             return RunResult(outcome="cancelled")
         self._write(rec.started_record(hook.spec.name, event, tool, key))
-        result = self.session.run(hook.argv, stdin=envelope, timeout=hook.spec.timeout,
-                                  cancel=cancel, host=hook.host)
+        changed = hook.pins.changed()
+        if changed is not None:
+            result = changed_since_start(changed)
+        else:
+            result = self.session.run(hook.argv, stdin=envelope, timeout=hook.spec.timeout,
+                                      cancel=cancel, host=hook.host)
         self._emit(d, rec.effect_record(hook.spec.name, key, result))
         return result
 

@@ -45,6 +45,7 @@ from sandbox.plan import RunResult
 
 if TYPE_CHECKING:
     from pathguard.argv import CommandVerdict
+    from pathguard.identity import Pins
     from sandbox.policy import Policy
     from sandbox.session import Session
 
@@ -717,9 +718,11 @@ class CommandRunner(Protocol):
     ) -> RunResult: ...
 
 
-def session_runner(session: Session) -> CommandRunner:
+def session_runner(session: Session, pins: Mapping[str, Pins] | None = None
+                   ) -> CommandRunner:
     """Run command hooks through ``session``: a ``sandbox: true`` hook in its box when
-    the session has one, every other hook on the host."""
+    the session has one, every other hook on the host. ``pins`` maps a hook's command
+    string to what the guard accepted; a hook whose files changed since is not run."""
 
     def run(
         argv: Sequence[str],
@@ -731,6 +734,12 @@ def session_runner(session: Session) -> CommandRunner:
         cancel: threading.Event | None,
     ) -> RunResult:
         in_box = boxed and session.policy.sandboxed
+        pinned = pins.get(argv[-1]) if pins else None
+        changed = pinned.changed() if pinned is not None else None
+        if changed is not None:
+            from .hooks import changed_since_start
+
+            return changed_since_start(changed)
         return session.run(
             argv,
             stdin=stdin,
@@ -927,6 +936,13 @@ def check(config: OhConfig, *, project: str, policy: Policy) -> list[tuple[str, 
     return out
 
 
+def _pins(config: OhConfig, checked: list[tuple[str, CommandVerdict]]) -> dict[str, Pins]:
+    """Each command string's pins, from the guard's verdicts (in ``all_hooks`` order)."""
+    labels = {label: verdict.pins for label, verdict in checked}
+    return {h.command: labels[h.label] for h in config.all_hooks()
+            if h.command is not None and h.label in labels}
+
+
 def audit(path: str, *, project: str, policy: Policy) -> list[tuple[str, CommandVerdict]]:
     """Load ``path`` and check each command hook. Raises :class:`OhConfigError`."""
     return check(load(path), project=project, policy=policy)
@@ -1027,17 +1043,15 @@ def cmd_hook(args: argparse.Namespace) -> int:
             with Session.open(
                 project, settings=None, sandboxed=not getattr(args, "no_sandbox", False)
             ) as session:
-                refusals = [
-                    msg
-                    for _, verdict in check(config, project=project, policy=session.policy)
-                    for msg in verdict.refusals
-                ]
+                checked = check(config, project=project, policy=session.policy)
+                refusals = [msg for _, verdict in checked for msg in verdict.refusals]
                 if refusals:
                     for msg in refusals:
                         _say(msg)
                     return 2
+                pins = _pins(config, checked)
                 result, interrupted = _fire_interruptible(
-                    config, event, ctx, session_runner(session))
+                    config, event, ctx, session_runner(session, pins))
         except SandboxError as err:
             _say(str(err))
             return 2

@@ -150,6 +150,10 @@ class Session:
                 network=settings.network, sandboxed=sandboxed, env=env, scrub=settings.scrub,
                 output_cap=output_cap,
             )
+            # The toolkit will not run from a folder the box can write (selfguard.py).
+            from .selfguard import check as check_self
+
+            check_self(policy)
             session = cls(policy)
             if sandboxed:
                 session.box()  # fail now, before anything runs, if there is no box
