@@ -109,12 +109,15 @@ class Aliases:
         :class:`pathguard.mounts.MountsUnreadable`."""
         if not self.linux or not self.zones:
             return None
+        if w.status == "ok":
+            # The file itself first: the message then names it, not a folder above it.
+            hit = self._hit(w.final, strict=False)
+            if hit is not None:
+                return hit
         for visit in w.visits:
             hit = self._hit(visit.location, strict=visit.kind != "missing")
             if hit is not None:
                 return hit
-        if w.status == "ok":
-            return self._hit(w.final, strict=False)
         return None
 
     def hard_link(self, location: str, st: os.stat_result) -> LinkHit | None:

@@ -51,15 +51,16 @@ def own_paths() -> list[tuple[str, str]]:
             continue  # an embedding that does not ship this part of the toolkit
         where = getattr(module, "__file__", None)
         if where:
-            out.append((os.path.dirname(os.path.abspath(where)), "its own files"))
+            out.append((os.path.dirname(os.path.abspath(where)), "harness-sandbox's own code"))
     if sys.executable:
-        out.append((sys.executable, "its interpreter"))
-        out.append((os.path.realpath(sys.executable), "its interpreter"))
+        out.append((sys.executable, "harness-sandbox's interpreter"))
+        out.append((os.path.realpath(sys.executable), "harness-sandbox's interpreter"))
     venv = sys.prefix != sys.base_prefix
-    out.append((sys.prefix, "its virtual environment" if venv else "its Python"))
+    prefix = "virtual environment" if venv else "Python"
+    out.append((sys.prefix, f"harness-sandbox's {prefix}"))
     if venv:
-        out.append((sys.base_prefix, "its Python"))
-    out += [(p, "a folder on its import path (sys.path)") for p in sys.path
+        out.append((sys.base_prefix, "harness-sandbox's Python"))
+    out += [(p, "a folder on harness-sandbox's import path (sys.path)") for p in sys.path
             if p.startswith("/")]
     unique: dict[str, str] = {}
     for path, what in out:
@@ -88,7 +89,7 @@ def check(policy: Policy) -> None:
         verdict = guard.check(path, "/", check_hidden=False)
         if verdict.ok:
             continue
-        fix = FIX_PATH if what.startswith("a folder on its import path") else FIX_INSTALL
+        fix = FIX_PATH if what.startswith("a folder on") else FIX_INSTALL
         raise SelfGuardError(
-            f"harness-sandbox will not start: {what}, {path}, {_where(verdict)}, so the "
-            f"agent could change the code that guards it. {fix}")
+            f"{what}, {path}, {_where(verdict)}, so the agent could change the code that "
+            f"guards it; harness-sandbox will not start. {fix}")
