@@ -145,6 +145,7 @@ LOADER_VARS: tuple[LoaderVar, ...] = (
     LoaderVar("R_LIBS", "list", "R packages"),
     LoaderVar("R_LIBS_USER", "list", "R packages"),
     LoaderVar("XDG_CONFIG_DIRS", "list", "configs that name programs (git, ...)"),
+    LoaderVar("XDG_CONFIG_HOME", "code", "the user's configs, which name programs (git)"),
     LoaderVar("LD_PRELOAD", "code", "shared libraries loaded into every dynamic program"),
     LoaderVar("LD_AUDIT", "code", "the dynamic linker's audit libraries"),
     LoaderVar("BASH_ENV", "code", "a file bash runs before any script"),

@@ -103,6 +103,12 @@ def main() -> int:
             host_plan = host.plan(session.policy, [TRUE])
             spec = HookSpec(name="ok", event="PreToolUse", command=(str(ok),), tools=("bash",))
             runner = HookRunner(Config(path=None, hooks=(spec,)), session, session_id="bench")
+            # What each run re-checks before it starts: an interpreter, a script, a file.
+            checked = HookSpec(name="pinned", event="PreToolUse", sandbox=False,
+                               command=("/bin/sh", str(ok), f"--rules={hook_dir}/rules.txt"))
+            pins = HookRunner(Config(path=None, hooks=(checked,)), session,
+                              session_id="bench").hooks[0].pins
+            assert len(pins.paths) == 3, pins
 
             def bare() -> None:
                 subprocess.run([TRUE], check=False)
@@ -121,13 +127,17 @@ def main() -> int:
             def host_run() -> None:
                 supervisor.run(host_plan)
 
+            def identity_recheck() -> None:
+                assert pins.changed() is None
+
             def cli_run() -> None:
                 subprocess.run([CLI, "run", "--project", str(project), "--", TRUE],
                                env=env, check=True)
 
             inner = interleave(
                 {"a_bare_spawn": bare, "b_bwrap_direct": bwrap_direct, "c_library_boxed": boxed,
-                 "d_pretooluse_boxed_hook": hook_round_trip, "e_host_runner": host_run},
+                 "d_pretooluse_boxed_hook": hook_round_trip, "e_host_runner": host_run,
+                 "i_identity_recheck_3_paths": identity_recheck},
                 rounds * 2,
             )
             results.update(inner)
@@ -213,6 +223,7 @@ def main() -> int:
         "e_minus_a_ms < 1.5": derived["e_minus_a_ms"] < 1.5,
         "f < 60 ms": med("f_cli_run_true") < 60,
         "audit of 1,000 hooks < 500 ms": med("g_audit_1000_hooks") < 500,
+        "identity re-check < 0.2 ms": med("i_identity_recheck_3_paths") < 0.2,
     }
     doc = {
         "version": 1,
@@ -230,7 +241,7 @@ def main() -> int:
     for k, v in results.items():
         if isinstance(v, dict) and "median_ms" in v:
             p95 = "-" if v["p95_ms"] is None else f"{v['p95_ms']:.2f}"
-            print(f"{k:32} {v['median_ms']:>10.2f} {p95:>10} {v['n']:>5}")
+            print(f"{k:32} {v['median_ms']:>10.3f} {p95:>10} {v['n']:>5}")
         elif isinstance(v, dict):
             print(f"{k:32} could not run: {v['error'].strip().splitlines()[-1:]}")
     for k, v in results.items():
