@@ -115,6 +115,27 @@ def test_a_hard_link_of_a_project_file_is_refused_and_its_rewrite_never_runs(
     assert not marker.exists()
 
 
+def test_audit_json_gives_a_hard_link_its_kind(project: Path, tools: Path,
+                                             tmp_path: Path) -> None:
+    hook = script(tools / "check.sh", "exit 0")
+    os.link(hook, project / "check.sh")
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text(
+        f'[[hooks]]\nname = "check"\nevent = "PreToolUse"\ncommand = ["{hook}"]\n'
+        "sandbox = false\n")
+    done = subprocess.run([CLI, "audit", "--json", "--project", str(project)],
+                          env={"HARNESS_HOME": str(home), "HOME": str(home), "LANG": "C.UTF-8",
+                               "PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stderr
+    message = (f"hook check: {hook} has 2 hard links and lies on the file system of the "
+               "project, so another of its names may be there and the agent could change it "
+               f"through that name. {FIX_LINK}")
+    assert json.loads(done.stdout)["hooks"][0]["refusals"] == [
+        {"path": str(hook), "reason": message, "folder": str(project), "kind": "hard-link"}]
+
+
 def test_a_program_whose_other_names_all_lie_beside_it_is_accepted(
         project: Path, tools: Path, session: Session) -> None:
     # Like /usr/bin/perl and perl5.36.0: every name is known, none is the agent's.
