@@ -60,6 +60,10 @@ def box_env(policy: Policy, env_extra: Mapping[str, str] | None = None) -> dict[
     return _env.scrub(out)
 
 
+# Read by the dynamic linker when bwrap itself starts.
+LINKER_VARS = ("LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT")
+
+
 def plan(
     policy: Policy,
     argv: Sequence[str],
@@ -76,10 +80,16 @@ def plan(
         raise ValueError("an empty command cannot run in the box")
     head = tuple(prefix) if prefix is not None else box_args(policy, bwrap=bwrap,
                                                                features=features)
+    env = box_env(policy, env_extra)
+    # bwrap starts on the host: the dynamic linker would load what these name into it
+    # before any namespace exists (a library the agent built in the project). They
+    # reach the command in the box through --setenv instead.
+    inner = [(k, env.pop(k)) for k in LINKER_VARS if k in env]
+    setenv = tuple(x for k, v in inner for x in ("--setenv", k, v))
     return LaunchPlan(
         backend="bwrap",
-        argv=(*head, "--", *argv),
-        env=box_env(policy, env_extra),
+        argv=(*head, *setenv, "--", *argv),
+        env=env,
         cwd=policy.project,
         description=shlex.join(argv),
     )

@@ -159,3 +159,34 @@ def test_a_host_hook_does_not_import_the_agents_json_through_pythonpath(
     d = r.pre_tool_use("bash", {"command": "ls"}, tool_use_id="7EX")
     assert d.outcome == "allowed", d.warnings
     assert not marker.exists()
+
+
+EVIL_C = """
+#include <fcntl.h>
+#include <unistd.h>
+__attribute__((constructor)) static void mark(void) {
+    int fd = open("%s", O_CREAT | O_WRONLY, 0644);
+    if (fd >= 0) close(fd);
+}
+"""
+
+
+@pytest.mark.isolation
+@pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("bwrap") is None,
+                    reason="needs bubblewrap on Linux")
+def test_bwrap_itself_never_loads_a_library_the_agent_built(project: Path) -> None:
+    # The marker's folder is the host's /tmp: in the box /tmp is the private one, so
+    # only a process on the host can make it there.
+    marker = project.parent / "PWNED"
+    with Session.open(str(project)) as s:
+        (project / "evil.c").write_text(EVIL_C % marker)
+        built = s.run(["/bin/sh", "-c", "cc -shared -fPIC -o evil.so evil.c"], timeout=60)
+        assert built.ok, built.stderr.decode()
+    env = {**os.environ, "LD_PRELOAD": f"{project}/evil.so",
+           "LD_LIBRARY_PATH": f"{project}/lib"}
+    with Session.open(str(project), env=env) as s:
+        done = s.run(["/bin/sh", "-c", 'echo "$LD_PRELOAD $LD_LIBRARY_PATH"'])
+    assert done.ok, done.stderr.decode()
+    # The command in the box still has them; bwrap, on the host, never loaded them.
+    assert done.stdout.decode().split() == [f"{project}/evil.so", f"{project}/lib"]
+    assert not marker.exists()
