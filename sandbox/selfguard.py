@@ -35,6 +35,10 @@ PACKAGES = ("sandbox", "pathguard", "launchers")
 FIX_INSTALL = ("Install harness-sandbox outside the project and every writable folder "
                "(for example with pipx install harness-sandbox) and run that one.")
 FIX_PATH = "Remove it from PYTHONPATH, or install harness-sandbox outside the project."
+FIX_ENV = "Start harness-sandbox without it."
+# Read when the interpreter itself starts, before any code of ours: libraries
+# (the linker's three) and the standard library (PYTHONHOME).
+OWN_LOADER_VARS = ("LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "PYTHONHOME")
 
 
 class SelfGuardError(PolicyError):
@@ -83,8 +87,19 @@ def _where(verdict: Verdict) -> str:
 
 def check(policy: Policy) -> None:
     """Raise :class:`SelfGuardError` when anything the toolkit runs from lies in a
-    folder the agent can write (or cannot be checked)."""
+    folder the agent can write (or cannot be checked), or its own environment makes
+    the interpreter load from one."""
     guard = policy.guard(hook_sandboxed=False)
+    from .env import path_words
+
+    for name in OWN_LOADER_VARS:
+        for word in path_words(os.environ.get(name, "")):
+            verdict = guard.check(word, "/", check_hidden=False)
+            if not verdict.ok:
+                raise SelfGuardError(
+                    f"the environment variable {name} names {word}, which "
+                    f"{_where(verdict)}, so the agent could change the code that "
+                    f"harness-sandbox loads; harness-sandbox will not start. {FIX_ENV}")
     for path, what in own_paths():
         verdict = guard.check(path, "/", check_hidden=False)
         if verdict.ok:

@@ -122,3 +122,13 @@ def test_safe_path_drops_what_names_the_working_directory() -> None:
     # directory's entry named it.
     assert safe_path(["/w", "/usr/lib/python3.11"], None, "/w", stdlib, "/w") == \
         ["/usr/lib/python3.11", "/w"]
+
+
+def test_a_linker_variable_naming_the_project_stops_the_toolkit(project: Path) -> None:
+    done = cli(["audit", "--project", str(project)], cwd=project.parent,
+               env={"LD_LIBRARY_PATH": f"/usr/lib:{project}/build"})
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"the environment variable LD_LIBRARY_PATH names {project}/build, which is in the "
+        "project, so the agent could change the code that harness-sandbox loads; "
+        "harness-sandbox will not start. Start harness-sandbox without it.\n")
