@@ -88,63 +88,81 @@ def find_program(name: str, path_env: str | None) -> str | None:
     return None
 
 
+class _Checks:
+    """What checking one command found: refusals, verdicts, and the pins of the paths
+    accepted."""
+
+    def __init__(self, hook: str, project: str) -> None:
+        self.hook = hook
+        self.project = project
+        self.refusals: list[Refusal] = []
+        self.verdicts: list[Verdict] = []
+        self.pinned: dict[str, Identity] = {}
+
+    def record(self, verdict: Verdict) -> None:
+        self.verdicts.append(verdict)
+        if verdict.ok:
+            if verdict.identity is not None:
+                where = posixpath.join(self.project, verdict.path)
+                self.pinned.setdefault(where, verdict.identity)
+            return
+        zone, message = verdict.zone, verdict.refusal(self.hook)
+        if zone is None:
+            self.refusals.append(Refusal(verdict.path, message, "undecidable"))
+        else:
+            kind: RefusalKind = verdict.problem or zone.kind
+            self.refusals.append(Refusal(verdict.path, message, kind, zone.path))
+
+    def not_found(self, path: str) -> None:
+        self.refusals.append(
+            Refusal(path, f"hook {self.hook}: {path} was not found.", "not-found"))
+
+    def verdict(self, argv: tuple[str, ...]) -> CommandVerdict:
+        pins = Pins() if self.refusals else Pins(tuple(self.pinned),
+                                                 tuple(self.pinned.values()))
+        return CommandVerdict(argv, tuple(self.refusals), tuple(self.verdicts), pins)
+
+
+def _check_program(program: str, checks: _Checks, guard: Guard,
+                   path_env: str | None) -> str:
+    """Check ``command[0]``; the path that will run (found on PATH for a bare name)."""
+    if "/" not in program:
+        found = find_program(program, path_env) if program else None
+        if found is None:
+            checks.not_found(program)
+            return program
+        checks.record(guard.check(found, checks.project))
+        return found
+    if not program.startswith("/"):
+        checks.refusals.append(Refusal(
+            program,
+            f"hook {checks.hook}: {program} must be an absolute path "
+            "(a command with a / is not looked up on PATH).",
+            "not-absolute",
+        ))
+        return program
+    verdict = guard.check(program, checks.project)
+    if verdict.ok and verdict.status != "ok":
+        checks.verdicts.append(verdict)
+        checks.not_found(program)
+    else:
+        checks.record(verdict)
+    return program
+
+
 def check_command(hook: str, command: Sequence[str], *, project: str, guard: Guard,
                   path_env: str | None) -> CommandVerdict:
     """Check every element of hook ``hook``'s command that names a path."""
     if not command:
         raise ValueError(f"hook {hook} has an empty command")
-    refusals: list[Refusal] = []
-    verdicts: list[Verdict] = []
-    pinned: dict[str, Identity] = {}
-
-    def record(verdict: Verdict) -> None:
-        verdicts.append(verdict)
-        if verdict.ok:
-            if verdict.identity is not None:
-                pinned.setdefault(posixpath.join(project, verdict.path), verdict.identity)
-            return
-        zone = verdict.zone
-        if zone is None:
-            refusals.append(Refusal(verdict.path, verdict.refusal(hook), "undecidable"))
-        else:
-            kind: RefusalKind = verdict.problem or zone.kind
-            refusals.append(Refusal(verdict.path, verdict.refusal(hook), kind, zone.path))
-
-    def not_found(path: str) -> None:
-        refusals.append(Refusal(path, f"hook {hook}: {path} was not found.", "not-found"))
-
-    program = command[0]
-    argv0 = program
-    if "/" not in program:
-        found = find_program(program, path_env) if program else None
-        if found is None:
-            not_found(program)
-        else:
-            argv0 = found
-            record(guard.check(found, project))
-    elif not program.startswith("/"):
-        refusals.append(Refusal(
-            program,
-            f"hook {hook}: {program} must be an absolute path "
-            "(a command with a / is not looked up on PATH).",
-            "not-absolute",
-        ))
-    else:
-        verdict = guard.check(program, project)
-        if verdict.ok and verdict.status != "ok":
-            verdicts.append(verdict)
-            not_found(program)
-        else:
-            record(verdict)
-
+    checks = _Checks(hook, project)
+    argv0 = _check_program(command[0], checks, guard, path_env)
     for element in command[1:]:
         for text in _path_candidates(element, project):
             checked = _check_element(text, project, guard)
             if checked is not None:
-                record(checked)
-
-    pins = Pins(tuple(pinned), tuple(pinned.values())) if not refusals else Pins()
-    return CommandVerdict((argv0, *command[1:]), tuple(refusals), tuple(verdicts), pins)
+                checks.record(checked)
+    return checks.verdict((argv0, *command[1:]))
 
 
 def prune_path(path_env: str | None, guard: Guard) -> str | None:

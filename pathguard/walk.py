@@ -164,7 +164,7 @@ def walk(path: str, cwd: str, *, lookup: Lookup | None = None) -> Walk:
     if "\0" in path:
         return Walk(path, cwd, "unreadable", path, "other", (), reason=NUL_REASON)
     if path.startswith("/"):
-        return _resolve(path, cwd, "/", [], components(path), look)
+        return _resolve(path, cwd, "/", [], components(path), look=look)
     if not cwd.startswith("/"):
         raise ValueError(f"the working directory {cwd} is not absolute")
     base = walk(cwd, "/", lookup=look)
@@ -174,10 +174,10 @@ def walk(path: str, cwd: str, *, lookup: Lookup | None = None) -> Walk:
     if base.kind != "dir":
         return Walk(path, cwd, "notdir", base.final, base.kind, base.visits,
                     tuple(components(path)), base.links)
-    return _resolve(path, cwd, base.final, list(base.visits), components(path), look)
+    return _resolve(path, cwd, base.final, list(base.visits), components(path), look=look)
 
 
-def _resolve(path: str, cwd: str, start: str, visits: list[Visit], parts: list[str],
+def _resolve(path: str, cwd: str, start: str, visits: list[Visit], parts: list[str], *,
              look: Lookup) -> Walk:
     # The components still to take, next one last (a stack): a link's target is pushed
     # in front of what remains, as the kernel splices it in.
