@@ -89,7 +89,7 @@ def check(policy: Policy) -> None:
     """Raise :class:`SelfGuardError` when anything the toolkit runs from lies in a
     folder the agent can write (or cannot be checked), or its own environment makes
     the interpreter load from one."""
-    guard = policy.guard(hook_sandboxed=False)
+    guard = policy.guard(boxed=False)
     from .env import path_words
 
     for name in OWN_LOADER_VARS:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from trees import FIX_W
+from helpers.trees import FIX_W
 
 from launchers.config import Config, HookSpec, OnFailure
 from launchers.hooks import Decision, HookRefused, HookRunner

@@ -36,7 +36,7 @@ def project(tmp_path: Path) -> Path:
 def policy(project: Path, env: dict[str, str], *, sandboxed: bool = True) -> Policy:
     base = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent-home"}
     return Policy.create(str(project), private_tmp=str(project.parent / "private"),
-                         env={**base, **env}, sandboxed=sandboxed)
+                         env={**base, **env}, boxed=sandboxed)
 
 
 def name_of(row: LoaderVar) -> str:
