@@ -285,3 +285,33 @@ def test_a_hook_under_a_bind_mount_of_the_project_is_refused_and_never_runs(
     assert read("hook.rc").strip() == "2"
     assert read("hook.err").strip() == message
     assert not marker.exists()
+
+
+# -- the openHarness front ------------------------------------------------------------------
+
+
+def test_an_openharness_hook_re_pointed_after_the_check_is_not_run(
+        project: Path, tools: Path, session: Session) -> None:
+    from launchers.openharness.config import load
+    from launchers.openharness.envelope import Context
+    from launchers.openharness.fire import check, fire, pins_of, session_runner
+
+    marker = tools / "PWNED"
+    script(tools / "a.sh", "exit 0")
+    script(tools / "b.sh", f"touch {marker}")
+    link = tools / "hook.sh"
+    link.symlink_to("a.sh")
+    oh_file = project.parent / "oh.yaml"
+    oh_file.write_text(f"hooks:\n  preToolUse:\n    - command: '{link}'\n")
+    config = load(str(oh_file))
+    checked = check(config, policy=session.policy)
+    assert [v.refusals for _, v in checked] == [()]
+    run = session_runner(session, pins_of(config, checked))
+    ctx = Context(tool_name="Bash", cwd=str(project))
+    assert fire(config, "preToolUse", ctx, runner=run).decision == "allow"
+    link.unlink()
+    link.symlink_to("b.sh")
+    result = fire(config, "preToolUse", ctx, runner=run)
+    why = f"could not start: {link} changed since the session started"
+    assert (result.decision, result.reason) == ("deny", f"hook preToolUse[0] failed ({why})")
+    assert not marker.exists()
