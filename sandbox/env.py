@@ -127,6 +127,9 @@ def box_env(policy: Policy, env_extra: Mapping[str, str] | None = None, *,
 # - "list": a ``:``-separated list of folders, pruned exactly as PATH is (empty,
 #   relative, untraceable and writable-folder entries go; nothing left, the variable
 #   goes);
+# - "path": one file or folder code is taken from: the variable goes when it lies in a
+#   writable folder, cannot be traced, or is relative (taken from wherever the program
+#   runs, and a host hook may go to the project first: ``cd "$(jq -r .cwd)"``);
 # - "code": names code to run or a place code is taken from, as a path, a list or an
 #   option string: every path-like word in it is checked (``--require=/p/x.js``,
 #   ``-I/p/lib``, ``-javaagent:/p/a.jar``), and the variable goes when one lies in a
@@ -134,7 +137,7 @@ def box_env(policy: Policy, env_extra: Mapping[str, str] | None = None, *,
 #
 # With no sandbox nothing changes, as for PATH: the agent's commands write anywhere.
 
-LoaderForm = Literal["list", "code"]
+LoaderForm = Literal["list", "path", "code"]
 
 
 class LoaderVar(NamedTuple):
@@ -158,31 +161,31 @@ LOADER_VARS: tuple[LoaderVar, ...] = (
     LoaderVar("R_LIBS", "list", "R packages"),
     LoaderVar("R_LIBS_USER", "list", "R packages"),
     LoaderVar("XDG_CONFIG_DIRS", "list", "configs that name programs (git, ...)"),
-    LoaderVar("XDG_CONFIG_HOME", "code", "the user's configs, which name programs (git)"),
+    LoaderVar("XDG_CONFIG_HOME", "path", "the user's configs, which name programs (git)"),
     LoaderVar("LD_PRELOAD", "code", "shared libraries loaded into every dynamic program"),
     LoaderVar("LD_AUDIT", "code", "the dynamic linker's audit libraries"),
-    LoaderVar("BASH_ENV", "code", "a file bash runs before any script"),
-    LoaderVar("ENV", "code", "a file sh runs at start"),
-    LoaderVar("ZDOTDIR", "code", "the folder zsh reads .zshenv from, scripts too"),
+    LoaderVar("BASH_ENV", "path", "a file bash runs before any script"),
+    LoaderVar("ENV", "path", "a file sh runs at start"),
+    LoaderVar("ZDOTDIR", "path", "the folder zsh reads .zshenv from, scripts too"),
     LoaderVar("PROMPT_COMMAND", "code", "a command interactive bash runs"),
     LoaderVar("BASH_FUNC_*", "code", "exported bash functions"),
-    LoaderVar("PYTHONSTARTUP", "code", "a file interactive Python runs"),
-    LoaderVar("PYTHONHOME", "code", "the standard library Python loads"),
-    LoaderVar("PYTHONUSERBASE", "code", "user site-packages and their .pth files"),
-    LoaderVar("PYTHONPYCACHEPREFIX", "code", "compiled modules Python loads"),
-    LoaderVar("VIRTUAL_ENV", "code", "the interpreter uv and other tools run"),
+    LoaderVar("PYTHONSTARTUP", "path", "a file interactive Python runs"),
+    LoaderVar("PYTHONHOME", "path", "the standard library Python loads"),
+    LoaderVar("PYTHONUSERBASE", "path", "user site-packages and their .pth files"),
+    LoaderVar("PYTHONPYCACHEPREFIX", "path", "compiled modules Python loads"),
+    LoaderVar("VIRTUAL_ENV", "path", "the interpreter uv and other tools run"),
     LoaderVar("PERL5OPT", "code", "options (-M, -I) on every perl"),
     LoaderVar("PERL5DB", "code", "the Perl debugger's code"),
     LoaderVar("RUBYOPT", "code", "options (-r, -I) on every ruby"),
-    LoaderVar("GEM_HOME", "code", "where gems are installed and loaded from"),
-    LoaderVar("BUNDLE_GEMFILE", "code", "a Gemfile, which is Ruby code"),
+    LoaderVar("GEM_HOME", "path", "where gems are installed and loaded from"),
+    LoaderVar("BUNDLE_GEMFILE", "path", "a Gemfile, which is Ruby code"),
     LoaderVar("NODE_OPTIONS", "code", "options (--require, --import) on every node"),
     LoaderVar("JAVA_TOOL_OPTIONS", "code", "options (-javaagent) on every JVM"),
     LoaderVar("_JAVA_OPTIONS", "code", "options (-javaagent) on every JVM"),
     LoaderVar("JDK_JAVA_OPTIONS", "code", "options (-javaagent) on the java launcher"),
-    LoaderVar("GIT_EXEC_PATH", "code", "git's own sub-commands"),
-    LoaderVar("GIT_TEMPLATE_DIR", "code", "hooks copied into new repositories"),
-    LoaderVar("GIT_CONFIG", "code", "a git config file (core.fsmonitor, hooksPath, ...)"),
+    LoaderVar("GIT_EXEC_PATH", "path", "git's own sub-commands"),
+    LoaderVar("GIT_TEMPLATE_DIR", "path", "hooks copied into new repositories"),
+    LoaderVar("GIT_CONFIG", "path", "a git config file (core.fsmonitor, hooksPath, ...)"),
     LoaderVar("GIT_CONFIG_*", "code", "git config files and values that name programs"),
     LoaderVar("GIT_SSH", "code", "the program git runs for ssh"),
     LoaderVar("GIT_SSH_COMMAND", "code", "the command git runs for ssh"),
@@ -199,17 +202,17 @@ LOADER_VARS: tuple[LoaderVar, ...] = (
     LoaderVar("LUA_CPATH", "code", "Lua C modules (templates)"),
     LoaderVar("LUA_INIT", "code", "Lua code (or @file) run at start"),
     LoaderVar("TCLLIBPATH", "code", "Tcl packages"),
-    LoaderVar("R_PROFILE_USER", "code", "R code run at start"),
-    LoaderVar("PHPRC", "code", "php.ini (auto_prepend_file)"),
+    LoaderVar("R_PROFILE_USER", "path", "R code run at start"),
+    LoaderVar("PHPRC", "path", "php.ini (auto_prepend_file)"),
     LoaderVar("PHP_INI_SCAN_DIR", "code", "more php.ini files"),
     LoaderVar("DOTNET_STARTUP_HOOKS", "code", ".NET assemblies run at start"),
     LoaderVar("GOFLAGS", "code", "go flags (-toolexec names a program)"),
     LoaderVar("RUSTC_WRAPPER", "code", "a program cargo runs around rustc"),
-    LoaderVar("CARGO_HOME", "code", "cargo's config, which names programs"),
-    LoaderVar("NPM_CONFIG_USERCONFIG", "code", "npm's config (script-shell, node-options)"),
-    LoaderVar("KUBECONFIG", "code", "kubectl configs (exec credential plugins)"),
-    LoaderVar("DOCKER_CONFIG", "code", "docker's config (credential helpers)"),
-    LoaderVar("AWS_CONFIG_FILE", "code", "AWS config (credential_process)"),
+    LoaderVar("CARGO_HOME", "path", "cargo's config, which names programs"),
+    LoaderVar("NPM_CONFIG_USERCONFIG", "path", "npm's config (script-shell, node-options)"),
+    LoaderVar("KUBECONFIG", "list", "kubectl configs (exec credential plugins)"),
+    LoaderVar("DOCKER_CONFIG", "path", "docker's config (credential helpers)"),
+    LoaderVar("AWS_CONFIG_FILE", "path", "AWS config (credential_process)"),
 )
 
 _EXACT = {v.name: v for v in LOADER_VARS if not v.name.endswith("*")}
@@ -272,7 +275,8 @@ def prune_loaders(env: Mapping[str, str], guard: Guard) -> dict[str, str]:
                 del out[name]
             else:
                 out[name] = pruned
-        elif _names_writable(value, guard):
+        elif (row.form == "path" and not value.startswith("/")) or \
+                _names_writable(value, guard):
             del out[name]
             dropped_git_set = dropped_git_set or bool(_GIT_CONFIG_SET.fullmatch(name))
     if dropped_git_set:

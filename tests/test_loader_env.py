@@ -190,3 +190,10 @@ def test_bwrap_itself_never_loads_a_library_the_agent_built(project: Path) -> No
     # The command in the box still has them; bwrap, on the host, never loaded them.
     assert done.stdout.decode().split() == [f"{project}/evil.so", f"{project}/lib"]
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("row", [pytest.param(r, id=r.name) for r in LOADER_VARS
+                                 if r.form == "path"])
+def test_a_path_row_goes_when_relative(row: LoaderVar, project: Path) -> None:
+    # Relative to wherever the program runs: a host hook may cd to the project first.
+    assert row.name not in host_env(policy(project, {row.name: ".envrc-local"}))
