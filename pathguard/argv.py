@@ -25,8 +25,7 @@ import posixpath
 import re
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from .guard import Guard, Verdict
 from .identity import Identity, Pins
@@ -38,8 +37,7 @@ RefusalKind = Literal["project", "writable", "hidden", "not-found", "not-absolut
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
 
-@dataclass(frozen=True)
-class Refusal:
+class Refusal(NamedTuple):
     """One refused element of a command: the path as checked, the full message, why
     (``kind``), and the folder it fell in (None for the kinds that name no folder)."""
 
@@ -49,8 +47,7 @@ class Refusal:
     folder: str | None = None
 
 
-@dataclass(frozen=True)
-class CommandVerdict:
+class CommandVerdict(NamedTuple):
     """The checked command: ``argv`` with ``argv[0]`` replaced by the absolute path found
     on PATH; ``details`` each refusal; ``verdicts`` every check made; ``pins`` what each
     accepted, existing path led to, to compare again before each run."""
@@ -58,7 +55,7 @@ class CommandVerdict:
     argv: tuple[str, ...]
     details: tuple[Refusal, ...]
     verdicts: tuple[Verdict, ...]
-    pins: Pins = field(default_factory=Pins)
+    pins: Pins = Pins()
 
     @property
     def refusals(self) -> tuple[str, ...]:

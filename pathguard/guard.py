@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from .aliases import Aliases
 from .identity import Identity, of_stat
@@ -49,8 +48,7 @@ CHANGED_WHILE_CHECKED = "it changed while it was checked"
 Problem = Literal["", "alias", "hard-link"]
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(NamedTuple):
     """The guard's answer for one path.
 
     ``path`` is the path as given to :meth:`Guard.check`. On a refusal ``zone`` names the
@@ -97,8 +95,7 @@ class Verdict:
         return f"{head} is in {where}, so the agent could change it. {FIX_WRITABLE}"
 
 
-@dataclass(frozen=True)
-class _Form:
+class _Form(NamedTuple):
     """One comparable form of a zone: ``key`` is a normalised absolute path."""
 
     key: str
