@@ -77,10 +77,6 @@ def read(path: str = MOUNTINFO) -> tuple[Mount, ...]:
         raise MountsUnreadable(f"{path} could not be read ({err.strerror})") from err
 
 
-def _under(path: str, folder: str) -> bool:
-    return folder == "/" or path == folder or path.startswith(folder + "/")
-
-
 def _join(base: str, rest: str) -> str:
     if not rest:
         return base
@@ -93,6 +89,11 @@ class Mounts:
     def __init__(self, mounts: tuple[Mount, ...]) -> None:
         self.mounts = mounts
         self._by_id = {m.id: m for m in mounts}
+        # Mount point -> the mounts there, in table order: a location's candidates are
+        # found by its prefixes, not by scanning a table of hundreds (snaps, containers).
+        self._at: dict[str, list[tuple[int, Mount]]] = {}
+        for i, m in enumerate(mounts):
+            self._at.setdefault(m.point, []).append((i, m))
         self._places: dict[str, Place | None] = {}
 
     def _ancestors(self, mount: Mount) -> set[int]:
@@ -103,15 +104,26 @@ class Mounts:
             m = self._by_id.get(m.parent) if m.parent != m.id else None
         return seen
 
+    def _candidates(self, location: str) -> list[Mount]:
+        """The mounts whose point is ``location`` or a folder above it, in table order."""
+        found: list[tuple[int, Mount]] = list(self._at.get("/", []))
+        end = 0
+        while True:
+            end = location.find("/", end + 1)
+            prefix = location if end < 0 else location[:end]
+            if prefix and prefix != "/":
+                found += self._at.get(prefix, [])
+            if end < 0:
+                break
+        return [m for _, m in sorted(found, key=lambda pair: pair[0])]
+
     def place(self, location: str) -> Place | None:
         """The mount showing canonical ``location`` and the location's file-system path
         (None when no mount covers it, which only a broken table gives)."""
         if location in self._places:
             return self._places[location]
         best: Mount | None = None
-        for m in self.mounts:
-            if not _under(location, m.point):
-                continue
+        for m in self._candidates(location):
             if best is None or len(m.point) >= len(best.point):
                 # Deeper, or stacked on the same point later: it is what is seen.
                 best = m
