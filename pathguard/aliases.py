@@ -84,7 +84,7 @@ class Aliases:
             self._places = tuple(out)
         return self._places
 
-    def _hit(self, location: str, strict: bool) -> AliasHit | None:
+    def _hit(self, location: str, strict: bool, depth: int = 0) -> AliasHit | None:
         key = (location, strict)
         if key in self._hits:
             return self._hits[key]
@@ -99,8 +99,22 @@ class Aliases:
                     same = z.canonical if not rest else z.canonical.rstrip("/") + "/" + rest
                     found = AliasHit(location, z.zone, same, place.mount.point)
                     break
+            if found is None and place.mount.layers and depth < 8:
+                found = self._layer_hit(location, place, strict, depth)
         self._hits[key] = found
         return found
+
+    def _layer_hit(self, location: str, place: m.Place, strict: bool,
+                   depth: int) -> AliasHit | None:
+        """An overlay shows its layers' files as its own: ``location`` is an alias when
+        the same name in a layer is one."""
+        for layer in place.mount.layers:
+            base = os.path.realpath(layer)
+            inner = base if place.fs_path == "/" else base.rstrip("/") + place.fs_path
+            hit = self._hit(inner, strict, depth + 1)
+            if hit is not None:
+                return AliasHit(location, hit.zone, hit.same_as, place.mount.point)
+        return None
 
     def alias(self, w: Walk) -> AliasHit | None:
         """The first location of ``w`` that is a writable folder's content under

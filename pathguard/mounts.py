@@ -25,13 +25,34 @@ _OCTAL = re.compile(r"\\([0-7]{3})")
 
 class Mount(NamedTuple):
     """One line of mountinfo: the mount's id, its parent's, the device, the folder of
-    the file system it shows (``root``) and where (``point``)."""
+    the file system it shows (``root``) and where (``point``). ``layers`` are an
+    overlay's folders (upper, then lower), whose files it shows as its own."""
 
     id: int
     parent: int
     device: str
     root: str
     point: str
+    layers: tuple[str, ...] = ()
+
+
+# The super options of an overlay that name the folders it shows (the work folder
+# shows nothing). lowerdir lists several, separated by ":".
+_LAYER_OPTIONS = ("upperdir=", "lowerdir=", "lowerdir+=", "datadir+=")
+
+
+def _layers(fields: list[str]) -> tuple[str, ...]:
+    """An overlay's layer folders from the fields after " - " (type, source, options)."""
+    if len(fields) < 3 or fields[0] != "overlay":
+        return ()
+    out: list[str] = []
+    for option in fields[2].split(","):
+        for name in _LAYER_OPTIONS:
+            if option.startswith(name):
+                value = option[len(name):]
+                parts = value.split(":") if name == "lowerdir=" else [value]
+                out += [_unescape(p) for p in parts if p]
+    return tuple(out)
 
 
 class Place(NamedTuple):
@@ -63,8 +84,10 @@ def parse(text: str) -> tuple[Mount, ...]:
             mount_id, parent = int(fields[0]), int(fields[1])
         except ValueError as err:
             raise MountsUnreadable(f"an unexpected line in {MOUNTINFO}: {line[:80]!r}") from err
+        # The optional fields end at a lone "-"; then type, source, super options.
+        after = fields[fields.index("-", 6) + 1:] if "-" in fields[6:] else []
         out.append(Mount(mount_id, parent, fields[2], _unescape(fields[3]),
-                         _unescape(fields[4])))
+                         _unescape(fields[4]), _layers(after)))
     return tuple(out)
 
 

@@ -227,11 +227,16 @@ def test_an_assignment_into_the_project_is_refused_naming_its_value(
         f"{FIX_W}",)
 
 
-# -- bind-mount aliases ----------------------------------------------------------------------
+# -- mount aliases: a bind of a project folder, an overlay whose layer is one ------------
 
 ALIAS_DRIVER = r"""
 set -u
-mount --bind "$PROJ/hooks" "$ALIAS" || exit 97
+if [ "$KIND" = bind ]; then
+    mount --bind "$PROJ/hooks" "$ALIAS" || exit 97
+else
+    mount -t overlay overlay -o "lowerdir=$PROJ/hooks,upperdir=$UP,workdir=$WORK" \
+        "$ALIAS" || exit 97
+fi
 cd /
 "$CLI" audit --json --project "$PROJ" > "$OUT/audit.json" 2> "$OUT/audit.err"
 echo $? > "$OUT/audit.rc"
@@ -252,10 +257,11 @@ def _unshare() -> list[str]:
     return ["unshare", "--user", "--map-root-user", "--mount", "--propagation", "private"]
 
 
-def test_a_hook_under_a_bind_mount_of_the_project_is_refused_and_never_runs(
-        project: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["bind", "overlay"])
+def test_a_hook_under_a_mount_of_the_project_is_refused_and_never_runs(
+        project: Path, tmp_path: Path, kind: str) -> None:
     alias, out, home = tmp_path / "alias", tmp_path / "out", tmp_path / "home"
-    for d in (alias, out, home, tmp_path / "tmp"):
+    for d in (alias, out, home, tmp_path / "tmp", tmp_path / "up", tmp_path / "work"):
         d.mkdir()
     marker = tmp_path / "PWNED"
     script(project / "hooks" / "check.sh", "exit 0")
@@ -264,7 +270,8 @@ def test_a_hook_under_a_bind_mount_of_the_project_is_refused_and_never_runs(
         f'command = ["{alias}/check.sh"]\nsandbox = false\n')
     env = {"PROJ": str(project), "ALIAS": str(alias), "OUT": str(out), "CLI": CLI,
            "MARK": str(marker), "HARNESS_HOME": str(home), "HOME": str(home),
-           "TMPDIR": str(tmp_path / "tmp"), "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+           "TMPDIR": str(tmp_path / "tmp"), "KIND": kind, "UP": str(tmp_path / "up"),
+           "WORK": str(tmp_path / "work"), "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
            "LANG": "C.UTF-8"}
     done = subprocess.run([*_unshare(), "/bin/sh", "-c", ALIAS_DRIVER], env=env,
                           capture_output=True, timeout=120)
