@@ -197,3 +197,9 @@ def test_bwrap_itself_never_loads_a_library_the_agent_built(project: Path) -> No
 def test_a_path_row_goes_when_relative(row: LoaderVar, project: Path) -> None:
     # Relative to wherever the program runs: a host hook may cd to the project first.
     assert row.name not in host_env(policy(project, {row.name: ".envrc-local"}))
+
+
+def test_the_readme_lists_the_table_as_it_is() -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    for row in LOADER_VARS:
+        assert f"| `{row.name}` | {row.form} | {row.loads} |" in readme, row.name
