@@ -16,24 +16,25 @@ import os
 import sys
 
 
-def safe_path(path: list[str], pythonpath: str | None, cwd: str, stdlib: str,
+def safe_path(path: list[str], pythonpath: str | None, cwd: str, stdlib: set[str],
               home: str = "") -> list[str]:
     """``path`` without what names the working directory or lies relative to it: empty
-    and relative entries anywhere; and, before the standard library (``stdlib``, where
-    the script's folder and ``PYTHONPATH`` go), ``cwd`` itself (``python -m``) and the
-    absolute form ``site`` made of each empty or relative ``PYTHONPATH`` entry. After
-    the standard library the same folder may come from a ``.pth`` file, as an editable
-    install's does, and stays. ``home``, the folder this package was imported from, is
-    kept last when it was dropped (run from a checkout): after the standard library and
-    site-packages nothing there shadows them, and the self-guard still checks it."""
+    and relative entries anywhere; and, before the standard library (the first entry in
+    ``stdlib``: the script's folder and ``PYTHONPATH`` come before it), ``cwd`` itself
+    (``python -m``) and the absolute form ``site`` made of each empty or relative
+    ``PYTHONPATH`` entry. After the standard library the same folder may come from a
+    ``.pth`` file, as an editable install's does, and stays. ``home``, the folder this
+    package was imported from, is kept last when it was dropped (run from a checkout):
+    after the standard library and site-packages nothing there shadows them, and the
+    self-guard still checks it."""
     bad = {cwd}
     for entry in pythonpath.split(os.pathsep) if pythonpath is not None else ():
         if not entry.startswith("/"):
             bad.add(os.path.normpath(os.path.join(cwd, entry)))
     out: list[str] = []
-    before_stdlib = any(p.startswith(stdlib) for p in path)
+    before_stdlib = any(p in stdlib for p in path)
     for p in path:
-        if before_stdlib and p.startswith(stdlib):
+        if before_stdlib and p in stdlib:
             before_stdlib = False
         if not p.startswith("/") or (before_stdlib and p.rstrip("/") in bad):
             continue
@@ -49,6 +50,9 @@ def clean() -> None:
         cwd = os.getcwd()
     except OSError:
         cwd = "/nonexistent"  # the working directory is gone: nothing comes from it
-    stdlib = os.path.join(sys.base_prefix, "lib") + "/"
+    lib = os.path.join(sys.base_prefix, "lib")
+    version = sys.version_info
+    stdlib = {os.path.join(lib, f"python{version.major}{version.minor}.zip"),
+              os.path.join(lib, f"python{version.major}.{version.minor}")}
     home = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     sys.path[:] = safe_path(sys.path, os.environ.get("PYTHONPATH"), cwd, stdlib, home)

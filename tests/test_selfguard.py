@@ -112,7 +112,7 @@ def test_the_agents_json_py_in_the_working_directory_is_not_imported(
 
 
 def test_safe_path_drops_what_names_the_working_directory() -> None:
-    stdlib = "/usr/lib/"
+    stdlib = {"/usr/lib/python311.zip", "/usr/lib/python3.11"}
     path = ["/w", "", "rel", "/w/lib", "/opt/x", "/usr/lib/python3.11", "/site", "/w"]
     # -m put /w first; PYTHONPATH "lib" became /w/lib; /w again after the stdlib came
     # from a .pth file (an editable install run from its checkout) and stays.
@@ -122,6 +122,10 @@ def test_safe_path_drops_what_names_the_working_directory() -> None:
     # directory's entry named it.
     assert safe_path(["/w", "/usr/lib/python3.11"], None, "/w", stdlib, "/w") == \
         ["/usr/lib/python3.11", "/w"]
+    # A PYTHONPATH folder that merely lies under the Python's lib folder is not the
+    # standard library: what comes after it is still dropped.
+    assert safe_path(["/w", "/usr/lib/x", "/w", "/usr/lib/python3.11"], "/usr/lib/x:.",
+                     "/w", stdlib) == ["/usr/lib/x", "/usr/lib/python3.11"]
 
 
 def test_a_linker_variable_naming_the_project_stops_the_toolkit(project: Path) -> None:
