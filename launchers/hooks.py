@@ -27,6 +27,7 @@ from launchers import records as rec
 from launchers.admission import Admission
 from launchers.config import Config, Event, HookSpec
 from launchers.errors import HookRefused as HookRefused
+from pathguard.identity import Pins
 from sandbox.plan import RunResult
 from sandbox.policy import Policy
 
@@ -73,6 +74,15 @@ class _Hook:
     spec: HookSpec
     argv: tuple[str, ...]
     boxed: bool
+    # What the guard accepted, compared again before each run (see pathguard.identity).
+    pins: Pins = field(default_factory=Pins)
+
+
+def changed_since_start(path: str) -> RunResult:
+    """The run that did not start because ``path`` is not what the guard checked: the
+    failure reads ``could not start: <path> changed since the session started``."""
+    return RunResult(outcome="failed_to_start",
+                     error=f"{path} changed since the session started")
 
 
 def guard_hooks(hooks: Sequence[HookSpec], policy: Policy) -> tuple[tuple[_Hook, ...], list[str]]:
@@ -85,7 +95,7 @@ def guard_hooks(hooks: Sequence[HookSpec], policy: Policy) -> tuple[tuple[_Hook,
         if verdict.refusals:
             refusals.extend(verdict.refusals)
             continue
-        out.append(_Hook(spec, tuple(verdict.argv), boxed=boxed))
+        out.append(_Hook(spec, tuple(verdict.argv), boxed=boxed, pins=verdict.pins))
     return tuple(out), refusals
 
 
@@ -218,8 +228,12 @@ class HookRunner:
         if cancel is not None and cancel.is_set():
             return RunResult(outcome="cancelled")
         self._write(rec.started_record(hook.spec.name, event, tool, key))
-        result = self.session.run(hook.argv, stdin=envelope, timeout=hook.spec.timeout,
-                                  cancel=cancel, boxed=hook.boxed)
+        changed = hook.pins.changed()
+        if changed is not None:
+            result = changed_since_start(changed)
+        else:
+            result = self.session.run(hook.argv, stdin=envelope, timeout=hook.spec.timeout,
+                                      cancel=cancel, boxed=hook.boxed)
         self._emit(d, rec.effect_record(hook.spec.name, key, result))
         return result
 

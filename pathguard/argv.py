@@ -7,8 +7,13 @@
   root) is checked against W and H. One that does not exist but is shaped like a path
   (a ``/`` and no whitespace) is checked against W: the agent could create it.
 - For an option, ``--name=value``, the value after the first ``=`` is checked the same
-  way; an empty value names nothing. An element starting with ``-`` is otherwise a path
-  only when it exists.
+  way; an empty value names nothing. So is the value attached to a short option
+  (``-I/path``, ``-r./x``: everything after the letter), and the value of an
+  environment assignment (``NAME=value``, as ``env`` takes it): the assignment as a
+  whole is then a path only when it exists. An element starting with ``-`` is
+  otherwise a path only when it exists.
+- Every accepted element that exists is pinned (:class:`pathguard.identity.Pins`): what
+  it led to at the check is compared again before each run.
 
 This is best effort by design: a path inside an ``sh -c`` string is not seen.
 """
@@ -17,19 +22,22 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from .guard import Guard, Verdict
+from .identity import Identity, Pins
 
 RefusalKind = Literal["project", "writable", "hidden", "not-found", "not-absolute",
-                      "undecidable"]
+                      "undecidable", "alias", "hard-link"]
+
+# NAME=value as env(1) and sh take it: a name of letters, digits and _, not a digit first.
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
 
-@dataclass(frozen=True)
-class Refusal:
+class Refusal(NamedTuple):
     """One refused element of a command: the path as checked, the full message, why
     (``kind``), and the folder it fell in (None for the kinds that name no folder)."""
 
@@ -39,14 +47,15 @@ class Refusal:
     folder: str | None = None
 
 
-@dataclass(frozen=True)
-class CommandVerdict:
+class CommandVerdict(NamedTuple):
     """The checked command: ``argv`` with ``argv[0]`` replaced by the absolute path found
-    on PATH; ``details`` each refusal; ``verdicts`` every check made."""
+    on PATH; ``details`` each refusal; ``verdicts`` every check made; ``pins`` what each
+    accepted, existing path led to, to compare again before each run."""
 
     argv: tuple[str, ...]
     details: tuple[Refusal, ...]
     verdicts: tuple[Verdict, ...]
+    pins: Pins = Pins()
 
     @property
     def refusals(self) -> tuple[str, ...]:
@@ -76,60 +85,81 @@ def find_program(name: str, path_env: str | None) -> str | None:
     return None
 
 
+class _Checks:
+    """What checking one command found: refusals, verdicts, and the pins of the paths
+    accepted."""
+
+    def __init__(self, hook: str, project: str) -> None:
+        self.hook = hook
+        self.project = project
+        self.refusals: list[Refusal] = []
+        self.verdicts: list[Verdict] = []
+        self.pinned: dict[str, Identity] = {}
+
+    def record(self, verdict: Verdict) -> None:
+        self.verdicts.append(verdict)
+        if verdict.ok:
+            if verdict.identity is not None:
+                where = posixpath.join(self.project, verdict.path)
+                self.pinned.setdefault(where, verdict.identity)
+            return
+        zone, message = verdict.zone, verdict.refusal(self.hook)
+        if zone is None:
+            self.refusals.append(Refusal(verdict.path, message, "undecidable"))
+        else:
+            kind: RefusalKind = verdict.problem or zone.kind
+            self.refusals.append(Refusal(verdict.path, message, kind, zone.path))
+
+    def not_found(self, path: str) -> None:
+        self.refusals.append(
+            Refusal(path, f"hook {self.hook}: {path} was not found.", "not-found"))
+
+    def verdict(self, argv: tuple[str, ...]) -> CommandVerdict:
+        pins = Pins() if self.refusals else Pins(tuple(self.pinned),
+                                                 tuple(self.pinned.values()))
+        return CommandVerdict(argv, tuple(self.refusals), tuple(self.verdicts), pins)
+
+
+def _check_program(program: str, checks: _Checks, guard: Guard,
+                   path_env: str | None) -> str:
+    """Check ``command[0]``; the path that will run (found on PATH for a bare name)."""
+    if "/" not in program:
+        found = find_program(program, path_env) if program else None
+        if found is None:
+            checks.not_found(program)
+            return program
+        checks.record(guard.check(found, checks.project))
+        return found
+    if not program.startswith("/"):
+        checks.refusals.append(Refusal(
+            program,
+            f"hook {checks.hook}: {program} must be an absolute path "
+            "(a command with a / is not looked up on PATH).",
+            "not-absolute",
+        ))
+        return program
+    verdict = guard.check(program, checks.project)
+    if verdict.ok and verdict.status != "ok":
+        checks.verdicts.append(verdict)
+        checks.not_found(program)
+    else:
+        checks.record(verdict)
+    return program
+
+
 def check_command(hook: str, command: Sequence[str], *, project: str, guard: Guard,
                   path_env: str | None) -> CommandVerdict:
     """Check every element of hook ``hook``'s command that names a path."""
     if not command:
         raise ValueError(f"hook {hook} has an empty command")
-    refusals: list[Refusal] = []
-    verdicts: list[Verdict] = []
-
-    def record(verdict: Verdict) -> None:
-        verdicts.append(verdict)
-        if verdict.ok:
-            return
-        zone = verdict.zone
-        if zone is None:
-            refusals.append(Refusal(verdict.path, verdict.refusal(hook), "undecidable"))
-        else:
-            refusals.append(Refusal(verdict.path, verdict.refusal(hook), zone.kind, zone.path))
-
-    def not_found(path: str) -> None:
-        refusals.append(Refusal(path, f"hook {hook}: {path} was not found.", "not-found"))
-
-    program = command[0]
-    argv0 = program
-    if "/" not in program:
-        found = find_program(program, path_env) if program else None
-        if found is None:
-            not_found(program)
-        else:
-            argv0 = found
-            record(guard.check(found, project))
-    elif not program.startswith("/"):
-        refusals.append(Refusal(
-            program,
-            f"hook {hook}: {program} must be an absolute path "
-            "(a command with a / is not looked up on PATH).",
-            "not-absolute",
-        ))
-    else:
-        verdict = guard.check(program, project)
-        if not verdict.ok:
-            record(verdict)
-        elif verdict.status != "ok":
-            verdicts.append(verdict)
-            not_found(program)
-        else:
-            verdicts.append(verdict)
-
+    checks = _Checks(hook, project)
+    argv0 = _check_program(command[0], checks, guard, path_env)
     for element in command[1:]:
         for text in _path_candidates(element, project):
             checked = _check_element(text, project, guard)
             if checked is not None:
-                record(checked)
-
-    return CommandVerdict((argv0, *command[1:]), tuple(refusals), tuple(verdicts))
+                checks.record(checked)
+    return checks.verdict((argv0, *command[1:]))
 
 
 def prune_path(path_env: str | None, guard: Guard) -> str | None:
@@ -161,16 +191,23 @@ def _path_shaped(text: str) -> bool:
 
 
 def _path_candidates(element: str, project: str) -> list[str]:
-    """The texts in one element that may name paths."""
-    if not element.startswith("-"):
+    """The texts in one element that may name paths: the element; for ``--opt=value``
+    and ``NAME=value`` the value (the whole only when it exists); for a short option
+    the value attached to its letter."""
+    attached = ""
+    if element.startswith("--"):
+        attached = element.split("=", 1)[1] if "=" in element else ""
+    elif element.startswith("-"):
+        attached = element[2:]
+    elif _ASSIGNMENT.match(element):
+        attached = element.split("=", 1)[1]
+    else:
         return [element]
     out: list[str] = []
     if _exists(element, project):
         out.append(element)
-    if "=" in element:
-        value = element.split("=", 1)[1]
-        if value:
-            out.append(value)
+    if attached:
+        out.append(attached)
     return out
 
 

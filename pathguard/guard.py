@@ -22,9 +22,13 @@ refused with the reason: the guard fails closed.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import Literal, NamedTuple
 
+from .aliases import Aliases
+from .identity import Identity, of_stat
+from .mounts import MountsUnreadable
 from .walk import Lookup, Status, Walk, walk
 from .zones import Zone
 
@@ -32,16 +36,28 @@ FIX_WRITABLE = (
     "Move it outside (for example ~/.local/share/harness/hooks/), or start with --no-hooks."
 )
 FIX_HIDDEN = "Move it, or set sandbox = false for this hook."
+FIX_ALIAS = (
+    "Copy it outside (for example to ~/.local/share/harness/hooks/) instead of mounting "
+    "it, or start with --no-hooks."
+)
+FIX_HARD_LINK = (
+    "Copy it (cp, not ln) so that it is a file of its own, or start with --no-hooks."
+)
+CHANGED_WHILE_CHECKED = "it changed while it was checked"
+
+Problem = Literal["", "alias", "hard-link"]
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(NamedTuple):
     """The guard's answer for one path.
 
     ``path`` is the path as given to :meth:`Guard.check`. On a refusal ``zone`` names the
     zone and ``location`` the place (as written or on the way) that fell in it, or
     ``reason`` says why the path could not be checked. ``status`` is the walk's status
-    ("ok" when the path exists and could be traced).
+    ("ok" when the path exists and could be traced). ``problem`` is "alias" when
+    ``location`` is ``same_as`` (in ``zone``) through the mount at ``mount``, and
+    "hard-link" when the file has ``links`` names on the device of ``zone``.
+    ``identity`` is what an accepted, existing path led to at the check.
     """
 
     path: str
@@ -50,6 +66,11 @@ class Verdict:
     zone: Zone | None = None
     location: str | None = None
     reason: str = ""
+    problem: Problem = ""
+    same_as: str = ""
+    mount: str = ""
+    links: int = 0
+    identity: Identity | None = None
 
     def refusal(self, hook: str) -> str:
         """The one-line message refusing hook ``hook`` for this path."""
@@ -60,13 +81,21 @@ class Verdict:
         if zone is None:
             return f"{head} cannot be checked: {self.reason}, so the hook is refused."
         where = zone.label if zone.kind == "project" else f"{zone.label} ({zone.path})"
+        if self.problem == "alias":
+            by_way = "" if self.location == self.path else f" (by way of {self.location})"
+            return (f"{head}{by_way} is the same as {self.same_as} through the mount at "
+                    f"{self.mount}, which is in {where}, so the agent could change it. "
+                    f"{FIX_ALIAS}")
+        if self.problem == "hard-link":
+            return (f"{head} has {self.links} hard links and lies on the file system of "
+                    f"{where}, so another of its names may be there and the agent could "
+                    f"change it through that name. {FIX_HARD_LINK}")
         if zone.kind == "hidden":
             return f"{head} is in {where}, so the hook could not read it. {FIX_HIDDEN}"
         return f"{head} is in {where}, so the agent could change it. {FIX_WRITABLE}"
 
 
-@dataclass(frozen=True)
-class _Form:
+class _Form(NamedTuple):
     """One comparable form of a zone: ``key`` is a normalised absolute path."""
 
     key: str
@@ -99,6 +128,7 @@ class Guard:
         self._w_hits: dict[str, _Hit] = {}
         self._h_hits: dict[str, Zone | None] = {}
         self._verdicts: dict[tuple[str, str, bool], Verdict] = {}
+        self._aliases = Aliases(self.writable, self._lookup)
 
     @property
     def lookups(self) -> int:
@@ -200,7 +230,28 @@ class Guard:
 
         if w.status in ("loop", "unreadable"):
             return Verdict(path, False, w.status, None, w.final, w.reason)
-        return Verdict(path, True, w.status)
+        return self._check_identity(path, w)
+
+    def _check_identity(self, path: str, w: Walk) -> Verdict:
+        """The checks by identity, once the spelling passed: mounts and hard links."""
+        try:
+            alias = self._aliases.alias(w)
+        except MountsUnreadable as err:
+            return Verdict(path, False, w.status, None, w.final, str(err))
+        if alias is not None:
+            return Verdict(path, False, w.status, alias.zone, alias.location,
+                           problem="alias", same_as=alias.same_as, mount=alias.mount)
+        if w.status != "ok":
+            return Verdict(path, True, w.status)
+        try:
+            st = os.lstat(w.final)
+        except OSError:
+            return Verdict(path, False, "unreadable", None, w.final, CHANGED_WHILE_CHECKED)
+        link = self._aliases.hard_link(w.final, st)
+        if link is not None:
+            return Verdict(path, False, w.status, link.zone, w.final, problem="hard-link",
+                           links=link.links)
+        return Verdict(path, True, w.status, identity=of_stat(st))
 
 
 def _as_written(path: str, cwd: str) -> str:

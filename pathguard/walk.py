@@ -16,8 +16,7 @@ import errno
 import os
 import posixpath
 import stat
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 # Linux's MAXSYMLINKS: path resolution fails with ELOOP once it has followed more than
 # this many links in one lookup (fs/namei.c, nd->total_link_count).
@@ -30,8 +29,7 @@ Kind = Literal["dir", "file", "link", "missing", "other"]
 Status = Literal["ok", "missing", "notdir", "loop", "unreadable"]
 
 
-@dataclass(frozen=True)
-class Visit:
+class Visit(NamedTuple):
     """One location the walk reached. ``target`` is a link's text, as stored."""
 
     location: str
@@ -39,8 +37,7 @@ class Visit:
     target: str | None = None
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     """What ``lstat`` (and ``readlink``) said about one location.
 
     ``error`` is set, with ``kind`` "other", when the location could not be examined for a
@@ -101,8 +98,7 @@ def _describe(err: OSError) -> str:
     return text[:1].lower() + text[1:]
 
 
-@dataclass(frozen=True)
-class Walk:
+class Walk(NamedTuple):
     """Where a path leads and everything passed on the way.
 
     ``status``:
@@ -164,7 +160,7 @@ def walk(path: str, cwd: str, *, lookup: Lookup | None = None) -> Walk:
     if "\0" in path:
         return Walk(path, cwd, "unreadable", path, "other", (), reason=NUL_REASON)
     if path.startswith("/"):
-        return _resolve(path, cwd, "/", [], components(path), look)
+        return _resolve(path, cwd, "/", [], components(path), look=look)
     if not cwd.startswith("/"):
         raise ValueError(f"the working directory {cwd} is not absolute")
     base = walk(cwd, "/", lookup=look)
@@ -174,10 +170,10 @@ def walk(path: str, cwd: str, *, lookup: Lookup | None = None) -> Walk:
     if base.kind != "dir":
         return Walk(path, cwd, "notdir", base.final, base.kind, base.visits,
                     tuple(components(path)), base.links)
-    return _resolve(path, cwd, base.final, list(base.visits), components(path), look)
+    return _resolve(path, cwd, base.final, list(base.visits), components(path), look=look)
 
 
-def _resolve(path: str, cwd: str, start: str, visits: list[Visit], parts: list[str],
+def _resolve(path: str, cwd: str, start: str, visits: list[Visit], parts: list[str], *,
              look: Lookup) -> Walk:
     # The components still to take, next one last (a stack): a link's target is pushed
     # in front of what remains, as the kernel splices it in.

@@ -159,6 +159,10 @@ class Session:
                 views = module_views(layout, roots, find_git(policy.env, roots), policy.env,
                                      tmp + ".views")
                 policy = policy.with_git(layout, views)
+            # The toolkit will not run from a folder the box can write (selfguard.py).
+            from .selfguard import check as check_self
+
+            check_self(policy)
             session = cls(policy)
             if session._box is not None:
                 session._box.check()  # fail now, before anything runs, if there is no box

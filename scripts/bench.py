@@ -93,7 +93,7 @@ def make_hooks(base: Path) -> Path:
 
 
 def library_cases(project: Path, hook_dir: Path, rounds: int) -> Results:
-    """(a) to (e): what a harness that embeds the library pays."""
+    """(a) to (e) and (i): what a harness that embeds the library pays."""
     with Session.open(str(project)) as session:
         # The same session's box without the filter and the bounds (the box before they
         # came), for the hardened-vs-old figures; its plan can run many times.
@@ -103,6 +103,13 @@ def library_cases(project: Path, hook_dir: Path, rounds: int) -> Results:
         spec = HookSpec(name="ok", event="PreToolUse", command=(str(hook_dir / "ok.sh"),),
                         tools=("bash",))
         runner = HookRunner(Config(path=None, hooks=(spec,)), session, session_id="bench")
+        # What each run re-checks before it starts: an interpreter, a script, a file.
+        checked = HookSpec(name="pinned", event="PreToolUse", sandbox=False,
+                           command=("/bin/sh", str(hook_dir / "ok.sh"),
+                                    f"--rules={hook_dir}/rules.txt"))
+        pins = HookRunner(Config(path=None, hooks=(checked,)), session,
+                          session_id="bench").hooks[0].pins
+        assert len(pins.paths) == 3, pins
 
         def bare() -> None:
             subprocess.run([TRUE], check=False)
@@ -130,6 +137,9 @@ def library_cases(project: Path, hook_dir: Path, rounds: int) -> Results:
         def host_run() -> None:
             supervisor.run(host_plan)
 
+        def identity_recheck() -> None:
+            assert pins.changed() is None
+
         # The filter and bounds' cost, paired: each sample is one hardened run minus the
         # old run beside it (in alternating order), so a slow moment of the machine
         # falls on both.
@@ -143,7 +153,8 @@ def library_cases(project: Path, hook_dir: Path, rounds: int) -> Results:
             {"a_bare_spawn": bare, "b_bwrap_direct": bwrap_direct, "c_library_boxed": boxed,
              "c_old_library_boxed": boxed_old,
              "d_pretooluse_boxed_hook": hook_round_trip, "e_host_runner": host_run,
-             "e_session_host_run": host_session, "e_old_session_host_run": host_session_old},
+             "e_session_host_run": host_session, "e_old_session_host_run": host_session_old,
+             "j_identity_recheck_3_paths": identity_recheck},
             rounds * 2,
         )
 
@@ -289,6 +300,7 @@ def derive(results: Results) -> tuple[dict[str, float], dict[str, bool]]:
         "e_minus_a_ms < 1.5": derived["e_minus_a_ms"] < 1.5,
         "filter and bounds add < 1 ms per boxed run (paired)":
             med("c_hardened_minus_old_paired") < 1,
+        "identity re-check < 0.2 ms": med("j_identity_recheck_3_paths") < 0.2,
         "f < 60 ms": med("f_cli_run_true") < 60,
         "audit of 1,000 hooks < 500 ms": med("g_audit_1000_hooks") < 500,
         "session open in a git repository < 30 ms": med("i_session_open_git") < 30,
@@ -302,7 +314,7 @@ def print_table(results: Results, derived: dict[str, float],
     for k, v in results.items():
         if isinstance(v, dict) and "median_ms" in v:
             p95 = "-" if v["p95_ms"] is None else f"{v['p95_ms']:.2f}"
-            print(f"{k:32} {v['median_ms']:>10.2f} {p95:>10} {v['n']:>5}")
+            print(f"{k:32} {v['median_ms']:>10.3f} {p95:>10} {v['n']:>5}")
         elif isinstance(v, dict):
             print(f"{k:32} could not run: {v['error'].strip().splitlines()[-1:]}")
     for k, v in results.items():

@@ -22,6 +22,8 @@ from launchers.config import Config, ConfigError, HookSpec, banner
 from pathguard.argv import Refusal
 from sandbox.errors import PolicyError
 from sandbox.policy import Policy
+from sandbox.selfguard import SelfGuardError
+from sandbox.selfguard import check as check_self
 
 # -- banner -----------------------------------------------------------------------------
 
@@ -103,6 +105,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
         return fail(str(err))
     try:
         policy = Policy.from_settings(args.project, config.sandbox, boxed=not args.no_sandbox)
+        check_self(policy)
+    except SelfGuardError as err:
+        return fail(str(err))
     except PolicyError as err:
         return fail(policy_error_line(err, config))
     admission = Admission(policy)

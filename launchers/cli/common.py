@@ -42,7 +42,10 @@ def policy_error_line(err: PolicyError, config: Config) -> str:
     """A policy that cannot be built, in one line. Only the project is checked before
     ``[sandbox]``'s paths, and those come from the config, so they name it."""
     from sandbox.errors import GitLayoutError
+    from sandbox.selfguard import SelfGuardError
 
+    if isinstance(err, SelfGuardError):
+        return str(err)  # about the toolkit itself, whole sentences already
     about_project = str(err).startswith("the project ") or isinstance(err, GitLayoutError)
     where = "" if about_project or config.path is None else f"{config.path}: [sandbox]: "
     return f"{where}{err}."

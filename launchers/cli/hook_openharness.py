@@ -22,7 +22,14 @@ from launchers.openharness.config import (
     unknown_event,
 )
 from launchers.openharness.envelope import Context
-from launchers.openharness.fire import CommandRunner, Result, check, fire, session_runner
+from launchers.openharness.fire import (
+    CommandRunner,
+    Result,
+    check,
+    fire,
+    pins_of,
+    session_runner,
+)
 
 
 def _say(text: str) -> None:
@@ -131,14 +138,14 @@ def _fire_in_session(args: argparse.Namespace, project: str, user: Config, confi
         with Session.open(
             project, user.sandbox, boxed=not getattr(args, "no_sandbox", False)
         ) as session:
-            refusals = [msg for _, verdict in check(config, policy=session.policy)
-                        for msg in verdict.refusals]
+            checked = check(config, policy=session.policy)
+            refusals = [msg for _, verdict in checked for msg in verdict.refusals]
             for msg in refusals:
                 _say(msg)
             if refusals:
                 return 2
             result, interrupted = _fire_interruptible(
-                config, event, ctx, session_runner(session))
+                config, event, ctx, session_runner(session, pins_of(config, checked)))
     except PolicyError as err:
         _say(policy_error_line(err, user))
         return 2

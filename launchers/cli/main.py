@@ -3,15 +3,21 @@
 Each command lives in its own module, imported only when that command runs, so that
 ``harness-sandbox run`` pays for nothing it does not use. Messages to people go to
 stderr; ``--json`` output is one document on stdout.
+
+The first statements drop every import-path entry that names the working directory
+(see :mod:`launchers.syspath`), before anything else is imported; so this module has no
+``from __future__`` import, and its annotations that name argparse are strings.
 """
 
-from __future__ import annotations
+from launchers import syspath
 
-import sys
-from collections.abc import Callable, Sequence
-from importlib import import_module
-from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any, cast
+syspath.clean()
+
+import sys  # noqa: E402
+from collections.abc import Callable, Sequence  # noqa: E402
+from importlib import import_module  # noqa: E402
+from types import SimpleNamespace  # noqa: E402
+from typing import TYPE_CHECKING, Any, cast  # noqa: E402
 
 if TYPE_CHECKING:
     import argparse
@@ -26,12 +32,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def _session_options(p: argparse.ArgumentParser) -> None:
+def _session_options(p: "argparse.ArgumentParser") -> None:
     p.add_argument("--config", metavar="FILE", help="the user config (default: discovered)")
     p.add_argument("--project", metavar="DIR", default=".", help="the project (default: .)")
 
 
-def parser() -> argparse.ArgumentParser:
+def parser() -> "argparse.ArgumentParser":
     import argparse
 
     top = argparse.ArgumentParser(

@@ -30,6 +30,7 @@ from sandbox.plan import RunResult
 
 if TYPE_CHECKING:
     from pathguard.argv import CommandVerdict
+    from pathguard.identity import Pins
     from sandbox.policy import Policy
     from sandbox.session import Session
 
@@ -52,9 +53,12 @@ class CommandRunner(Protocol):
     ) -> RunResult: ...
 
 
-def session_runner(session: Session) -> CommandRunner:
+def session_runner(session: Session, pins: Mapping[str, Pins] | None = None
+                   ) -> CommandRunner:
     """Run command hooks through ``session``: a ``sandbox: true`` hook in its box when
-    the session has one, every other hook on the host."""
+    the session has one, every other hook on the host. ``pins`` maps a hook's command
+    string to what the guard accepted (:func:`pins_of`); a hook whose files changed
+    since is not run."""
 
     def run(
         argv: Sequence[str],
@@ -66,6 +70,12 @@ def session_runner(session: Session) -> CommandRunner:
         cancel: threading.Event | None,
     ) -> RunResult:
         boxed = sandbox and session.policy.boxed
+        pinned = pins.get(argv[-1]) if pins else None
+        changed = pinned.changed() if pinned is not None else None
+        if changed is not None:
+            from launchers.hooks import changed_since_start
+
+            return changed_since_start(changed)
         return session.run(
             argv,
             stdin=stdin,
@@ -240,3 +250,11 @@ def check(config: OhConfig, *, policy: Policy) -> list[tuple[str, CommandVerdict
         _, verdict = admission.check(hook.label, hook.words, sandbox=hook.sandbox)
         out.append((hook.label, verdict))
     return out
+
+
+def pins_of(config: OhConfig, checked: list[tuple[str, CommandVerdict]]) -> dict[str, Pins]:
+    """Each command string's pins, from :func:`check`'s verdicts: what each run compares
+    again before it starts."""
+    by_label = {label: verdict.pins for label, verdict in checked}
+    return {h.command: by_label[h.label] for h in config.all_hooks()
+            if h.command is not None and h.label in by_label}

@@ -89,6 +89,10 @@ def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
+# Read by the dynamic linker when bwrap itself starts.
+LINKER_VARS = ("LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT")
+
+
 def plan(
     policy: Policy,
     argv: Sequence[str],
@@ -107,11 +111,17 @@ def plan(
         raise ValueError("an empty command cannot run in the box")
     head = tuple(prefix) if prefix is not None else box_args(policy, bwrap=bwrap,
                                                                features=features)
+    env = box_env(policy, env_extra)
+    # bwrap starts on the host: the dynamic linker would load what these name into it
+    # before any namespace exists (a library the agent built in the project). They
+    # reach the command in the box through --setenv instead.
+    inner = [(k, env.pop(k)) for k in LINKER_VARS if k in env]
+    setenv = tuple(x for k, v in inner for x in ("--setenv", k, v))
     return LaunchPlan(
         backend="bwrap",
-        argv=(*head, *(() if seccomp_fd is None else ("--seccomp", str(seccomp_fd))), "--",
-              *argv),
-        env=box_env(policy, env_extra),
+        argv=(*head, *setenv, *(() if seccomp_fd is None else ("--seccomp", str(seccomp_fd))),
+              "--", *argv),
+        env=env,
         cwd=policy.project,
         description=shlex.join(argv),
         # No marker, no watchdog: bwrap dies with its parent (--die-with-parent) and its
