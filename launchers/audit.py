@@ -80,10 +80,10 @@ class Checked:
         return {
             "name": self.name,
             "source": self.source,
-            "event": self.event,
+            "event": self.event or None,
             "tools": None if self.tools is None else list(self.tools),
             "sandbox": self.boxed,
-            "runs": "box" if self.boxed else "host",
+            "runs": "nothing" if not self.event else "box" if self.boxed else "host",
             "verdict": "refused" if self.refusals else "ok",
             "command": list(self.argv),
             "refusals": [_refusal_json(r) for r in self.refusals],
@@ -148,10 +148,15 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if getattr(args, "openharness", None):
         # Imported here: only --openharness pays for the YAML front end.
         from .openharness import OhConfigError, audit_hooks
+        from .trust import Untrusted, untrusted_refusal
 
         try:
             oh_hooks = audit_hooks(os.path.abspath(args.openharness),
                                    project=policy.project, policy=policy)
+        except Untrusted as err:  # nothing of it is checked: nothing of it may run
+            oh_hooks = []
+            checked.append(Checked(args.openharness, "", None, False, (),
+                                   (untrusted_refusal(err),), source="openharness"))
         except OhConfigError as err:
             return fail(str(err))
         for label, words, sandbox in oh_hooks:

@@ -292,16 +292,14 @@ def parse(text: str, path: str) -> OhConfig:
     return OhConfig(path, out)
 
 
-def load(path: str) -> OhConfig:
-    """Read and check ``path``. Raises :class:`OhConfigError`."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as err:
-        raise OhConfigError(path, f"cannot read: {err.strerror or err}") from err
-    except UnicodeDecodeError as err:
-        raise OhConfigError(path, "is not UTF-8 text") from err
-    return parse(text, path)
+def load(path: str, *, policy: Policy | None = None) -> OhConfig:
+    """Read ``path`` once, refuse it unless those bytes are trusted at its path, and
+    check them (see :mod:`launchers.trust`; ``policy``: the session's, so that a trust
+    store the box could write is refused). Raises :class:`OhConfigError`, including
+    ``trust.Untrusted`` and ``trust.TrustStoreError``."""
+    from .trust import load_trusted
+
+    return load_trusted(path, policy=policy)
 
 
 def _unknown_event(event: object) -> str:
@@ -905,7 +903,7 @@ def audit_hooks(
     The words are the command split as a shell would (the run itself uses ``sh -c``);
     HTTP hooks run nothing here and are left out. Raises :class:`OhConfigError`.
     """
-    config = load(path)
+    config = load(path, policy=policy)
     return [(h.label, h.words, h.sandbox) for h in config.all_hooks() if h.command is not None]
 
 
@@ -929,7 +927,7 @@ def check(config: OhConfig, *, project: str, policy: Policy) -> list[tuple[str, 
 
 def audit(path: str, *, project: str, policy: Policy) -> list[tuple[str, CommandVerdict]]:
     """Load ``path`` and check each command hook. Raises :class:`OhConfigError`."""
-    return check(load(path), project=project, policy=policy)
+    return check(load(path, policy=policy), project=project, policy=policy)
 
 
 # -- harness-sandbox hook --openharness FILE EVENT --------------------------------------
@@ -1027,6 +1025,9 @@ def cmd_hook(args: argparse.Namespace) -> int:
             with Session.open(
                 project, settings=None, sandboxed=not getattr(args, "no_sandbox", False)
             ) as session:
+                from .trust import refuse_store_in_box
+
+                refuse_store_in_box(session.policy)  # the file was checked by load()
                 refusals = [
                     msg
                     for _, verdict in check(config, project=project, policy=session.policy)
@@ -1038,7 +1039,7 @@ def cmd_hook(args: argparse.Namespace) -> int:
                     return 2
                 result, interrupted = _fire_interruptible(
                     config, event, ctx, session_runner(session))
-        except SandboxError as err:
+        except (SandboxError, OhConfigError) as err:
             _say(str(err))
             return 2
         if interrupted:

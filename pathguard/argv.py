@@ -25,7 +25,7 @@ from typing import Literal
 from .guard import Guard, Verdict
 
 RefusalKind = Literal["project", "writable", "hidden", "not-found", "not-absolute",
-                      "undecidable"]
+                      "undecidable", "untrusted"]
 
 
 @dataclass(frozen=True)

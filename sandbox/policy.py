@@ -197,6 +197,24 @@ def expand(path: str, home: str) -> str:
     return path
 
 
+# Project folders whose files name programs the host runs (openHarness's ``.oh/``): read
+# only in the box, so that a file trusted by content stays so for the session, and a
+# missing file in them cannot be created.
+PROJECT_CONFIG_DIRS: tuple[str, ...] = (".oh",)
+
+
+def project_config_dirs(project: str) -> tuple[str, ...]:
+    """The :data:`PROJECT_CONFIG_DIRS` of ``project`` that are real folders. A link is
+    left alone (the box never binds what a link points at); trust by content still
+    refuses what it leads to."""
+    out = []
+    for name in PROJECT_CONFIG_DIRS:
+        p = os.path.join(project, name)
+        if os.path.isdir(p) and not os.path.islink(p):
+            out.append(p)
+    return tuple(out)
+
+
 class Policy(NamedTuple):
     """The session's box, as data.
 
@@ -286,6 +304,7 @@ class Policy(NamedTuple):
         tmp = private_tmp if private_tmp is not None else private_tmp_root()
         common = git_common_dir(real_project)
         protected, missing_hooks = git_guard_paths(real_project, common)
+        protected += project_config_dirs(real_project)
         return cls(
             protected=protected,
             missing_hooks=missing_hooks,
