@@ -35,6 +35,7 @@ from launchers.openharness import (
 from sandbox.errors import SandboxUnavailable
 from sandbox.policy import Policy
 from sandbox.session import Session
+from trusting import data_home, trust_file  # noqa: F401  (data_home: a fixture)
 
 # -- set-up ---------------------------------------------------------------------------
 
@@ -69,11 +70,18 @@ def outside() -> Iterator[Path]:
         shutil.rmtree(d, ignore_errors=True)
 
 
+@pytest.fixture(autouse=True)
+def _store(data_home: Path) -> Path:
+    """Every test has a trust store of its own; :func:`write` trusts what it writes."""
+    return data_home
+
+
 def write(tmp_path: Path, text: str, name: str = "config.yaml") -> str:
     d = tmp_path / ".oh"
     d.mkdir(exist_ok=True)
     f = d / name
     f.write_text(text, encoding="utf-8")
+    trust_file(f)
     return str(f)
 
 
