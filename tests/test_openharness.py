@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from trusting import data_home, trust_file
 
 from launchers import openharness as oh
 from launchers.cli import main, parser
@@ -35,7 +36,6 @@ from launchers.openharness import (
 from sandbox.errors import SandboxUnavailable
 from sandbox.policy import Policy
 from sandbox.session import Session
-from trusting import data_home, trust_file  # noqa: F401  (data_home: a fixture)
 
 # -- set-up ---------------------------------------------------------------------------
 
@@ -71,9 +71,10 @@ def outside() -> Iterator[Path]:
 
 
 @pytest.fixture(autouse=True)
-def _store(data_home: Path) -> Path:
+def _store(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """Every test has a trust store of its own; :func:`write` trusts what it writes."""
-    return data_home
+    with data_home(monkeypatch) as d:
+        yield d
 
 
 def write(tmp_path: Path, text: str, name: str = "config.yaml") -> str:

@@ -6,6 +6,7 @@ the agent's) in a fresh mode-700 folder; ``XDG_DATA_HOME`` points at it for the 
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ import pytest
 from launchers import trust
 
 
-@pytest.fixture
+@contextlib.contextmanager
 def data_home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A private ``XDG_DATA_HOME``: the store is ``<it>/harness/trusted.json``."""
     d = Path(tempfile.mkdtemp(prefix="hs-data-", dir="/var/tmp"))
