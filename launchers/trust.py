@@ -14,8 +14,9 @@ refused with a one-line error naming it: never read as empty, never as trusting.
 
 The file is read once (:func:`read_file`): the digest is of those bytes and the hooks
 are parsed from those bytes, so a change between the check and the run cannot slip in.
-Its path is the real path of what was opened (through the open descriptor), so a link
-swapped on the way cannot make one file pass for another.
+Its path is the real path of what was opened (through the open descriptor), and
+neither the file nor its folder may be a link, so one project's ``.oh/config.yaml``
+cannot pass for a file trusted in another.
 """
 
 from __future__ import annotations
@@ -125,39 +126,65 @@ def _fd_path(fd: int, fallback: str) -> str:
     return os.path.realpath(fallback)
 
 
-def read_file(path: str) -> FileRead:
-    """Read ``path`` once. Raises :class:`OhConfigError` naming it.
+LINKED = ("is {what} a symbolic link ({link}), which the agent could re-point, so it is "
+          "refused. Name the file it leads to instead.")
 
-    Opened without blocking (a FIFO put in its place would hang the host), and only a
-    regular file of at most :data:`FILE_CAP` bytes is read.
-    """
-    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+def _open_config(path: str) -> int:
+    """Open ``path`` for reading, following no link in its last two components (the
+    file and its folder, ``.oh``): a link there could make one project's file pass for
+    a file trusted in another. Raises :class:`OhConfigError` naming it."""
+    folder, name = os.path.split(os.path.abspath(path))
+    dir_flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        fd = os.open(path, flags)
+        dir_fd = os.open(folder, dir_flags)
     except OSError as err:
+        if os.path.islink(folder):
+            raise OhConfigError(shown(path), LINKED.format(what="in a folder that is",
+                                                           link=shown(folder))) from err
         raise OhConfigError(shown(path), f"cannot read: {err.strerror or err}") from err
+    # Without blocking: a FIFO put in its place would hang the host.
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC | os.O_NOFOLLOW
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OhConfigError(shown(path), "is not a regular file")
-        if st.st_size > FILE_CAP:
-            raise OhConfigError(shown(path), f"is larger than {FILE_CAP} bytes")
-        chunks = []
-        size = 0
-        while size <= FILE_CAP:
-            chunk = os.read(fd, FILE_CAP + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        if size > FILE_CAP:
-            raise OhConfigError(shown(path), f"is larger than {FILE_CAP} bytes")
+        return os.open(name, flags, dir_fd=dir_fd)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise OhConfigError(shown(path), LINKED.format(what="itself",
+                                                           link=shown(path))) from err
+        raise OhConfigError(shown(path), f"cannot read: {err.strerror or err}") from err
+    finally:
+        os.close(dir_fd)
+
+
+def _read_capped(fd: int, path: str) -> bytes:
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise OhConfigError(shown(path), "is not a regular file")
+    chunks = []
+    size = 0
+    while size <= FILE_CAP:
+        chunk = os.read(fd, FILE_CAP + 1 - size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    if size > FILE_CAP:
+        raise OhConfigError(shown(path), f"is larger than {FILE_CAP} bytes")
+    return b"".join(chunks)
+
+
+def read_file(path: str) -> FileRead:
+    """Read ``path`` once: only a regular file of at most :data:`FILE_CAP` bytes, not
+    through a link (see :func:`_open_config`). Raises :class:`OhConfigError` naming it.
+    """
+    fd = _open_config(path)
+    try:
+        data = _read_capped(fd, path)
         real = _fd_path(fd, path)
     except OSError as err:
         raise OhConfigError(shown(path), f"cannot read: {err.strerror or err}") from err
     finally:
         os.close(fd)
-    data = b"".join(chunks)
     return FileRead(data, digest(data), real)
 
 

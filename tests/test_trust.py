@@ -184,10 +184,19 @@ def test_a_file_trusted_at_one_path_is_untrusted_at_another(world: World) -> Non
     done = world.cli("hook", "--openharness", str(other), "preToolUse", "--tool", "Bash",
                      "--project", str(other.parent.parent))
     assert (done.code, done.err) == (2, f"harness-sandbox: {new_text(other)}\n")
-    # A link there to the trusted file is the trusted file (same real path, same bytes).
+    # Nor does a link there to the trusted file, or to its folder, make it trusted.
     other.unlink()
     other.symlink_to(world.oh)
-    assert trust.read_file(str(other)).real == str(world.oh)
+    done = world.cli("hook", "--openharness", str(other), "preToolUse", "--tool", "Bash")
+    assert (done.code, done.err) == (2, (
+        f"harness-sandbox: {other}: is itself a symbolic link ({other}), which the agent "
+        "could re-point, so it is refused. Name the file it leads to instead.\n"))
+    shutil.rmtree(other.parent)
+    other.parent.symlink_to(world.oh.parent)
+    done = world.cli("audit", "--openharness", str(other))
+    assert (done.code, done.err.splitlines()) == (2, [
+        f"{other}: is in a folder that is a symbolic link ({other.parent}), which the "
+        "agent could re-point, so it is refused. Name the file it leads to instead."])
     assert not world.marker.exists()
 
 
