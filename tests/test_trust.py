@@ -345,3 +345,21 @@ def test_a_store_inside_a_folder_the_box_writes_is_refused(world: World) -> None
     done = world.audit(XDG_DATA_HOME=str(data))
     assert (done.code, done.err.splitlines()) == (2, [message])
     assert not world.marker.exists()
+
+
+def test_the_library_loader_refuses_a_store_its_session_could_write(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sandbox.policy import Policy
+
+    world.write(world.marker_config())
+    data = world.project / ".data"
+    monkeypatch.setenv("XDG_DATA_HOME", str(data))
+    trust.record(trust.read_file(str(world.oh)))  # as the agent would, in the project
+    assert oh.load(str(world.oh)).for_event("preToolUse")  # no policy: not checked
+    private = world.base / "private-tmp"
+    private.mkdir()
+    policy = Policy.create(str(world.project), private_tmp=str(private))
+    with pytest.raises(trust.TrustStoreError) as info:
+        oh.load(str(world.oh), policy=policy)
+    assert str(info.value).startswith(f"{data}/harness/trusted.json: the trust store is in "
+                                      "the project, so the agent could change it")
