@@ -363,3 +363,23 @@ def test_the_library_loader_refuses_a_store_its_session_could_write(
         oh.load(str(world.oh), policy=policy)
     assert str(info.value).startswith(f"{data}/harness/trusted.json: the trust store is in "
                                       "the project, so the agent could change it")
+
+
+def test_the_policy_protects_oh_only_when_it_is_a_real_folder(world: World) -> None:
+    from sandbox.policy import Policy
+
+    private = world.base / "private-tmp"
+    private.mkdir()
+
+    def protected(**kw: bool) -> tuple[str, ...]:
+        return Policy.create(str(world.project), private_tmp=str(private),
+                             **kw).protected_paths()
+
+    oh_dir = str(world.project / ".oh")
+    assert oh_dir not in protected()  # none yet: trust refuses what the box makes
+    (world.project / ".oh").mkdir()
+    assert oh_dir in protected()
+    assert oh_dir not in protected(protect=False)
+    (world.project / ".oh").rmdir()
+    (world.project / ".oh").symlink_to(world.marks)
+    assert oh_dir not in protected()  # never a bind of what a link points at
