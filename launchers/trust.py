@@ -33,7 +33,8 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
-from .openharness import OhConfig, OhConfigError, parse
+from launchers.errors import OhConfigError
+from launchers.openharness.config import OhConfig, parse
 
 if TYPE_CHECKING:
     from pathguard.argv import Refusal
@@ -302,7 +303,7 @@ def refuse_store_in_box(policy: Policy | None, store: str | None = None) -> None
     if policy is None:
         return
     store = os.path.abspath(store or store_path())
-    verdict = policy.guard(hook_sandboxed=False).check(store, "/", check_hidden=False)
+    verdict = policy.guard(boxed=False).check(store, "/", check_hidden=False)
     if verdict.ok:
         return
     zone = verdict.zone

@@ -7,14 +7,15 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Unpack
 
 import pytest
 
-from sandbox import bwrap
+from sandbox.backends import bwrap
 from sandbox.env import PROVIDER_KEYS
 from sandbox.errors import SandboxUnavailable
 from sandbox.plan import LaunchPlan
-from sandbox.policy import Policy
+from sandbox.policy import Policy, PolicyOptions
 
 BWRAP = "/usr/bin/bwrap"
 HEAD = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
@@ -61,13 +62,13 @@ def make_tree(base: Path) -> dict[str, str]:
     return t
 
 
-def policy(t: dict[str, str], **kw: object) -> Policy:
-    args: dict[str, object] = {
+def policy(t: dict[str, str], **kw: Unpack[PolicyOptions]) -> Policy:
+    args: PolicyOptions = {
         "private_tmp": t["ptmp"], "home": t["home"], "env": dict(ENV),
         "hide_defaults": False,
     }
     args.update(kw)
-    return Policy.create(t["project"], **args)  # type: ignore[arg-type]
+    return Policy.create(t["project"], **args)
 
 
 def test_sample_policy_gives_the_documented_mount_order(base: Path) -> None:
@@ -187,7 +188,7 @@ def test_bwrap_lacking_a_required_option_is_refused(base: Path) -> None:
     with pytest.raises(SandboxUnavailable) as err:
         bwrap.plan(policy(t), ["true"], bwrap=BWRAP, features=features)
     assert str(err.value) == (
-        "/usr/bin/bwrap lacks --new-session, --cap-drop install bubblewrap 0.4 or later: "
+        "/usr/bin/bwrap lacks --new-session, --cap-drop; install bubblewrap 0.4 or later: "
         "sudo apt-get install bubblewrap")
 
 

@@ -1,7 +1,7 @@
 """The macOS box at work: real ``/usr/bin/sandbox-exec``, real processes, a real server.
 
 Each test builds a policy on a real temporary tree, turns it into a plan with
-:func:`sandbox.seatbelt.plan` and runs it with :func:`sandbox.supervisor.run`, as a
+:func:`sandbox.backends.seatbelt.plan` and runs it with :func:`sandbox.process.supervisor.run`, as a
 session does. They run only on macOS (the workflow ``.github/workflows/macos.yml``).
 
 The user temp folder of these policies is a folder of the test's own (``TMPDIR`` in the
@@ -17,11 +17,12 @@ import sys
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Unpack
 
 import pytest
 
 from sandbox.plan import RunResult
-from sandbox.policy import Policy
+from sandbox.policy import Policy, PolicyOptions
 
 pytestmark = [
     pytest.mark.macos,
@@ -38,7 +39,8 @@ SH = "/bin/sh"
 class Tree:
     """A project with a git folder, the folders around it, and the policy over them."""
 
-    def __init__(self, root: Path, *, project_name: str = "proj", **policy_kw: object) -> None:
+    def __init__(self, root: Path, *, project_name: str = "proj",
+                 **policy_kw: Unpack[PolicyOptions]) -> None:
         self.root = Path(os.path.realpath(root))
         self.project = self.root / project_name
         (self.project / ".git" / "hooks").mkdir(parents=True)
@@ -65,7 +67,7 @@ class Tree:
             "SOMETHING_API_KEY": "sk-other",
             "HARMLESS": "kept",
         }
-        args: dict[str, object] = {
+        args: PolicyOptions = {
             "private_tmp": str(self.private_tmp),
             "hidden": [str(self.secret)],
             "hide_defaults": False,
@@ -74,10 +76,11 @@ class Tree:
             "platform": "darwin",
         }
         args.update(policy_kw)
-        self.policy = Policy.create(str(self.project), **args)  # type: ignore[arg-type]
+        self.policy = Policy.create(str(self.project), **args)
 
     def run(self, argv: Sequence[str], policy: Policy | None = None) -> RunResult:
-        from sandbox import seatbelt, supervisor
+        from sandbox.backends import seatbelt
+        from sandbox.process import supervisor
 
         plan = seatbelt.plan(policy or self.policy, argv)
         result = supervisor.run(plan, timeout=TIMEOUT)
@@ -338,7 +341,7 @@ def test_a_hostile_project_name_changes_nothing(tmp_path: Path, name: str) -> No
 
 
 def test_canonical_puts_tmp_and_var_under_private() -> None:
-    from sandbox.seatbelt import canonical
+    from sandbox.backends.seatbelt import canonical
 
     assert canonical("/tmp") == "/private/tmp"
     assert canonical("/var/folders") == "/private/var/folders"
@@ -346,7 +349,7 @@ def test_canonical_puts_tmp_and_var_under_private() -> None:
 
 
 def test_canonical_resolves_links(tmp_path: Path) -> None:
-    from sandbox.seatbelt import canonical
+    from sandbox.backends.seatbelt import canonical
 
     target = tmp_path / "target"
     target.mkdir()
@@ -357,7 +360,7 @@ def test_canonical_resolves_links(tmp_path: Path) -> None:
 
 
 def test_canonical_spells_names_as_the_disk_stores_them(tmp_path: Path) -> None:
-    from sandbox.seatbelt import canonical
+    from sandbox.backends.seatbelt import canonical
 
     (tmp_path / "MixedCase").mkdir()
     if not (tmp_path / "mixedcase").exists():

@@ -371,9 +371,9 @@ def test_the_policy_protects_oh_only_when_it_is_a_real_folder(world: World) -> N
     private = world.base / "private-tmp"
     private.mkdir()
 
-    def protected(**kw: bool) -> tuple[str, ...]:
+    def protected(protect: bool = True) -> tuple[str, ...]:
         return Policy.create(str(world.project), private_tmp=str(private),
-                             **kw).protected_paths()
+                             protect=protect).protected_paths()
 
     oh_dir = str(world.project / ".oh")
     assert oh_dir not in protected()  # none yet: trust refuses what the box makes

@@ -114,3 +114,20 @@ def test_a_trusted_file_stays_what_was_trusted_through_a_session(world: World) -
     assert (hook.code, hook.err) == (0, "preToolUse: allowed (ran preToolUse[0])\n")
     assert world.audit().err.splitlines()[-1] == "audit: 1 hook may run"
     assert not world.marker.exists()
+
+
+def test_hook_openharness_takes_its_sandbox_table_from_config(world: World) -> None:
+    # A boxed hook that writes outside the project: the box stops it. With --config
+    # naming [sandbox] enabled = false, the session has no box and the hook runs on the
+    # host, without the variable scrub names.
+    ran = world.marks / "host-ran"
+    world.write(f"hooks:\n  preToolUse:\n    - command: 'echo ${{MY_SECRET:-none}} > {ran}'\n"
+                "      sandbox: true\n")
+    assert world.cli("trust", "--openharness", str(world.oh)).code == 0
+    done = world.hook(MY_SECRET="s3cret")
+    assert done.code == 1 and not ran.exists()  # boxed: the marker folder is read-only
+    config = world.base / "elsewhere.toml"
+    config.write_text('[sandbox]\nenabled = false\nscrub = ["MY_SECRET"]\n')
+    done = world.hook("--config", str(config), MY_SECRET="s3cret")
+    assert done.code == 0, done.err
+    assert ran.read_text() == "none\n"

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from typing import TYPE_CHECKING
 
-from .openharness import OhConfig, OhConfigError, OhHook
-from .trust import (
+from launchers.cli.common import say
+from launchers.errors import ConfigError, OhConfigError, UsageError
+from launchers.openharness.config import OhConfig, OhHook
+from launchers.trust import (
     TrustStore,
     parse_bytes,
     read_file,
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 
 
 def _say(text: str) -> None:
-    print(f"harness-sandbox: {text}", file=sys.stderr)
+    say(text, named=True)
 
 
 def hook_line(hook: OhHook) -> str:
@@ -66,19 +67,17 @@ def _project_of(path: str) -> str:
 def _policy(args: argparse.Namespace, path: str) -> Policy:
     """The session policy for the file's project, from the user config, so that a
     store inside a folder the box can write is refused. Raises ConfigError or
-    PolicyError."""
+    UsageError (a policy that cannot be built)."""
+    from launchers.cli.common import load_user_config, policy_error_line
+    from sandbox.errors import PolicyError
     from sandbox.policy import Policy
 
-    from .config import Config, load, locate
-
     project = args.project or _project_of(path)
-    found = locate(os.environ, explicit=args.config)
-    config = (Config(path=None) if found is None
-              else load(found.path, project=project, source=found.source))
-    s = config.sandbox
-    return Policy.create(project, writable=s.writable, hidden=s.hidden,
-                         hide_defaults=s.hide_defaults, protect=s.protect,
-                         network=s.network, sandboxed=s.enabled)
+    config, _ = load_user_config(args.config, project)
+    try:
+        return Policy.from_settings(project, config.sandbox)
+    except PolicyError as err:
+        raise UsageError(policy_error_line(err, config)) from err
 
 
 def _trust(args: argparse.Namespace, path: str) -> int:
@@ -110,17 +109,13 @@ def _list() -> int:
 
 
 def cmd_trust(args: argparse.Namespace) -> int:
-    from sandbox.errors import PolicyError
-
-    from .config import ConfigError
-
     try:
         if args.openharness:
             return _trust(args, args.openharness)
         if args.revoke:
             return _revoke(args, args.revoke)
         return _list()
-    except (OhConfigError, ConfigError, PolicyError) as err:
+    except (OhConfigError, ConfigError, UsageError) as err:
         _say(str(err))
         return 2
     except OSError as err:
