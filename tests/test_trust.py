@@ -383,3 +383,21 @@ def test_the_policy_protects_oh_only_when_it_is_a_real_folder(world: World) -> N
     (world.project / ".oh").rmdir()
     (world.project / ".oh").symlink_to(world.marks)
     assert oh_dir not in protected()  # never a bind of what a link points at
+
+
+def test_both_backends_make_oh_read_only(world: World) -> None:
+    from sandbox.backends import bwrap, seatbelt
+    from sandbox.policy import Policy
+
+    (world.project / ".oh").mkdir()
+    private = world.base / "private-tmp"
+    private.mkdir()
+    policy = Policy.create(str(world.project), private_tmp=str(private))
+    oh_dir = str(world.project / ".oh")
+    args = bwrap.box_args(policy, bwrap="/usr/bin/bwrap")
+    binds = [args[i:i + 3] for i, a in enumerate(args) if a == "--ro-bind"]
+    assert ("--ro-bind", oh_dir, oh_dir) in binds
+    # After the project's read-write bind, so it covers it.
+    assert args.index(oh_dir) > args.index(str(world.project))
+    protected = [v for n, v in seatbelt.profile(policy).params if n.startswith("PROTECTED")]
+    assert seatbelt.canonical(oh_dir) in protected
