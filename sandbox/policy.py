@@ -110,6 +110,24 @@ def expand(path: str, home: str) -> str:
     return path
 
 
+# Project folders whose files name programs the host runs (openHarness's ``.oh/``): read
+# only in the box, so that a file trusted by content stays so for the session, and a
+# missing file in them cannot be created.
+PROJECT_CONFIG_DIRS: tuple[str, ...] = (".oh",)
+
+
+def project_config_dirs(project: str) -> tuple[str, ...]:
+    """The :data:`PROJECT_CONFIG_DIRS` of ``project`` that are real folders. A link is
+    left alone (the box never binds what a link points at); trust by content still
+    refuses what it leads to."""
+    out = []
+    for name in PROJECT_CONFIG_DIRS:
+        p = os.path.join(project, name)
+        if os.path.isdir(p) and not os.path.islink(p):
+            out.append(p)
+    return tuple(out)
+
+
 def _git_fields(project: str, writable: tuple[str, ...], git: GitLayout | None,
                 env: Mapping[str, str], home: str) -> dict[str, Any]:
     """The policy's git fields from a session's layout (its missing names made), or from
@@ -123,12 +141,13 @@ def _git_fields(project: str, writable: tuple[str, ...], git: GitLayout | None,
                 f"the writable path {escape(p)} leads through {escape(link)}, a link "
                 "in a folder the box can write; name the folder it leads to instead")
     if git is not None:
-        return {"protected": git.protected, "missing_hooks": (),
+        return {"protected": (*git.protected, *project_config_dirs(project)), "missing_hooks": (),
                 "pinned_dirs": git.pinned_dirs, "common_dir": common}
     git = find_layout(project, env=env, home=home, ask_git=False,
                       writable=tuple(os.path.realpath(w) for w in writable))
     missing = {p for p, _ in git.make_files} | set(git.make_dirs)
-    return {"protected": tuple(p for p in git.protected if p not in missing),
+    return {"protected": (*(p for p in git.protected if p not in missing),
+                          *project_config_dirs(project)),
             "missing_hooks": tuple(d for d in git.make_dirs if d in git.protected),
             "pinned_dirs": git.pinned_dirs, "common_dir": common}
 

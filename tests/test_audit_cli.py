@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from launchers import trust
+
 REPO = Path(__file__).resolve().parent.parent
 HOOKS = REPO / "scripts" / "hooks"
 FIX = "Move it outside (for example ~/.local/share/harness/hooks/), or start with --no-hooks."
@@ -471,6 +473,7 @@ def test_openharness_hooks_are_audited_beside_the_user_config(world: World) -> N
         f"    - command: {json.dumps(str(planted))}\n"
         f"    - command: {json.dumps(str(HOOKS / 'no-force-push.sh'))}\n")
     world.write_config(hook("mine", [str(HOOKS / "no-force-push.sh")]))
+    assert world.run("trust", "--openharness", str(oh / "config.yaml")).code == 0
     done = world.audit("--openharness", str(oh / "config.yaml"), "--json")
     assert done.code == 1
     names = [(h["name"], h["source"], h["verdict"]) for h in done.doc["hooks"]]
@@ -486,6 +489,10 @@ def test_openharness_hooks_are_audited_beside_the_user_config(world: World) -> N
 def test_an_openharness_load_error_exits_2(world: World) -> None:
     bad = world.tmp / "config.yaml"
     bad.write_text("hooks:\n  preToolUse:\n    - nothing: 1\n")
+    # trust refuses a file it cannot read as hooks; trusted all the same, it is an error.
+    assert world.run("trust", "--openharness", str(bad)).code == 2
+    trust.record(trust.read_file(str(bad)),
+                 path=str(world.home / ".local/share/harness/trusted.json"))
     done = world.audit("--openharness", str(bad), "--json")
     assert done.code == 2
     assert done.doc["ok"] is False

@@ -45,8 +45,21 @@ def test_the_demo_shows_the_banner_the_audit_and_the_hooks_at_work(home: Path) -
         "Context from the user's hook \"keywords\":",
         "Read-only file system",
         "audit: 1 of 1 hook refused",
+        ".oh/config.yaml: not trusted: it is new (never trusted at this path), so none "
+        "of its hooks run. Review them, then trust the file: harness-sandbox trust "
+        "--openharness ",
+        ".oh/config.yaml defines 2 hooks:",
+        '  preToolUse[0]: command (env mode) in the box, match "Bash": case ',
+        "cannot create .oh/config.yaml: Read-only file system",
         "preToolUse: denied by preToolUse[0]: rm -rf is not allowed here",
+        ".oh/config.yaml: not trusted: it changed since it was trusted, so none of its "
+        "hooks run. Review them, then trust the file again: harness-sandbox trust "
+        "--openharness ",
+        "revoked: ",
         "the box works: bubblewrap",
     ]:
         assert line in out, f"{line!r} missing from the demo's output:\n{out}"
+    # The demo forgets what it trusted: the store it used holds nothing.
+    store = home / ".local/share/harness/trusted.json"
+    assert '"files": {}' in store.read_text()
     assert "harness: bash in" in (home / ".local/share/harness-sandbox-demo/notify.log").read_text()

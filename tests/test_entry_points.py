@@ -69,16 +69,20 @@ def harness_hook(name: str, program: Path, arg: str) -> str:
             f"command = {json.dumps([str(program), arg])}\nsandbox = true\n")
 
 
-def oh_file(s: Setup, program: Path) -> Path:
+def oh_file(s: Setup, program: Path, *, trusted: bool = True) -> Path:
     f = s.project.parent / "oh.yaml"
     f.write_text(f"hooks:\n  preToolUse:\n    - command: '{program} openharness'\n"
                  "      sandbox: true\n")
+    if trusted:  # as its user would
+        done = cli(s, "trust", "--openharness", str(f), "--project", str(s.project))
+        assert done.returncode == 0, done.stderr
     return f
 
 
 def cli(s: Setup, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("HARNESS_HOME", "XDG_CONFIG_HOME")}
-    env.update(HARNESS_HOME=str(s.home), MY_SECRET="s3cret")
+    env.update(HARNESS_HOME=str(s.home), MY_SECRET="s3cret",
+               XDG_DATA_HOME=str(s.hooks.parent / "data"))  # the trust store: the test's own
     return subprocess.run([sys.executable, "-m", "launchers", *args], capture_output=True,
                           text=True, env=env, cwd=REPO, timeout=60, check=False)
 
@@ -139,7 +143,7 @@ def test_every_command_prints_the_same_line_for_the_same_load_error(setup: Setup
     config.write_text(harness_hook("slow", s.hooks / "report.sh", "x") + "timeout = 0\n")
     line = (f'{config}: hook "slow": key "timeout": 0 is out of range; use whole seconds '
             "from 1 to 600.")
-    oh = oh_file(s, s.hooks / "report.sh")
+    oh = oh_file(s, s.hooks / "report.sh", trusted=False)  # the user config comes first
     project = ["--project", str(s.project)]
     said = {
         "run": cli(s, "run", *project, "--", "true"),

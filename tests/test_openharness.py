@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from helpers.trusting import data_home, trust_file
 
 from launchers import openharness as oh
 from launchers.cli.hook_openharness import cmd_hook_openharness, describe
@@ -60,11 +61,19 @@ def runner(session: Session) -> oh.CommandRunner:
     return oh.session_runner(session)
 
 
+@pytest.fixture(autouse=True)
+def _store(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Every test has a trust store of its own; :func:`write` trusts what it writes."""
+    with data_home(monkeypatch) as d:
+        yield d
+
+
 def write(tmp_path: Path, text: str, name: str = "config.yaml") -> str:
     d = tmp_path / ".oh"
     d.mkdir(exist_ok=True)
     f = d / name
     f.write_text(text, encoding="utf-8")
+    trust_file(f)
     return str(f)
 
 

@@ -65,10 +65,10 @@ class Checked:
         return {
             "name": self.name,
             "source": self.source,
-            "event": self.event,
+            "event": self.event or None,
             "tools": None if self.tools is None else list(self.tools),
             "sandbox": self.boxed,
-            "runs": "box" if self.boxed else "host",
+            "runs": "nothing" if not self.event else "box" if self.boxed else "host",
             "verdict": "refused" if self.refusals else "ok",
             "command": list(self.argv),
             "refusals": [_refusal_json(r) for r in self.refusals],
@@ -130,11 +130,18 @@ def _check_harness(admission: Admission, spec: HookSpec) -> Checked:
 
 def _check_openharness(admission: Admission, path: str) -> list[Checked]:
     """Every command hook of an openHarness file (an HTTP hook runs nothing here).
-    Raises OhConfigError."""
+    A file whose content is not trusted is one refused entry (``kind: "untrusted"``):
+    nothing of it is checked, since nothing of it may run. Raises OhConfigError."""
     from launchers.openharness.config import load as load_openharness
+    from launchers.trust import Untrusted, untrusted_refusal
 
+    try:
+        config = load_openharness(path, policy=admission.policy)
+    except Untrusted as err:
+        return [Checked(path, "", None, False, (), (untrusted_refusal(err),),
+                        source="openharness")]
     out: list[Checked] = []
-    for hook in load_openharness(path).all_hooks():
+    for hook in config.all_hooks():
         if hook.command is None:
             continue
         boxed, v = admission.check(hook.label, hook.words, sandbox=hook.sandbox)

@@ -130,6 +130,7 @@ def _prepare(args: argparse.Namespace, project: str) -> tuple[Config, OhConfig, 
 def _fire_in_session(args: argparse.Namespace, project: str, user: Config, config: OhConfig,
                      ctx: Context) -> Result | int:
     """The event fired in the session, or the exit status when it could not be."""
+    from launchers.trust import refuse_store_in_box
     from sandbox.errors import PolicyError, SandboxError
     from sandbox.session import Session
 
@@ -138,6 +139,7 @@ def _fire_in_session(args: argparse.Namespace, project: str, user: Config, confi
         with Session.open(
             project, user.sandbox, boxed=not getattr(args, "no_sandbox", False)
         ) as session:
+            refuse_store_in_box(session.policy)  # the file was checked by load()
             checked = check(config, policy=session.policy)
             refusals = [msg for _, verdict in checked for msg in verdict.refusals]
             for msg in refusals:
@@ -149,7 +151,7 @@ def _fire_in_session(args: argparse.Namespace, project: str, user: Config, confi
     except PolicyError as err:
         _say(policy_error_line(err, user))
         return 2
-    except SandboxError as err:
+    except (SandboxError, OhConfigError) as err:
         _say(str(err))
         return 2
     if interrupted:

@@ -1,4 +1,4 @@
-"""``harness-sandbox``: audit, banner, run, hook, doctor.
+"""``harness-sandbox``: audit, banner, run, hook, trust, doctor.
 
 Each command lives in its own module, imported only when that command runs, so that
 ``harness-sandbox run`` pays for nothing it does not use. Messages to people go to
@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("launchers.cli.run", "cmd_run"),
     "hook": ("launchers.cli.hook", "cmd_hook"),
     "doctor": ("launchers.cli.doctor", "cmd_doctor"),
+    "trust": ("launchers.cli.trust", "cmd_trust"),
 }
 
 
@@ -75,6 +76,15 @@ def parser() -> "argparse.ArgumentParser":
     p.add_argument("--no-sandbox", action="store_true", help="a session with no sandbox")
     p.add_argument("--no-hooks", action="store_true", help="run with hooks turned off")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
+
+    p = sub.add_parser("trust", help="review an openHarness file and trust its content")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--openharness", metavar="FILE", help="show its hooks, then trust it")
+    which.add_argument("--revoke", metavar="FILE", help="stop trusting it")
+    which.add_argument("--list", action="store_true", help="the files trusted")
+    p.add_argument("--config", metavar="FILE", help="the user config (default: discovered)")
+    p.add_argument("--project", metavar="DIR", default=None,
+                   help="the file's project (default: the folder holding its .oh)")
 
     p = sub.add_parser("doctor", help="what this machine can do")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")

@@ -14,12 +14,15 @@ import re
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from launchers.errors import OhConfigError as OhConfigError
 from launchers.openharness.words import guard_words, split_words
+
+if TYPE_CHECKING:
+    from sandbox.policy import Policy
 
 # The events, in the order openHarness documents them.
 EVENTS: tuple[str, ...] = (
@@ -174,16 +177,14 @@ def parse(text: str, path: str) -> OhConfig:
     return OhConfig(path, out)
 
 
-def load(path: str) -> OhConfig:
-    """Read and check ``path``. Raises :class:`OhConfigError`."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as err:
-        raise OhConfigError(path, f"cannot read: {err.strerror or err}") from err
-    except UnicodeDecodeError as err:
-        raise OhConfigError(path, "is not UTF-8 text") from err
-    return parse(text, path)
+def load(path: str, *, policy: Policy | None = None) -> OhConfig:
+    """Read ``path`` once, refuse it unless those bytes are trusted at its path, and
+    check them (see :mod:`launchers.trust`; ``policy``: the session's, so that a trust
+    store the box could write is refused). Raises :class:`OhConfigError`, including
+    ``trust.Untrusted`` and ``trust.TrustStoreError``."""
+    from launchers.trust import load_trusted
+
+    return load_trusted(path, policy=policy)
 
 
 def unknown_event(event: object) -> str:
