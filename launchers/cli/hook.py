@@ -17,6 +17,7 @@ import sys
 import threading
 from typing import Any
 
+from launchers import bounded, protocol
 from launchers.cli.interrupt import run_interruptible
 from launchers.config import Config, ConfigError, Event, load, locate
 from launchers.hooks import Decision, HookRefused, HookRunner, new_session_id
@@ -55,7 +56,11 @@ def _event(args: argparse.Namespace) -> tuple[Event, dict[str, Any]]:
         tool_input: Any = {}
         if args.input is not None:
             try:
-                tool_input = json.loads(args.input)
+                tool_input = bounded.loads_json(args.input)
+            except bounded.BoundsError as err:
+                # Arguments too deep or too large to give to a hook: the runner blocks
+                # them (when a hook covers the tool), as it blocks such a call in a session.
+                return "PreToolUse", {"tool": args.tool, "input": None, "problem": str(err)}
             except ValueError as err:
                 raise UsageError(f"--input is not valid JSON: {err}") from err
             if not isinstance(tool_input, dict):
@@ -74,6 +79,8 @@ def _fire(runner: HookRunner, event: Event, fields: dict[str, Any], mode: str) -
     waits for its whole tree to be ended."""
 
     def work(cancel: threading.Event) -> Decision:
+        if event == "PreToolUse" and fields.get("problem"):
+            return runner.refuse_call(fields["tool"], protocol.plural(fields["problem"]))
         if event == "PreToolUse":
             return runner.pre_tool_use(fields["tool"], fields["input"],
                                        tool_use_id=new_session_id(), permission_mode=mode,

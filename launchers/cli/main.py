@@ -126,4 +126,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return func(args)
     except KeyboardInterrupt:
         return 130
+    except Exception as err:  # a bug: one line and an unambiguous status, no traceback
+        from launchers.cli.crash import report
+
+        return report(args.command, err)
 
