@@ -41,6 +41,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import yaml
 
+from launchers import bounded
+from launchers.bounded import one_line
 from sandbox.plan import RunResult
 
 if TYPE_CHECKING:
@@ -126,7 +128,7 @@ class OhConfigError(Exception):
             where += f": hooks.{event}"
             if index is not None:
                 where += f"[{index}]"
-        super().__init__(f"{where}: {message}")
+        super().__init__(one_line(f"{where}: {message}"))
 
 
 @dataclass(frozen=True)
@@ -267,9 +269,12 @@ def _yaml_problem(err: yaml.YAMLError) -> str:
 def parse(text: str, path: str) -> OhConfig:
     """The ``hooks:`` of a config text; ``path`` names it in errors."""
     try:
-        doc = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: plain data only
+        # A SafeLoader subclass: plain data only; bounded in size, depth and aliases.
+        doc = bounded.loads_yaml(text, _StrictLoader)
     except yaml.YAMLError as err:
         raise OhConfigError(path, _yaml_problem(err)) from err
+    except bounded.BoundsError as err:
+        raise OhConfigError(path, f"not loaded: the file {err}") from err
     if doc is None:
         return OhConfig(path)
     if not isinstance(doc, dict):
@@ -295,12 +300,13 @@ def parse(text: str, path: str) -> OhConfig:
 def load(path: str) -> OhConfig:
     """Read and check ``path``. Raises :class:`OhConfigError`."""
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        text = bounded.read_capped(path, bounded.CONFIG_BYTES).decode("utf-8")
     except OSError as err:
         raise OhConfigError(path, f"cannot read: {err.strerror or err}") from err
     except UnicodeDecodeError as err:
         raise OhConfigError(path, "is not UTF-8 text") from err
+    except bounded.BoundsError as err:
+        raise OhConfigError(path, f"not loaded: the file {err}") from err
     return parse(text, path)
 
 
@@ -535,8 +541,8 @@ def _reason(value: object) -> str | None:
 def parse_answer(data: bytes | str) -> Answer | None:
     """A JSON answer, or None when it is not a JSON object (malformed)."""
     try:
-        doc = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
+        doc = bounded.loads_json(data, max_bytes=bounded.ANSWER_BYTES)
+    except ValueError:  # not JSON, not UTF-8, or past a limit: malformed
         return None
     if not isinstance(doc, dict):
         return None
@@ -800,6 +806,38 @@ class Result:
         }
 
 
+class UnreadableInput(dict[str, Any]):
+    """Tool input that could not be read at all (the ``hook`` command's ``--input`` past
+    a limit of :mod:`launchers.bounded`): every hook it reaches fails with ``problem``,
+    which denies on a gating event, as input that cannot be given to a hook does."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__()
+        self.problem = problem
+
+
+def _input_problem(ctx: Context) -> str | None:
+    """Why the event's input cannot be given to a hook, or None. Iterative: the JSON
+    writer recurses, so the limits are checked before it runs."""
+    if isinstance(ctx.tool_input, UnreadableInput):
+        return f"its tool input {ctx.tool_input.problem}"
+    try:
+        bounded.copy_json(dict(ctx.tool_input))
+        bounded.copy_json(dict(ctx.extra))
+    except bounded.BoundsError as err:
+        return f"its input {err}"
+    return None
+
+
+def _given(hook: OhHook, ctx: Context) -> tuple[bytes, dict[str, str]]:
+    """What a hook is given: its stdin (or HTTP body) and its variables."""
+    data = b""
+    if hook.http is not None or hook.json_io:
+        data = json.dumps(envelope(hook.event, ctx), ensure_ascii=False).encode("utf-8",
+                                                                               "replace")
+    return data, env_vars(hook.event, ctx)
+
+
 def run_hook(
     hook: OhHook,
     ctx: Context,
@@ -807,21 +845,26 @@ def run_hook(
     runner: CommandRunner,
     cancel: threading.Event | None = None,
 ) -> Answer:
-    """Run one hook and say what its answer is."""
+    """Run one hook and say what its answer is. Input that cannot be given to it (past
+    the limits, or not JSON) is a failure: a deny on a gating event."""
     timeout = hook.timeout_ms / 1000
+    problem = _input_problem(ctx)
+    if problem is None:
+        try:
+            data, env = _given(hook, ctx)
+        except (TypeError, ValueError):  # an integer of more digits than Python writes
+            problem = "its input cannot be written as JSON"
+    if problem is not None:
+        return _failed(hook.label, f"could not be given the event: {problem}")
     if hook.http is not None:
-        body = json.dumps(envelope(hook.event, ctx), ensure_ascii=False).encode("utf-8")
-        data, error = post_json(hook.http, body, timeout, cancel)
-        return answer_of_http(hook, data, error)
+        reply, error = post_json(hook.http, data, timeout, cancel)
+        return answer_of_http(hook, reply, error)
     assert hook.command is not None
-    stdin = b""
-    if hook.json_io:
-        stdin = json.dumps(envelope(hook.event, ctx), ensure_ascii=False).encode("utf-8")
     result = runner(
         ("/bin/sh", "-c", hook.command),
-        stdin=stdin,
+        stdin=data,
         timeout=timeout,
-        env_extra=env_vars(hook.event, ctx),
+        env_extra=env,
         boxed=hook.sandbox,
         cancel=cancel,
     )
@@ -946,7 +989,9 @@ def context_from_args(args: argparse.Namespace, project: str) -> Context:
     raw = getattr(args, "input", None)
     if raw is not None:
         try:
-            parsed = json.loads(raw)
+            parsed = bounded.loads_json(raw)
+        except bounded.BoundsError as err:
+            parsed = UnreadableInput(str(err))
         except ValueError as err:
             raise ValueError(f"--input is not JSON: {err}") from err
         if not isinstance(parsed, dict):
