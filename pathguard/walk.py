@@ -25,6 +25,13 @@ MAX_LINKS = 40
 
 LOOP_REASON = f"a link loop or a chain of more than {MAX_LINKS} links"
 NUL_REASON = "the path contains a NUL character"
+# Linux's PATH_MAX counts the final NUL: a path of this many bytes or more is refused
+# (ENAMETOOLONG) before any lookup.
+PATH_MAX = 4096
+LONG_REASON = f"the path is {PATH_MAX:,} bytes or longer, more than the kernel takes"
+# How a trailing "/" is kept among the components: unlike ".", it looks nothing up in
+# the folder (it only demands one), so it needs no search permission there.
+TRAILING = ""
 
 Kind = Literal["dir", "file", "link", "missing", "other"]
 Status = Literal["ok", "missing", "notdir", "loop", "unreadable"]
@@ -144,10 +151,10 @@ class Walk:
 
 def components(path: str) -> list[str]:
     """A path's components, as the kernel takes them: empty ones (``a//b``) dropped, and a
-    trailing ``/`` kept as ``.`` since it demands a directory."""
+    trailing ``/`` kept as :data:`TRAILING` since it demands a directory."""
     parts = [p for p in path.split("/") if p]
     if path.endswith("/") and parts:
-        parts.append(".")
+        parts.append(TRAILING)
     return parts
 
 
@@ -163,6 +170,8 @@ def walk(path: str, cwd: str, *, lookup: Lookup | None = None) -> Walk:
     look = lookup if lookup is not None else Lookup()
     if "\0" in path:
         return Walk(path, cwd, "unreadable", path, "other", (), reason=NUL_REASON)
+    if len(os.fsencode(path)) >= PATH_MAX:
+        return Walk(path, cwd, "unreadable", path, "other", (), reason=LONG_REASON)
     if path.startswith("/"):
         return _resolve(path, cwd, "/", [], components(path), look)
     if not cwd.startswith("/"):
@@ -196,6 +205,15 @@ def _resolve(path: str, cwd: str, start: str, visits: list[Visit], parts: list[s
         if kind != "dir":
             # Only a folder can be looked into; "file/x" and "file/." fail with ENOTDIR.
             return stopped("notdir", current, kind, also=(name,))
+        if name == TRAILING:
+            continue
+        if name in (".", ".."):
+            # Looking up "." or ".." in a folder needs search permission on it, as every
+            # name does (the kernel's may_lookup); asking for "<folder>/." checks it.
+            here = look(current.rstrip("/") + "/.")
+            if here.error is not None:
+                return stopped("unreadable", current, "dir", f"{here.error} at {current}",
+                               also=(name,))
         if name == ".":
             continue
         if name == "..":
