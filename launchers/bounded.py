@@ -80,6 +80,9 @@ _TOML_SKIP = re.compile(
     r"|#[^\n]*",
     re.DOTALL,
 )
+# YAML's quoted scalars and comments. Plain scalars may hold brackets too; counting them
+# can only overstate the depth of a text with over a hundred unclosed ones.
+_YAML_SKIP = re.compile(r"'(?:[^']+|'')*'?" r'|"(?:[^"\\]+|\\.)*"?' r"|#[^\n]*", re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 
 
@@ -141,6 +144,10 @@ def loads_yaml(text: str, loader: type[Any], *, max_bytes: int = CONFIG_BYTES) -
 
     if len(text.encode("utf-8", "surrogatepass")) > max_bytes:
         raise too_large(max_bytes)
+    # PyYAML's scanner reads a deep flow collection ahead at a cost of its depth per
+    # token; brackets are counted first so that an obviously deep text costs nothing.
+    if bracket_depth(text, _YAML_SKIP) > MAX_DEPTH:
+        raise too_deep()
     _measure_yaml(yaml.parse(text, Loader=loader))
     try:
         return yaml.load(text, Loader=loader)  # the caller passes a safe loader

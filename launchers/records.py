@@ -262,6 +262,9 @@ def check_record(rec: Mapping[str, Any]) -> str | None:
         problem = _wrong(result, _RESULT_FIELDS)
         if problem is None and result["outcome"] not in _OUTCOMES:
             problem = f'"outcome" is not one of {", ".join(_OUTCOMES)}'
+        if problem is None and result["outcome"] == "exited" \
+                and not isinstance(result.get("returncode"), int):
+            problem = 'an "exited" run has no "returncode"'
         if problem is not None:
             return "result: " + problem
     return None
