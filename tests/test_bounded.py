@@ -335,3 +335,18 @@ def test_a_damaged_record_is_a_record_error_naming_the_line(tmp_path: Path) -> N
                               "one of exited, signaled, timed_out, cancelled, failed_to_start)")
     with pytest.raises(rec.RecordError):
         rec.Replay([{"type": "hook.effect", "hook": "h", "input_digest": "d", "result": {}}])
+
+
+def test_a_deep_tool_call_through_the_openharness_cli_denies(tmp_path: Path,
+                                                            project: Path) -> None:
+    f = tmp_path / "oh.yaml"
+    f.write_text("hooks:\n  preToolUse:\n    - command: /bin/true\n      jsonIO: true\n")
+    deep = '{"a": ' + "[" * 3000 + "]" * 3000 + "}"
+    r = subprocess.run(
+        [sys.executable, "-m", "launchers.cli", "hook", "preToolUse", "--openharness", str(f),
+         "--project", str(project), "--tool", "Bash", "--input", deep, "--no-sandbox"],
+        capture_output=True, text=True, cwd=REPO, timeout=60, check=False)
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.splitlines()[-1] == (
+        "preToolUse: denied by preToolUse[0]: hook preToolUse[0] failed (could not be given "
+        "the event: its tool input nests deeper than 100 levels)")
