@@ -16,8 +16,11 @@ import errno
 import os
 import posixpath
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
+
+T = TypeVar("T")
 
 # Linux's MAXSYMLINKS: path resolution fails with ELOOP once it has followed more than
 # this many links in one lookup (fs/namei.c, nd->total_link_count).
@@ -80,7 +83,7 @@ class Lookup:
     def _examine(self, location: str) -> Entry:
         self.calls += 1
         try:
-            st = os.lstat(location)
+            st = _at(location, os.lstat)
         except FileNotFoundError:
             return Entry("missing")
         except OSError as err:
@@ -88,7 +91,7 @@ class Lookup:
         mode = st.st_mode
         if stat.S_ISLNK(mode):
             try:
-                return Entry("link", target=os.readlink(location))
+                return Entry("link", target=_at(location, os.readlink))
             except FileNotFoundError:
                 # Removed between lstat and readlink: absent now.
                 return Entry("missing")
@@ -99,6 +102,26 @@ class Lookup:
         if stat.S_ISREG(mode):
             return Entry("file")
         return Entry("other")
+
+
+def _at(location: str, call: Callable[..., T]) -> T:
+    """``call(location)`` (lstat or readlink), also for a location whose whole name is
+    :data:`PATH_MAX` bytes or more: the kernel reaches such a place through a link by a
+    short path, so the walk must look at it too. Its folder is then opened one component
+    at a time (never following a link) and the name looked up from there."""
+    if len(os.fsencode(location)) < PATH_MAX:
+        return call(location)
+    folder, name = location.rsplit("/", 1)
+    fd = os.open("/", os.O_PATH | os.O_DIRECTORY)
+    try:
+        for part in folder.split("/"):
+            if part:
+                nxt = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                os.close(fd)
+                fd = nxt
+        return call(name, dir_fd=fd)
+    finally:
+        os.close(fd)
 
 
 def _describe(err: OSError) -> str:
