@@ -155,45 +155,64 @@ def loads_yaml(text: str, loader: type[Any], *, max_bytes: int = CONFIG_BYTES) -
         raise too_deep() from err
 
 
+class _YamlMeasure:
+    """The size and depth of a YAML document from its events, aliases expanded.
+
+    One frame per open collection: [values so far (itself included), the height of its
+    tallest child, its anchor]; the first frame is the document."""
+
+    def __init__(self) -> None:
+        self.stack: list[list[Any]] = [[0, 0, None]]
+        self.anchors: dict[str, tuple[int, int]] = {}
+        self.open_anchors: set[str] = set()
+
+    def add(self, values: int, height: int) -> None:
+        top = self.stack[-1]
+        top[0] += values
+        top[1] = max(top[1], height)
+        if sum(frame[0] for frame in self.stack) > MAX_VALUES:
+            raise too_many()
+        if len(self.stack) - 1 + height > MAX_DEPTH:
+            raise too_deep()
+
+    def alias(self, anchor: str) -> None:
+        if anchor in self.open_anchors:
+            raise BoundsError("refers to itself through an alias")
+        self.add(*self.anchors.get(anchor, (1, 0)))
+
+    def scalar(self, anchor: str | None) -> None:
+        self.add(1, 0)
+        if anchor is not None:
+            self.anchors[anchor] = (1, 0)
+
+    def start(self, anchor: str | None) -> None:
+        if len(self.stack) > MAX_DEPTH:
+            raise too_deep()
+        self.stack.append([1, 0, anchor])
+        if anchor is not None:
+            self.open_anchors.add(anchor)
+
+    def end(self) -> None:
+        values, child_height, anchor = self.stack.pop()
+        if anchor is not None:
+            self.open_anchors.discard(anchor)
+            self.anchors[anchor] = (values, child_height + 1)
+        self.add(values, child_height + 1)
+
+
 def _measure_yaml(events: Any) -> None:
     import yaml
 
-    # One frame per open collection: [values so far (itself included), the height of
-    # its tallest child, its anchor]; the first frame is the document.
-    stack: list[list[Any]] = [[0, 0, None]]
-    anchors: dict[str, tuple[int, int]] = {}
-    open_anchors: set[str] = set()
-
-    def add(values: int, height: int) -> None:
-        top = stack[-1]
-        top[0] += values
-        top[1] = max(top[1], height)
-        if sum(frame[0] for frame in stack) > MAX_VALUES:
-            raise too_many()
-        if len(stack) - 1 + height > MAX_DEPTH:
-            raise too_deep()
-
+    measure = _YamlMeasure()
     for event in events:
         if isinstance(event, yaml.AliasEvent):
-            if event.anchor in open_anchors:
-                raise BoundsError("refers to itself through an alias")
-            add(*anchors.get(event.anchor or "", (1, 0)))
+            measure.alias(event.anchor or "")
         elif isinstance(event, yaml.ScalarEvent):
-            add(1, 0)
-            if event.anchor is not None:
-                anchors[event.anchor] = (1, 0)
+            measure.scalar(event.anchor)
         elif isinstance(event, yaml.CollectionStartEvent):
-            if len(stack) > MAX_DEPTH:
-                raise too_deep()
-            stack.append([1, 0, event.anchor])
-            if event.anchor is not None:
-                open_anchors.add(event.anchor)
+            measure.start(event.anchor)
         elif isinstance(event, yaml.CollectionEndEvent):
-            values, child_height, anchor = stack.pop()
-            if anchor is not None:
-                open_anchors.discard(anchor)
-                anchors[anchor] = (values, child_height + 1)
-            add(values, child_height + 1)
+            measure.end()
 
 
 # -- values in hand ----------------------------------------------------------------

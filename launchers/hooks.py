@@ -26,22 +26,11 @@ from launchers import protocol
 from launchers import records as rec
 from launchers.admission import Admission
 from launchers.config import Config, Event, HookSpec
+from launchers.errors import HookRefused as HookRefused
 from sandbox.plan import RunResult
 from sandbox.policy import Policy
 
 DecisionOutcome = Literal["allowed", "blocked", "interrupted"]
-
-
-class HookRefused(Exception):
-    """One or more hooks may not run: their files lie where the agent could change them
-    (or where a boxed hook could not read them). The session must not start.
-
-    ``messages`` holds one full refusal line per problem.
-    """
-
-    def __init__(self, messages: Sequence[str]) -> None:
-        self.messages = tuple(messages)
-        super().__init__("\n".join(self.messages))
 
 
 class SessionLike(Protocol):
@@ -52,7 +41,7 @@ class SessionLike(Protocol):
 
     def run(
         self, argv: Sequence[str], *, stdin: bytes = b"", timeout: float | None = None,
-        cancel: threading.Event | None = None, host: bool = False,
+        cancel: threading.Event | None = None, boxed: bool = True,
         env_extra: Mapping[str, str] | None = None,
     ) -> RunResult: ...
 
@@ -83,7 +72,7 @@ class Decision:
 class _Hook:
     spec: HookSpec
     argv: tuple[str, ...]
-    host: bool
+    boxed: bool
 
 
 def guard_hooks(hooks: Sequence[HookSpec], policy: Policy) -> tuple[tuple[_Hook, ...], list[str]]:
@@ -96,7 +85,7 @@ def guard_hooks(hooks: Sequence[HookSpec], policy: Policy) -> tuple[tuple[_Hook,
         if verdict.refusals:
             refusals.extend(verdict.refusals)
             continue
-        out.append(_Hook(spec, tuple(verdict.argv), host=not boxed))
+        out.append(_Hook(spec, tuple(verdict.argv), boxed=boxed))
     return tuple(out), refusals
 
 
@@ -175,7 +164,8 @@ class HookRunner:
 
         def envelope() -> bytes:
             return protocol.pre_tool_use(sid, self.policy.project_as_written, permission_mode,
-                                         tool_name, tool_input, tool_use_id, roots)
+                                         tool_name, tool_input, tool_use_id=tool_use_id,
+                                         project=roots)
 
         return self._fire("PreToolUse", tool_name, envelope, cancel)
 
@@ -218,7 +208,7 @@ class HookRunner:
         d.records.append(record)
         self._write(record)
 
-    def _run_one(self, hook: _Hook, event: Event, tool: str | None, envelope: bytes,
+    def _run_one(self, hook: _Hook, event: Event, tool: str | None, envelope: bytes, *,
                  cancel: threading.Event | None, d: Decision) -> RunResult:
         key = rec.digest(envelope)
         if self.replay is not None:
@@ -229,7 +219,7 @@ class HookRunner:
             return RunResult(outcome="cancelled")
         self._write(rec.started_record(hook.spec.name, event, tool, key))
         result = self.session.run(hook.argv, stdin=envelope, timeout=hook.spec.timeout,
-                                  cancel=cancel, host=hook.host)
+                                  cancel=cancel, boxed=hook.boxed)
         self._emit(d, rec.effect_record(hook.spec.name, key, result))
         return result
 
@@ -259,13 +249,7 @@ class HookRunner:
         pending_context: list[tuple[str, str]] = []
         envelope: bytes | None = None
 
-        for name, definition in self._skipped.items():
-            tools = definition.get("tools")
-            if definition.get("event") == event and (
-                    tool is None or tools is None or tool in tools):
-                self._emit(d, rec.decided_record(name, event, tool, "skip",
-                                                 reason="changed in the config since recorded"))
-
+        self._record_skipped(d, event, tool)
         for hook in self.hooks:
             spec = hook.spec
             if not self._covers(spec, event, tool):
@@ -275,8 +259,8 @@ class HookRunner:
                     envelope = make_envelope()
                 except protocol.EnvelopeError as err:
                     return self._unreadable(d, spec.name, event, tool, str(err))
-            result = self._run_one(hook, event, tool, envelope, cancel, d)
-            answer = protocol.parse(result, event, timeout=spec.timeout, boxed=not hook.host)
+            result = self._run_one(hook, event, tool, envelope, cancel=cancel, d=d)
+            answer = protocol.parse(result, event, timeout=spec.timeout, boxed=hook.boxed)
 
             if answer.kind == "interrupted":
                 self._emit(d, rec.decided_record(spec.name, event, tool, "interrupt"))
@@ -314,6 +298,15 @@ class HookRunner:
             self._emit(d, rec.context_record(name, kept))
             d.contexts.append(protocol.frame_context(name, kept))
         return d
+
+    def _record_skipped(self, d: Decision, event: Event, tool: str | None) -> None:
+        """A resume's skipped hooks that would have run: recorded as skipped."""
+        for name, definition in self._skipped.items():
+            tools = definition.get("tools")
+            if definition.get("event") == event and (
+                    tool is None or tools is None or tool in tools):
+                self._emit(d, rec.decided_record(name, event, tool, "skip",
+                                                 reason="changed in the config since recorded"))
 
 
 def new_session_id() -> str:

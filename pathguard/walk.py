@@ -209,6 +209,24 @@ def walk(path: str, cwd: str, *, lookup: Lookup | None = None) -> Walk:
     return _resolve(path, cwd, base.final, list(base.visits), components(path), look)
 
 
+def _search_denied(folder: str, look: Lookup) -> str | None:
+    """Why "." or ".." cannot be looked up in ``folder``, or None. Like every name, they
+    need search permission on the folder (the kernel's may_lookup); a trailing "/" looks
+    nothing up, so it needs none. Asking for "<folder>/." checks it."""
+    here = look(folder.rstrip("/") + "/.")
+    return None if here.error is None else f"{here.error} at {folder}"
+
+
+def _dot(current: str, name: str, visits: list[Visit]) -> str:
+    """Where "." or ".." (or a trailing "/") leaves the walk. ".." is the parent of where
+    we are, after any link: never a lexical step back."""
+    if name != "..":
+        return current
+    parent = posixpath.dirname(current)
+    visits.append(Visit(parent, "dir"))
+    return parent
+
+
 def _resolve(path: str, cwd: str, start: str, visits: list[Visit], parts: list[str],
              look: Lookup) -> Walk:
     # The components still to take, next one last (a stack): a link's target is pushed
@@ -228,21 +246,11 @@ def _resolve(path: str, cwd: str, start: str, visits: list[Visit], parts: list[s
         if kind != "dir":
             # Only a folder can be looked into; "file/x" and "file/." fail with ENOTDIR.
             return stopped("notdir", current, kind, also=(name,))
-        if name == TRAILING:
-            continue
-        if name in (".", ".."):
-            # Looking up "." or ".." in a folder needs search permission on it, as every
-            # name does (the kernel's may_lookup); asking for "<folder>/." checks it.
-            here = look(current.rstrip("/") + "/.")
-            if here.error is not None:
-                return stopped("unreadable", current, "dir", f"{here.error} at {current}",
-                               also=(name,))
-        if name == ".":
-            continue
-        if name == "..":
-            # The parent of where we are, after any link: never a lexical step back.
-            current = posixpath.dirname(current)
-            visits.append(Visit(current, "dir"))
+        if name in (TRAILING, ".", ".."):
+            denied = _search_denied(current, look) if name else None
+            if denied is not None:
+                return stopped("unreadable", current, "dir", denied, also=(name,))
+            current = _dot(current, name, visits)
             continue
         location = "/" + name if current == "/" else current + "/" + name
         entry = look(location)

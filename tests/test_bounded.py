@@ -15,12 +15,12 @@ import pytest
 import yaml
 from helpers.hook_programs import install_hooks
 
+import launchers.openharness as oh
 from launchers import bounded, protocol
 from launchers import records as rec
 from launchers.bounded import MAX_DEPTH, BoundsError
 from launchers.config import Config, ConfigError, HookSpec, load
 from launchers.hooks import HookRunner
-from launchers.openharness import config as oh
 from sandbox.plan import RunResult
 from sandbox.session import Session
 

@@ -67,7 +67,7 @@ def policy(t: dict[str, str], **kw: object) -> Policy:
         "hide_defaults": False,
     }
     args.update(kw)
-    return Policy.create(t["project"], **args)  # type: ignore[arg-type]
+    return Policy.create(t["project"], **args)
 
 
 def test_sample_policy_gives_the_documented_mount_order(base: Path) -> None:
@@ -187,7 +187,7 @@ def test_bwrap_lacking_a_required_option_is_refused(base: Path) -> None:
     with pytest.raises(SandboxUnavailable) as err:
         bwrap.plan(policy(t), ["true"], bwrap=BWRAP, features=features)
     assert str(err.value) == (
-        "/usr/bin/bwrap lacks --new-session, --cap-drop install bubblewrap 0.4 or later: "
+        "/usr/bin/bwrap lacks --new-session, --cap-drop; install bubblewrap 0.4 or later: "
         "sudo apt-get install bubblewrap")
 
 

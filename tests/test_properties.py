@@ -27,11 +27,12 @@ import yaml
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+import launchers.openharness as oh
 from launchers import protocol
 from launchers import records as rec
 from launchers.bounded import one_line
-from launchers.config import EVENTS, HOOK_KEYS, SANDBOX_KEYS, Config, ConfigError, HookSpec, load
-from launchers.openharness import config as oh
+from launchers.config import EVENTS, HOOK_KEYS, Config, ConfigError, HookSpec, load
+from launchers.sandbox_table import SANDBOX_KEYS
 from sandbox.plan import RunResult
 
 OUTCOMES = ("exited", "signaled", "timed_out", "cancelled", "failed_to_start")
@@ -229,8 +230,7 @@ def test_any_run_gives_exactly_one_documented_answer(
     a = protocol.parse(result, event, timeout=timeout, boxed=boxed)
     assert a.kind in ("none", "block", "failure", "interrupted")
     assert (a.kind == "failure") == (a.failure is not None)
-    assert (a.kind == "interrupted") == (result.outcome == "cancelled" and not (
-        boxed and result.outcome == "exited"))
+    assert (a.kind == "interrupted") == (result.outcome == "cancelled")
     if a.failure is not None:
         assert FAILURE.fullmatch(a.failure), a.failure
     if a.kind == "block":
@@ -241,7 +241,7 @@ def test_any_run_gives_exactly_one_documented_answer(
         assert a.kind == "none" and event == "UserPromptSubmit" and a.context.strip()
 
 
-def _oh_answer_is_documented(a: oh.Answer, event: str) -> None:
+def _oh_answer_is_documented(a: oh.OhAnswer, event: str) -> None:
     assert a.kind in ("deny", "allow!", "ask", "allow", "none")
     assert a.reason is None or isinstance(a.reason, str)
     assert a.additional_context is None or (isinstance(a.additional_context, str)
@@ -319,7 +319,8 @@ def same_but_paths(before: Any, after: Any) -> None:
 def test_relative_input_keeps_everything_but_project_paths(value: dict[str, Any]) -> None:
     out = protocol.relative_input(value, ROOTS)
     same_but_paths(value, out)
-    line = protocol.pre_tool_use("S", "/home/u/proj", "auto", "bash", value, "T", ROOTS)
+    line = protocol.pre_tool_use("S", "/home/u/proj", "auto", "bash", value, tool_use_id="T",
+                                 project=ROOTS)
     assert json.loads(line)["tool_input"] == out
 
 

@@ -64,26 +64,8 @@ def read_profile(text: str) -> list[Node]:
             stack[-1].append(done)
             i += 1
         elif c == '"' or text.startswith('#"', i):
-            i += 1 if c == '"' else 2
-            out = []
-            while True:
-                if i >= n:
-                    raise ProfileSyntaxError("unterminated string")
-                ch = text[i]
-                if ch == "\\":
-                    if i + 1 >= n:
-                        raise ProfileSyntaxError("unterminated escape")
-                    out.append(text[i + 1])
-                    i += 2
-                    continue
-                if ch == '"':
-                    i += 1
-                    break
-                if ch == "\n":
-                    raise ProfileSyntaxError("newline inside a string")
-                out.append(ch)
-                i += 1
-            stack[-1].append(Str("".join(out)))
+            string, i = _read_string(text, i + (1 if c == '"' else 2))
+            stack[-1].append(string)
         else:
             start = i
             while i < n and not text[i].isspace() and text[i] not in '();"':
@@ -92,6 +74,28 @@ def read_profile(text: str) -> list[Node]:
     if len(stack) != 1:
         raise ProfileSyntaxError(f"{len(stack) - 1} '(' never closed")
     return stack[0]
+
+
+def _read_string(text: str, i: int) -> tuple[Str, int]:
+    """The string whose first character is at ``i``, and where reading goes on."""
+    out = []
+    n = len(text)
+    while True:
+        if i >= n:
+            raise ProfileSyntaxError("unterminated string")
+        ch = text[i]
+        if ch == "\\":
+            if i + 1 >= n:
+                raise ProfileSyntaxError("unterminated escape")
+            out.append(text[i + 1])
+            i += 2
+            continue
+        if ch == '"':
+            return Str("".join(out)), i + 1
+        if ch == "\n":
+            raise ProfileSyntaxError("newline inside a string")
+        out.append(ch)
+        i += 1
 
 
 def walk(nodes: list[Node]) -> Iterator[list[Node]]:
@@ -202,7 +206,7 @@ def make_policy(root: Path, **kw: object) -> Policy:
         "platform": "darwin",
     }
     args.update(kw)
-    return Policy.create(str(project), **args)  # type: ignore[arg-type]
+    return Policy.create(str(project), **args)
 
 
 def make_plan(policy: Policy, argv: tuple[str, ...] = ("/bin/echo", "hi")) -> LaunchPlan:
@@ -604,19 +608,19 @@ def test_tmpdir_is_the_private_temp_folder(tmp_path: Path) -> None:
 # -- the macOS writable set (pathguard's zones) ----------------------------------------------
 
 
-def zone_set(policy: Policy, *, hook_sandboxed: bool) -> set[tuple[str, str]]:
-    return {(zn.path, zn.label) for zn in policy.writable_zones(hook_sandboxed=hook_sandboxed)}
+def zone_set(policy: Policy, *, boxed: bool) -> set[tuple[str, str]]:
+    return {(zn.path, zn.label) for zn in policy.writable_zones(boxed=boxed)}
 
 
 def test_on_macos_the_user_temp_folder_is_writable_for_a_sandboxed_hook(tmp_path: Path) -> None:
-    zones = zone_set(make_policy(tmp_path), hook_sandboxed=True)
+    zones = zone_set(make_policy(tmp_path), boxed=True)
     assert (ENV["TMPDIR"], z.USER_TMP) in zones
 
 
 def test_on_macos_a_host_hook_in_a_sandboxed_session_counts_the_user_temp_folder(
     tmp_path: Path,
 ) -> None:
-    zones = zone_set(make_policy(tmp_path), hook_sandboxed=False)
+    zones = zone_set(make_policy(tmp_path), boxed=False)
     assert (ENV["TMPDIR"], z.USER_TMP) in zones
 
 
@@ -625,20 +629,20 @@ def test_on_macos_the_system_temp_folders_do_not_count_in_a_sandboxed_session(
 ) -> None:
     # Unlike bubblewrap, the macOS box does not give the agent /tmp: a hook there is fine.
     for boxed in (True, False):
-        paths = {p for p, _ in zone_set(make_policy(tmp_path), hook_sandboxed=boxed)}
+        paths = {p for p, _ in zone_set(make_policy(tmp_path), boxed=boxed)}
         assert "/tmp" not in paths
         assert "/private/tmp" not in paths
 
 
 def test_under_bubblewrap_a_sandboxed_hooks_tmp_counts(tmp_path: Path) -> None:
     # The contrast with the test above: the rule is macOS's, not an accident.
-    zones = zone_set(make_policy(tmp_path, platform="linux"), hook_sandboxed=True)
+    zones = zone_set(make_policy(tmp_path, platform="linux"), boxed=True)
     assert ("/tmp", z.SYSTEM_TMP) in zones
     assert (ENV["TMPDIR"], z.USER_TMP) not in zones
 
 
 def test_on_macos_without_a_sandbox_tmp_private_tmp_and_tmpdir_count(tmp_path: Path) -> None:
-    zones = zone_set(make_policy(tmp_path, sandboxed=False), hook_sandboxed=True)
+    zones = zone_set(make_policy(tmp_path, boxed=False), boxed=True)
     assert ("/tmp", z.SYSTEM_TMP) in zones
     assert ("/private/tmp", z.SYSTEM_TMP) in zones
     assert (ENV["TMPDIR"], z.USER_TMP) in zones
@@ -651,7 +655,7 @@ def test_every_writable_zone_of_a_macos_session_is_writable_in_the_box(tmp_path:
     policy = make_policy(tmp_path, writable=[str(extra)])
     got = parts(make_plan(policy))
     roots = writable_params(got)
-    zones = {seatbelt.canonical(zn.path) for zn in policy.writable_zones(hook_sandboxed=True)}
+    zones = {seatbelt.canonical(zn.path) for zn in policy.writable_zones(boxed=True)}
     assert roots == zones
 
 
@@ -662,7 +666,7 @@ def test_hidden_zones_of_a_macos_session_are_the_boxes_hidden_paths(tmp_path: Pa
     got = parts(make_plan(policy))
     (read_deny,) = rules(got.forms, "deny", "file-read*")
     denied = {got.definitions[n] for _, n in param_filters(read_deny)}
-    zones = {seatbelt.canonical(zn.path) for zn in policy.hidden_zones(hook_sandboxed=True)}
+    zones = {seatbelt.canonical(zn.path) for zn in policy.hidden_zones(boxed=True)}
     assert denied == zones
     assert os.path.isdir(secret)
 

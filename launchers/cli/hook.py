@@ -13,33 +13,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import threading
 from typing import Any
 
 from launchers import bounded, protocol
+from launchers.cli.common import JSON_VERSION, load_user_config, policy_error_line, say
 from launchers.cli.interrupt import run_interruptible
-from launchers.config import Config, ConfigError, Event, load, locate
+from launchers.config import ConfigError, Event
+from launchers.errors import UsageError
 from launchers.hooks import Decision, HookRefused, HookRunner, new_session_id
 from launchers.protocol import NO_HOOKS_BANNER
 
-JSON_VERSION = 1
 EVENTS: tuple[Event, ...] = ("PreToolUse", "UserPromptSubmit")
 
 
-class UsageError(Exception):
-    """The options do not describe an event that can be fired."""
 
-
-def _say(text: str) -> None:
-    print(text, file=sys.stderr)
-
-
-def _load(args: argparse.Namespace, project: str) -> Config:
-    found = locate(os.environ, explicit=args.config)
-    if found is None:
-        return Config(path=None)
-    return load(found.path, project=project, source=found.source)
 
 
 def _event(args: argparse.Namespace) -> tuple[Event, dict[str, Any]]:
@@ -93,47 +81,55 @@ def _fire(runner: HookRunner, event: Event, fields: dict[str, Any], mode: str) -
 
 def cmd_hook(args: argparse.Namespace) -> int:
     if getattr(args, "openharness", None):
-        from launchers.openharness import config as openharness
+        from launchers.cli.hook_openharness import cmd_hook_openharness
 
-        return int(openharness.cmd_hook(args))
+        return cmd_hook_openharness(args)
 
-    from sandbox.errors import SandboxError
+    from sandbox.errors import PolicyError, SandboxError
     from sandbox.session import Session
 
     project = os.path.abspath(args.project or ".")
     try:
         event, fields = _event(args)
-        config = _load(args, project)
+        config, _ = load_user_config(args.config, project)
     except (UsageError, ConfigError) as err:
-        _say(str(err))
+        say(str(err))
         return 2
     for warning in config.warnings:
-        _say(warning)
+        say(warning)
     no_hooks = bool(args.no_hooks)
     if no_hooks:
-        _say(NO_HOOKS_BANNER)
+        say(NO_HOOKS_BANNER)
 
     try:
-        with Session.open(project, config.sandbox, sandboxed=not args.no_sandbox) as session:
+        with Session.open(project, config.sandbox, boxed=not args.no_sandbox) as session:
             runner = HookRunner(config, session, no_hooks=no_hooks,
                                 session_id=args.session_id or new_session_id())
             decision = _fire(runner, event, fields, args.permission_mode)
     except HookRefused as err:
         for message in err.messages:
-            _say(message)
+            say(message)
+        return 2
+    except PolicyError as err:
+        say(policy_error_line(err, config))
         return 2
     except SandboxError as err:
-        _say(str(err))
+        say(str(err))
         return 2
 
-    for warning in decision.warnings:
-        _say(warning)
-    if decision.outcome == "interrupted":
-        _say(f"interrupted while hook {decision.hook} ran; nothing was sent")
-    elif decision.message is not None:
-        _say(decision.message)
+    return _tell(decision, event, as_json=bool(args.json))
 
-    if args.json:
+
+def _tell(decision: Decision, event: Event, *, as_json: bool) -> int:
+    """The outcome: the texts for people on stderr, the contexts (or one JSON document)
+    on stdout; the exit status."""
+    for warning in decision.warnings:
+        say(warning)
+    if decision.outcome == "interrupted":
+        say(f"interrupted while hook {decision.hook} ran; nothing was sent")
+    elif decision.message is not None:
+        say(decision.message)
+    if as_json:
         print(json.dumps({
             "version": JSON_VERSION,
             "event": event,

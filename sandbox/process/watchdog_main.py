@@ -1,167 +1,34 @@
-"""Finding and killing what a run left behind; the watchdog that outlives the harness.
+"""The watchdog program: one per harness process, started on its first host run.
 
-Every host run carries a marker in its environment, ``HARNESS_SANDBOX_RUN=<instance>.<n>``:
-``<instance>`` names the harness process, ``<n>`` the run. Children inherit the
-environment, so a process that left the run's process group (``setsid``, a double fork)
-still carries the marker unless it replaced its environment.
-
-Run as a program (``python -I watchdog_main.py <instance> <parent pid>``) this module is the
-watchdog: one per harness process, started on the first run. It reads one line per run
-event on stdin:
+Started as ``python -I -S -c <bootstrap> <instance> <parent pid>`` (see
+:mod:`sandbox.process.watchdog`), it reads one line per run event on stdin:
 
     + <pgid>             a run started; its process group is <pgid>
     - <pgid> <marker>    the run ended; kill whatever still carries <marker> (or "-")
 
 and when stdin reaches end of file (the harness died, however it died) it kills every
 process group still running and every process carrying one of the instance's markers,
-then exits. This file imports only the standard library (and psutil where /proc is
-missing) so the watchdog starts fast and runs outside the package.
+then exits. It imports only the standard library and :mod:`sandbox.process.markers`, so
+it starts fast and runs outside the package's dependencies.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import select
 import signal
 import sys
 import time
-from collections.abc import Callable
 
-MARKER_VAR = "HARNESS_SANDBOX_RUN"
-_NEEDLE = MARKER_VAR.encode() + b"="
+from sandbox.process.markers import KILL_BOUND, kill_marked, killpg
 
 # How long the watchdog waits after a run ends before it sweeps, so that the runs
 # ending close together share one scan of the process table.
 SWEEP_DELAY = 0.05
-# How long a kill loop keeps looking for stragglers (a process forking while we kill).
-KILL_BOUND = 1.0
-
-_HAVE_PROC = os.path.isdir("/proc/self/task")
 
 
-def _marker_from_environ(data: bytes) -> str | None:
-    if data.startswith(_NEEDLE):
-        start = len(_NEEDLE)
-    else:
-        at = data.find(b"\0" + _NEEDLE)
-        if at < 0:
-            return None
-        start = at + 1 + len(_NEEDLE)
-    end = data.find(b"\0", start)
-    return data[start : end if end >= 0 else len(data)].decode("ascii", "replace")
-
-
-def _proc_marker(pid: int) -> str | None:
-    """The marker in a process's environment as it started; None if none or unreadable.
-
-    A zombie's environment reads empty, so a process that has died no longer matches.
-    """
-    try:
-        fd = os.open(f"/proc/{pid}/environ", os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        chunks = []
-        while True:
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return _marker_from_environ(b"".join(chunks))
-
-
-def _kill_pid_if(pid: int, match: Callable[[str], bool]) -> bool:
-    """SIGKILL ``pid`` if it still carries a matching marker; True when a signal went."""
-    # A pidfd pins the process: if the pid were reused between the scan and the kill,
-    # the signal would fail instead of reaching a stranger. Without pidfds (Linux before
-    # 5.3) the marker is read again just before the kill, which leaves a tiny window.
-    pidfd = -1
-    if hasattr(os, "pidfd_open"):
-        try:
-            pidfd = os.pidfd_open(pid)
-        except OSError:
-            return False
-    try:
-        marker = _proc_marker(pid)
-        if marker is None or not match(marker):
-            return False
-        if pidfd >= 0:
-            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-        else:
-            os.kill(pid, signal.SIGKILL)
-        return True
-    except OSError:
-        return False
-    finally:
-        if pidfd >= 0:
-            os.close(pidfd)
-
-
-def kill_marked(match: Callable[[str], bool], *, bound: float = KILL_BOUND) -> int:
-    """SIGKILL every process whose marker satisfies ``match``, until a scan finds none.
-
-    Scans repeat because a process may fork between one scan and its kill. Gives up
-    after ``bound`` seconds. Returns how many signals were sent.
-    """
-    own = os.getpid()
-    end = time.monotonic() + bound
-    sent = 0
-    while True:
-        found = 0
-        if _HAVE_PROC:
-            for name in os.listdir("/proc"):
-                if not name.isdigit():
-                    continue
-                pid = int(name)
-                if pid == own:
-                    continue
-                marker = _proc_marker(pid)
-                if marker is not None and match(marker):
-                    found += 1
-                    sent += _kill_pid_if(pid, match)
-        else:
-            found, killed = _kill_marked_psutil(match, own)
-            sent += killed
-        if not found or time.monotonic() >= end:
-            return sent
-        time.sleep(0.005)
-
-
-def _kill_marked_psutil(match: Callable[[str], bool], own: int) -> tuple[int, int]:
-    import psutil
-
-    found = killed = 0
-    for proc in psutil.process_iter():
-        if proc.pid == own:
-            continue
-        try:
-            if proc.status() == psutil.STATUS_ZOMBIE:
-                continue
-            marker = proc.environ().get(MARKER_VAR)
-        except (psutil.Error, OSError):
-            continue
-        if marker is not None and match(marker):
-            found += 1
-            try:
-                proc.kill()  # psutil checks the pid was not reused
-                killed += 1
-            except psutil.Error:
-                pass
-    return found, killed
-
-
-def _killpg(pgid: int) -> None:
-    with contextlib.suppress(OSError):
-        os.killpg(pgid, signal.SIGKILL)
-
-
-class _Watchdog:
-    """The state of the watchdog program."""
+class WatchdogState:
+    """What the watchdog program knows: running groups, finished runs to sweep."""
 
     def __init__(self, instance: str) -> None:
         self.prefix = instance + "."
@@ -187,12 +54,12 @@ class _Watchdog:
 
     def last_rites(self) -> None:
         for pgid in self.groups:
-            _killpg(pgid)
+            killpg(pgid)
         prefix = self.prefix
         kill_marked(lambda m: m.startswith(prefix), bound=2 * KILL_BOUND)
         # Groups once more: a member that replaced its environment was missed above.
         for pgid in self.groups:
-            _killpg(pgid)
+            killpg(pgid)
 
 
 def main(argv: list[str]) -> int:
@@ -200,7 +67,7 @@ def main(argv: list[str]) -> int:
     # A terminal's ^C or hang-up must not end the watchdog before the harness.
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_IGN)
-    dog = _Watchdog(instance)
+    dog = WatchdogState(instance)
     poller = select.poll()
     poller.register(0, select.POLLIN)
     pending = b""
