@@ -73,6 +73,8 @@ def relative_input(tool_input: Mapping[str, Any], project: str | Sequence[str]) 
     # "/" as the project would make every absolute path relative; nobody runs an agent
     # on the whole machine on purpose, and a wrong rewrite would hide paths from hooks.
     cleaned = [r for r in cleaned if r != "/"]
+    if not isinstance(tool_input, Mapping):
+        raise EnvelopeError(f"are not a JSON object ({type(tool_input).__name__})")
     try:
         out = bounded.copy_json(dict(tool_input), lambda s: _relative_text(s, cleaned))
     except bounded.BoundsError as err:

@@ -193,6 +193,8 @@ def test_relative_input_copies_without_recursion_and_refuses_past_the_limit() ->
     with pytest.raises(protocol.EnvelopeError,
                        match=r"^hold a value JSON cannot hold \(set\)$"):
         protocol.relative_input({"a": {1, 2}}, "/p")
+    with pytest.raises(protocol.EnvelopeError, match=r"^are not a JSON object \(list\)$"):
+        protocol.relative_input([1, 2], "/p")  # type: ignore[arg-type]
 
 
 def test_a_deep_tool_call_is_blocked_by_the_runner_whatever_on_failure(
