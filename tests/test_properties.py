@@ -31,7 +31,8 @@ import launchers.openharness as oh
 from launchers import protocol
 from launchers import records as rec
 from launchers.bounded import one_line
-from launchers.config import EVENTS, HOOK_KEYS, Config, ConfigError, HookSpec, load
+from launchers.config import EVENTS, HOOK_KEYS, Config, ConfigError, Event, HookSpec, load
+from launchers.hooks import HookRunner
 from launchers.sandbox_table import SANDBOX_KEYS
 from sandbox.plan import RunResult
 
@@ -423,3 +424,58 @@ def served_effects(records: list[rec.Record]) -> list[RunResult]:
     replay = rec.Replay(records)
     return [r for d in records if d["type"] == "hook.effect"
             for r in [replay.take(d["hook"], d["input_digest"])] if r is not None]
+
+
+# -- the whole runner, with a real hook process ------------------------------------
+
+
+@pytest.fixture(scope="module")
+def echo_runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HookRunner]:
+    from helpers.hook_programs import install_hooks
+
+    from sandbox.session import Session
+
+    project = tmp_path_factory.mktemp("echo") / "proj"
+    project.mkdir()
+    for programs in install_hooks():
+        events: tuple[Event, ...] = ("PreToolUse", "UserPromptSubmit")
+        hooks = tuple(HookSpec(name=f"echo-{e.lower()}", event=e, sandbox=False,
+                               command=(str(programs / "echo-answer.py"),))
+                      for e in events)
+        with Session.open(str(project)) as session:
+            yield HookRunner(Config(path=None, hooks=hooks), session, session_id="S")
+
+
+def _documented(d: Any, event: str) -> bool:
+    hook = f"echo-{event.lower()}"
+    if d.outcome == "allowed":
+        return d.message is None
+    kinds = [m.group(0) for m in [FAILURE.fullmatch(k) for k in _kinds(d.message)] if m]
+    if event == "PreToolUse":
+        return bool(d.message.startswith(f'blocked by the user\'s hook "{hook}"')
+                    or any(d.message == protocol.call_failed(hook, k) for k in kinds))
+    return bool(d.message.startswith(f'✗ prompt blocked by hook "{hook}"')
+                or any(d.message == protocol.prompt_failed(hook, k) for k in kinds))
+
+
+def _kinds(message: str) -> list[str]:
+    return re.findall(r"failed \((.*)\)", message)
+
+
+@settings(max_examples=150)
+@given(STDOUT, st.binary(max_size=300), st.sampled_from((0, 0, 0, 1, 2, 2, 3, 127, 255)),
+       st.sampled_from(("PreToolUse", "UserPromptSubmit")))
+def test_any_hook_output_through_the_runner_gives_one_documented_decision(
+        echo_runner: HookRunner, stdout: bytes, stderr: bytes, code: int, event: str) -> None:
+    import base64
+
+    ask = {"stdout": base64.b64encode(stdout).decode(),
+           "stderr": base64.b64encode(stderr).decode(), "code": code}
+    echo_runner.new_turn()
+    if event == "PreToolUse":
+        d = echo_runner.pre_tool_use("bash", ask, tool_use_id="T")
+    else:
+        d = echo_runner.user_prompt_submit(json.dumps(ask))
+    assert d.outcome in ("allowed", "blocked")
+    assert _documented(d, event), d.message
+    assert all(c.startswith('Context from the user\'s hook "echo-') for c in d.contexts)
