@@ -479,3 +479,44 @@ def test_any_hook_output_through_the_runner_gives_one_documented_decision(
     assert d.outcome in ("allowed", "blocked")
     assert _documented(d, event), d.message
     assert all(c.startswith('Context from the user\'s hook "echo-') for c in d.contexts)
+
+
+@pytest.fixture(scope="module")
+def oh_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path]]:
+    from helpers.hook_programs import install_hooks
+
+    from sandbox.session import Session
+
+    project = tmp_path_factory.mktemp("oh-echo") / "proj"
+    project.mkdir()
+    for programs in install_hooks():
+        with Session.open(str(project)) as session:
+            yield session, programs / "echo-answer.py"
+
+
+def _ask(stdout: bytes, stderr: bytes, code: int) -> dict[str, Any]:
+    import base64
+
+    return {"stdout": base64.b64encode(stdout).decode(),
+            "stderr": base64.b64encode(stderr).decode(), "code": code}
+
+
+ASKS = st.builds(_ask, STDOUT, st.binary(max_size=200), st.sampled_from((0, 0, 1, 2, 255)))
+
+
+@settings(max_examples=120)
+@given(ASKS, st.booleans(),
+       st.sampled_from(("preToolUse", "userPromptSubmit", "permissionRequest", "postToolUse")))
+def test_any_openharness_hook_output_through_fire_gives_one_documented_result(
+        oh_session: tuple[Any, Path], ask: dict[str, Any], json_io: bool, event: str) -> None:
+    session, program = oh_session
+    hook = oh.OhHook(event=event, index=0, command=f"/usr/bin/python3 {program}",
+                     json_io=json_io)
+    config = oh.OhConfig("f", {event: (hook,)})
+    ctx = oh.Context(tool_name="Bash", tool_input=ask, prompt=json.dumps(ask))
+    result = oh.fire(config, event, ctx, runner=oh.session_runner(session))
+    assert result.decision in (None, "allow", "deny", "ask")
+    if event not in oh.GATING_EVENTS:
+        assert result.decision is None
+    if result.decision == "deny":
+        assert isinstance(result.reason, str) and result.reason
