@@ -302,6 +302,10 @@ def test_a_hostile_openharness_file_is_a_load_error_naming_the_file(tmp_path: Pa
     with pytest.raises(oh.OhConfigError) as err:
         oh.load(str(f))
     assert str(err.value) == f"{f}: not loaded: the file nests deeper than 100 levels"
+    f.write_text("# padding\n" * 20000)
+    with pytest.raises(oh.OhConfigError) as err:
+        oh.load(str(f))
+    assert str(err.value) == f"{f}: not loaded: the file is larger than 128 KiB"
 
 
 def test_an_openharness_deep_answer_is_malformed_and_a_deep_input_denies() -> None:

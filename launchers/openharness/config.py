@@ -181,7 +181,7 @@ def parse(text: str, path: str) -> OhConfig:
 def load(path: str) -> OhConfig:
     """Read and check ``path``. Raises :class:`OhConfigError`."""
     try:
-        text = bounded.read_capped(path, bounded.CONFIG_BYTES).decode("utf-8")
+        text = bounded.read_capped(path, bounded.YAML_BYTES).decode("utf-8")
     except OSError as err:
         raise OhConfigError(path, f"cannot read: {err.strerror or err}") from err
     except UnicodeDecodeError as err:
