@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 import launchers.openharness as oh
 from launchers import protocol
 from launchers import records as rec
-from launchers.bounded import one_line
+from launchers.bounded import MAX_DEPTH, bracket_depth, one_line
 from launchers.config import EVENTS, HOOK_KEYS, Config, ConfigError, Event, HookSpec, load
 from launchers.hooks import HookRunner
 from launchers.sandbox_table import SANDBOX_KEYS
@@ -520,3 +520,37 @@ def test_any_openharness_hook_output_through_fire_gives_one_documented_result(
         assert result.decision is None
     if result.decision == "deny":
         assert isinstance(result.reason, str) and result.reason
+
+
+# -- the depth scan itself -----------------------------------------------------------
+
+BRACKETY = st.text(alphabet='[]{}"\\ a\n', max_size=12)
+
+
+def depth_by_hand(text: str) -> int:
+    """A JSON text's nesting, one character at a time (the slow, obvious way)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for c in text:
+        if in_string:
+            in_string = escaped or c != '"'
+            escaped = not escaped and c == "\\"
+        elif c == '"':
+            in_string = True
+        elif c in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in "]}":
+            depth -= 1
+    return deepest
+
+
+@settings(max_examples=300)
+@given(st.integers(90, 110), st.recursive(
+    st.one_of(BRACKETY, st.integers()),
+    lambda c: st.lists(c, max_size=3) | st.dictionaries(BRACKETY, c, max_size=3),
+    max_leaves=6))
+def test_the_depth_scan_agrees_with_a_scan_by_hand(depth: int, leaf: Any) -> None:
+    text = json.dumps(nested(depth, leaf))
+    assert (bracket_depth(text) > MAX_DEPTH) == (depth_by_hand(text) > MAX_DEPTH)
+    assert bracket_depth(text) == depth_by_hand(text) or depth_by_hand(text) <= MAX_DEPTH
