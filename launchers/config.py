@@ -176,11 +176,14 @@ def load(path: str | None, *, project: str, source: Source | None = None) -> Con
     # Imported here: a session with no config file (and `run`) need no TOML parser.
     import tomllib
 
+    from launchers import bounded
+
     try:
-        with open(file, "rb") as f:
-            data = tomllib.load(f)
+        data = bounded.loads_toml(bounded.read_capped(file, bounded.CONFIG_BYTES))
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(file, f"not valid TOML: {err}.") from err
+    except bounded.BoundsError as err:
+        raise ConfigError(file, f"not loaded: the file {err}.") from err
     except UnicodeDecodeError as err:
         raise ConfigError(file, "not valid TOML: the file is not UTF-8 text.") from err
     except OSError as err:

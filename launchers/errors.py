@@ -1,4 +1,5 @@
-"""The errors of the launchers, named by state. A leaf: imports nothing of ours.
+"""The errors of the launchers, named by state. A leaf: imports nothing of ours but the
+leaf launchers.bounded (for one_line).
 
 Each carries one line for people (its ``str``): what could not be done and where.
 """
@@ -30,7 +31,9 @@ class ConfigError(Exception):
             where = f'hook "{self.hook}": '
         elif self.index is not None:
             where = f"hook #{self.index}: "
-        return f"{self.file}: {where}{self.message}"
+        from launchers.bounded import one_line  # a key may hold any character
+
+        return one_line(f"{self.file}: {where}{self.message}")
 
 
 class OhConfigError(Exception):
@@ -54,7 +57,9 @@ class OhConfigError(Exception):
             where += f": hooks.{event}"
             if index is not None:
                 where += f"[{index}]"
-        super().__init__(f"{where}: {message}")
+        from launchers.bounded import one_line  # a key may hold any character
+
+        super().__init__(one_line(f"{where}: {message}"))
 
 
 class HookRefused(Exception):

@@ -237,6 +237,26 @@ class HookRunner:
         self._emit(d, rec.effect_record(hook.spec.name, key, result))
         return result
 
+    def refuse_call(self, tool_name: str, problem: str) -> Decision:
+        """The decision for a call whose arguments cannot be read at all (``problem``, a
+        phrase such as "nest deeper than 100 levels"): blocked, as
+        :meth:`pre_tool_use` blocks arguments it cannot give to a hook, when a hook
+        covers ``tool_name``; allowed when none does."""
+        d = Decision("allowed")
+        for hook in self.hooks:
+            if self._covers(hook.spec, "PreToolUse", tool_name):
+                return self._unreadable(d, hook.spec.name, "PreToolUse", tool_name, problem)
+        return d
+
+    def _unreadable(self, d: Decision, hook: str, event: Event, tool: str | None,
+                    problem: str) -> Decision:
+        """Fail closed: an input no hook can be given is blocked, whatever on_failure."""
+        self._emit(d, rec.decided_record(hook, event, tool, "refuse", reason=problem))
+        d.outcome, d.hook = "blocked", hook
+        d.message = (protocol.call_unreadable(problem) if tool is not None
+                     else protocol.prompt_unreadable(problem))
+        return d
+
     def _fire(self, event: Event, tool: str | None, make_envelope: Callable[[], bytes],
               cancel: threading.Event | None) -> Decision:
         d = Decision("allowed")
@@ -249,7 +269,10 @@ class HookRunner:
             if not self._covers(spec, event, tool):
                 continue
             if envelope is None:
-                envelope = make_envelope()
+                try:
+                    envelope = make_envelope()
+                except protocol.EnvelopeError as err:
+                    return self._unreadable(d, spec.name, event, tool, str(err))
             result = self._run_one(hook, event, tool, envelope, cancel=cancel, d=d)
             answer = protocol.parse(result, event, timeout=spec.timeout, boxed=hook.boxed)
 

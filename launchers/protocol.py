@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from launchers import bounded
 from launchers.config import Event
 from sandbox.plan import RunResult
 
@@ -36,25 +37,26 @@ SIGNAL_MAX = 64  # the highest signal number Linux delivers (SIGRTMAX)
 # -- envelopes ---------------------------------------------------------------------
 
 
-def _relative(value: Any, roots: Sequence[str]) -> Any:
-    """Make whole-string absolute paths inside a root relative to it.
+class EnvelopeError(ValueError):
+    """An event cannot be made into an envelope: its input is over a limit of
+    :mod:`launchers.bounded` or holds what JSON cannot. ``str()`` is a phrase such as
+    "nest deeper than 100 levels" (the subject, "its arguments" or "the prompt", is the
+    caller's)."""
+
+
+def _relative_text(value: str, roots: Sequence[str]) -> str:
+    """A whole-string absolute path inside a root, made relative to it.
 
     Only a string that *is* a path is rewritten: one that merely contains a path (a
     shell command) is left alone, so a hook matching on text sees what the model wrote.
     """
-    if isinstance(value, str):
-        if not value.startswith("/"):
-            return value
-        for root in roots:
-            if value == root or value.rstrip("/") == root:
-                return "."
-            if value.startswith(root + "/"):
-                return value[len(root) + 1 :] or "."
+    if not value.startswith("/"):
         return value
-    if isinstance(value, Mapping):
-        return {k: _relative(v, roots) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_relative(v, roots) for v in value]
+    for root in roots:
+        if value == root or value.rstrip("/") == root:
+            return "."
+        if value.startswith(root + "/"):
+            return value[len(root) + 1 :] or "."
     return value
 
 
@@ -62,26 +64,51 @@ def relative_input(tool_input: Mapping[str, Any], project: str | Sequence[str]) 
     """``tool_input`` with in-project absolute paths made relative to the project.
 
     ``project`` may name the project both as written and where it leads; the longest
-    root is tried first so a nested spelling never leaves a stray prefix.
+    root is tried first so a nested spelling never leaves a stray prefix. The copy is
+    made without recursion; arguments past the limits of :mod:`launchers.bounded`, or
+    holding a value JSON cannot, raise :class:`EnvelopeError`.
     """
     roots = [project] if isinstance(project, str) else list(project)
     cleaned = sorted({r.rstrip("/") or "/" for r in roots if r}, key=len, reverse=True)
     # "/" as the project would make every absolute path relative; nobody runs an agent
     # on the whole machine on purpose, and a wrong rewrite would hide paths from hooks.
     cleaned = [r for r in cleaned if r != "/"]
-    out = _relative(dict(tool_input), cleaned)
+    if not isinstance(tool_input, Mapping):
+        raise EnvelopeError(f"are not a JSON object ({type(tool_input).__name__})")
+    try:
+        out = bounded.copy_json(dict(tool_input), lambda s: _relative_text(s, cleaned))
+    except bounded.BoundsError as err:
+        raise EnvelopeError(plural(str(err))) from err
     assert isinstance(out, dict)
     return out
 
 
-def _line(obj: Mapping[str, Any]) -> bytes:
+def plural(phrase: str) -> str:
+    """A phrase of :mod:`launchers.bounded` (singular: "nests ...") said of the
+    arguments (plural: "nest ...")."""
+    verb, _, rest = phrase.partition(" ")
+    verb = {"nests": "nest", "holds": "hold", "is": "are"}.get(verb, verb)
+    return f"{verb} {rest}"
+
+
+def _line(obj: Mapping[str, Any], *, plural: bool = True) -> bytes:
+    """``plural``: the error's phrase is about the arguments ("are ..."), else about a
+    prompt ("is ...")."""
     try:
-        text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
-        return text.encode("utf-8") + b"\n"
-    except UnicodeEncodeError:
-        # A string that is not valid Unicode (a lone surrogate) cannot be written as
-        # UTF-8; \u escapes keep the line valid JSON.
-        return json.dumps(obj, ensure_ascii=True, separators=(",", ":")).encode() + b"\n"
+        try:
+            data = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        except UnicodeEncodeError:
+            # A string that is not valid Unicode (a lone surrogate) cannot be written as
+            # UTF-8; \u escapes keep the line valid JSON.
+            data = json.dumps(obj, ensure_ascii=True, separators=(",", ":")).encode()
+    except (TypeError, ValueError, RecursionError) as err:
+        # An integer of more digits than Python writes, and the like.
+        holds = "hold" if plural else "holds"
+        raise EnvelopeError(f"{holds} a value that cannot be written as JSON") from err
+    if len(data) >= bounded.ENVELOPE_BYTES:
+        size = bounded.size_text(bounded.ENVELOPE_BYTES)
+        raise EnvelopeError(f"{'are' if plural else 'is'} larger than {size} as JSON")
+    return data + b"\n"
 
 
 def pre_tool_use(
@@ -94,7 +121,8 @@ def pre_tool_use(
     tool_use_id: str,
     project: str | Sequence[str],
 ) -> bytes:
-    """The PreToolUse envelope: one line of JSON and a newline."""
+    """The PreToolUse envelope: one line of JSON and a newline. Raises
+    :class:`EnvelopeError` when the arguments cannot be made into one."""
     return _line({
         "session_id": session_id,
         "hook_event_name": "PreToolUse",
@@ -107,14 +135,15 @@ def pre_tool_use(
 
 
 def user_prompt_submit(session_id: str, cwd: str, permission_mode: str, prompt: str) -> bytes:
-    """The UserPromptSubmit envelope: one line of JSON and a newline."""
+    """The UserPromptSubmit envelope: one line of JSON and a newline. Raises
+    :class:`EnvelopeError` for a prompt larger than the envelope's limit."""
     return _line({
         "session_id": session_id,
         "hook_event_name": "UserPromptSubmit",
         "cwd": cwd,
         "permission_mode": permission_mode,
         "prompt": prompt,
-    })
+    }, plural=False)
 
 
 def mcp_input(server: str, tool: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
@@ -232,7 +261,8 @@ def parse(result: RunResult, event: Event, *, timeout: float, boxed: bool = Fals
 def _read_stdout(out: str, event: Event) -> Answer:
     """A hook's stdout (exit 0, not empty): hook JSON, or "not hook JSON"."""
     try:
-        obj = json.loads(out)
+        # Bounded: an answer too large or too deep is not hook JSON either.
+        obj = bounded.loads_json(out, max_bytes=bounded.ANSWER_BYTES)
         if not isinstance(obj, dict):
             raise _NotHookJson
         return _read_json(obj, event)
@@ -269,6 +299,18 @@ def call_failed(hook: str, kind: str) -> str:
 def prompt_blocked(hook: str, reason: str | None) -> str:
     """The panel line for a prompt a hook blocked."""
     return _with_reason(f'✗ prompt blocked by hook "{hook}"', reason)
+
+
+def call_unreadable(problem: str) -> str:
+    """The model's text for a call whose arguments cannot be given to the hooks
+    (:class:`EnvelopeError`): blocked, since no hook could check it."""
+    return (f"this call was blocked before the user's hooks ran: its arguments {problem}, "
+            "so no hook could check them.")
+
+
+def prompt_unreadable(problem: str) -> str:
+    """The panel line for a prompt that cannot be given to the hooks."""
+    return f"✗ prompt blocked before the user's hooks ran: it {problem}, so no hook could check it"
 
 
 def prompt_failed(hook: str, kind: str) -> str:

@@ -9,7 +9,8 @@ One JSON document per line. The kinds:
 ``hook.effect``
     one run: the hook, the sha256 of its input and its result. A replay serves it.
 ``hook.decided``
-    a block, a failure, an interrupt or a skipped run, with the hook and the tool.
+    a block, a failure, an interrupt, a skipped run, or an input no hook could be given
+    (``refuse``), with the hook and the tool.
 ``hook.context``
     context a prompt hook added, as kept.
 
@@ -28,12 +29,12 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, Literal
 
-from launchers import protocol
+from launchers import bounded, protocol
 from launchers.config import Event, HookSpec
 from sandbox.plan import RunResult
 
 Record = dict[str, Any]
-Decided = Literal["block", "failure", "interrupt", "skip"]
+Decided = Literal["block", "failure", "interrupt", "skip", "refuse"]
 
 
 def digest(envelope: bytes) -> str:
@@ -88,13 +89,13 @@ def result_from_json(data: Mapping[str, Any]) -> RunResult:
         outcome=data["outcome"],
         returncode=data.get("returncode"),
         signal=data.get("signal"),
-        stdout=_bytes(data.get("stdout", "")),
-        stderr=_bytes(data.get("stderr", "")),
+        stdout=_bytes(data.get("stdout") or ""),
+        stderr=_bytes(data.get("stderr") or ""),
         stdout_capped=bool(data.get("stdout_capped", False)),
         stderr_capped=bool(data.get("stderr_capped", False)),
         error=data.get("error"),
         errno=data.get("errno"),
-        elapsed=float(data.get("elapsed", 0.0)),
+        elapsed=float(data.get("elapsed") or 0.0),
     )
 
 
@@ -161,38 +162,129 @@ class RecordError(Exception):
 
 
 def read(path: str | os.PathLike[str]) -> list[Record]:
-    """Every record in a JSON-lines file."""
+    """Every record in a JSON-lines file. Raises :class:`RecordError` (naming the file
+    and the line) for a line that is not a record, and ``OSError``."""
     out: list[Record] = []
     name = os.fspath(path)
-    with open(name, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
+    with open(name, encoding="utf-8", errors="surrogateescape") as f:
+        n = 0
+        while line := f.readline(bounded.RECORD_LINE_BYTES + 1):
+            n += 1
+            if len(line) > bounded.RECORD_LINE_BYTES:
+                raise RecordError(f"{name}:{n}: not a record (the line "
+                                  f"{bounded.too_large(bounded.RECORD_LINE_BYTES)})")
             try:
-                rec = json.loads(line)
-            except ValueError as err:
+                rec = parse_line(line, name, n)
+            except RecordError:
                 # A session killed mid-write leaves a partial last line; anything
                 # else is a damaged log.
                 if not line.endswith("\n"):
                     break
-                raise RecordError(f"{name}:{n}: not a JSON record ({err})") from err
-            if not isinstance(rec, dict) or not isinstance(rec.get("type"), str):
-                raise RecordError(f"{name}:{n}: not a record (no type)")
-            out.append(rec)
+                raise
+            if rec is not None:
+                out.append(rec)
     return out
+
+
+_OUTCOMES = ("exited", "signaled", "timed_out", "cancelled", "failed_to_start")
+_DECISIONS = ("block", "failure", "interrupt", "skip", "refuse")
+# Each known record's fields: the types a field may have (absent counts as None, so a
+# field that may be absent lists type(None)).
+_NONE = type(None)
+_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
+    "session.started": {"hooks": (list,), "no_hooks": (bool, _NONE)},
+    "session.resumed": {"hooks": (list,), "no_hooks": (bool, _NONE)},
+    "hook.started": {"hook": (str,), "event": (str,), "tool": (str, _NONE),
+                     "input_digest": (str,)},
+    "hook.effect": {"hook": (str,), "input_digest": (str,), "result": (dict,)},
+    "hook.decided": {"hook": (str,), "event": (str,), "tool": (str, _NONE),
+                     "decision": (str,), "reason": (str, _NONE), "failure": (str, _NONE),
+                     "went_ahead": (bool, _NONE)},
+    "hook.context": {"hook": (str,), "characters": (int,), "text": (str,)},
+}
+_RESULT_FIELDS: dict[str, tuple[type, ...]] = {
+    "outcome": (str,), "returncode": (int, _NONE), "signal": (int, _NONE),
+    "stdout": (str, _NONE), "stderr": (str, _NONE), "stdout_capped": (bool, _NONE),
+    "stderr_capped": (bool, _NONE), "error": (str, _NONE), "errno": (int, _NONE),
+    "elapsed": (int, float, _NONE),
+}
+
+
+def parse_line(line: str, name: str = "<records>", n: int = 1) -> Record | None:
+    """One line of a record file: the record, or None for a blank line. Raises
+    :class:`RecordError` for anything else, so what a reader of records (a replay, a
+    resume, a transcript) is handed always has the fields it reads."""
+    if not line.strip():
+        return None
+    try:
+        rec = bounded.loads_json(line, max_bytes=bounded.RECORD_LINE_BYTES)
+    except bounded.BoundsError as err:
+        raise RecordError(f"{name}:{n}: not a record (it {err})") from err
+    except ValueError as err:
+        raise RecordError(f"{name}:{n}: not a JSON record ({bounded.one_line(str(err))})") \
+            from err
+    if not isinstance(rec, dict) or not isinstance(rec.get("type"), str):
+        raise RecordError(f"{name}:{n}: not a record (no type)")
+    problem = check_record(rec)
+    if problem is not None:
+        raise RecordError(f"{name}:{n}: not a {bounded.one_line(rec['type'])} record "
+                          f"({problem})")
+    return rec
+
+
+def _wrong(data: Mapping[str, Any], fields: Mapping[str, tuple[type, ...]]) -> str | None:
+    for key, kinds in fields.items():
+        value = data.get(key)
+        # bool is an int to Python; a count or a status is never true or false.
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            return f'"{key}" is missing or of the wrong type'
+    return None
+
+
+def check_record(rec: Mapping[str, Any]) -> str | None:
+    """What is wrong with a record of a known type, or None. Unknown types pass: a
+    later version may write more kinds."""
+    fields = _FIELDS.get(str(rec.get("type")))
+    if fields is None:
+        return None
+    problem = _wrong(rec, fields)
+    if problem is not None:
+        return problem
+    kind = rec["type"]
+    if kind.startswith("session.") and not all(isinstance(h, dict) for h in rec["hooks"]):
+        return '"hooks" holds a hook that is not an object'
+    if kind == "hook.decided" and rec["decision"] not in _DECISIONS:
+        return f'"decision" is not one of {", ".join(_DECISIONS)}'
+    if kind == "hook.context" and rec["characters"] < 0:
+        return '"characters" is negative'
+    if kind == "hook.effect":
+        result = rec["result"]
+        problem = _wrong(result, _RESULT_FIELDS)
+        if problem is None and result["outcome"] not in _OUTCOMES:
+            problem = f'"outcome" is not one of {", ".join(_OUTCOMES)}'
+        if problem is None and result["outcome"] == "exited" \
+                and not isinstance(result.get("returncode"), int):
+            problem = 'an "exited" run has no "returncode"'
+        if problem is not None:
+            return "result: " + problem
+    return None
 
 
 class Replay:
     """Serves recorded effects by (hook name, input digest), in recorded order.
 
     The same input may run more than once (the same call twice); each recorded run is
-    served once, in order.
+    served once, in order. Records not from :func:`read` are checked as it checks them:
+    a malformed effect raises :class:`RecordError`.
     """
 
     def __init__(self, records: Iterable[Mapping[str, Any]]) -> None:
         self._effects: dict[tuple[str, str], deque[RunResult]] = defaultdict(deque)
-        for rec in records:
+        for n, rec in enumerate(records, 1):
             if rec.get("type") == "hook.effect":
+                problem = check_record(rec)
+                if problem is not None:
+                    raise RecordError(f"record {n}: not a hook.effect record ({problem})")
                 key = (str(rec["hook"]), str(rec["input_digest"]))
                 self._effects[key].append(result_from_json(rec["result"]))
 
@@ -290,3 +382,5 @@ def transcript_rows(records: Iterable[Mapping[str, Any]]) -> Iterator[str]:
                 yield protocol.prompt_blocked(hook, rec.get("reason"))
             elif event == "UserPromptSubmit" and decision == "failure":
                 yield protocol.prompt_failed(hook, str(failure))
+            elif event == "UserPromptSubmit" and decision == "refuse":
+                yield protocol.prompt_unreadable(str(rec.get("reason")))

@@ -16,7 +16,10 @@ import errno
 import os
 import posixpath
 import stat
-from typing import Literal, NamedTuple
+from collections.abc import Callable
+from typing import Literal, NamedTuple, TypeVar
+
+T = TypeVar("T")
 
 # Linux's MAXSYMLINKS: path resolution fails with ELOOP once it has followed more than
 # this many links in one lookup (fs/namei.c, nd->total_link_count).
@@ -24,6 +27,13 @@ MAX_LINKS = 40
 
 LOOP_REASON = f"a link loop or a chain of more than {MAX_LINKS} links"
 NUL_REASON = "the path contains a NUL character"
+# Linux's PATH_MAX counts the final NUL: a path of this many bytes or more is refused
+# (ENAMETOOLONG) before any lookup.
+PATH_MAX = 4096
+LONG_REASON = f"the path is {PATH_MAX:,} bytes or longer, more than the kernel takes"
+# How a trailing "/" is kept among the components: unlike ".", it looks nothing up in
+# the folder (it only demands one), so it needs no search permission there.
+TRAILING = ""
 
 Kind = Literal["dir", "file", "link", "missing", "other"]
 Status = Literal["ok", "missing", "notdir", "loop", "unreadable"]
@@ -70,7 +80,7 @@ class Lookup:
     def _examine(self, location: str) -> Entry:
         self.calls += 1
         try:
-            st = os.lstat(location)
+            st = _at(location, os.lstat)
         except FileNotFoundError:
             return Entry("missing")
         except OSError as err:
@@ -78,7 +88,7 @@ class Lookup:
         mode = st.st_mode
         if stat.S_ISLNK(mode):
             try:
-                return Entry("link", target=os.readlink(location))
+                return Entry("link", target=_at(location, os.readlink))
             except FileNotFoundError:
                 # Removed between lstat and readlink: absent now.
                 return Entry("missing")
@@ -89,6 +99,26 @@ class Lookup:
         if stat.S_ISREG(mode):
             return Entry("file")
         return Entry("other")
+
+
+def _at(location: str, call: Callable[..., T]) -> T:
+    """``call(location)`` (lstat or readlink), also for a location whose whole name is
+    :data:`PATH_MAX` bytes or more: the kernel reaches such a place through a link by a
+    short path, so the walk must look at it too. Its folder is then opened one component
+    at a time (never following a link) and the name looked up from there."""
+    if len(os.fsencode(location)) < PATH_MAX:
+        return call(location)
+    folder, name = location.rsplit("/", 1)
+    fd = os.open("/", os.O_PATH | os.O_DIRECTORY)
+    try:
+        for part in folder.split("/"):
+            if part:
+                nxt = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                os.close(fd)
+                fd = nxt
+        return call(name, dir_fd=fd)
+    finally:
+        os.close(fd)
 
 
 def _describe(err: OSError) -> str:
@@ -140,10 +170,10 @@ class Walk(NamedTuple):
 
 def components(path: str) -> list[str]:
     """A path's components, as the kernel takes them: empty ones (``a//b``) dropped, and a
-    trailing ``/`` kept as ``.`` since it demands a directory."""
+    trailing ``/`` kept as :data:`TRAILING` since it demands a directory."""
     parts = [p for p in path.split("/") if p]
     if path.endswith("/") and parts:
-        parts.append(".")
+        parts.append(TRAILING)
     return parts
 
 
@@ -159,6 +189,8 @@ def walk(path: str, cwd: str, *, lookup: Lookup | None = None) -> Walk:
     look = lookup if lookup is not None else Lookup()
     if "\0" in path:
         return Walk(path, cwd, "unreadable", path, "other", (), reason=NUL_REASON)
+    if len(os.fsencode(path)) >= PATH_MAX:
+        return Walk(path, cwd, "unreadable", path, "other", (), reason=LONG_REASON)
     if path.startswith("/"):
         return _resolve(path, cwd, "/", [], components(path), look=look)
     if not cwd.startswith("/"):
@@ -171,6 +203,24 @@ def walk(path: str, cwd: str, *, lookup: Lookup | None = None) -> Walk:
         return Walk(path, cwd, "notdir", base.final, base.kind, base.visits,
                     tuple(components(path)), base.links)
     return _resolve(path, cwd, base.final, list(base.visits), components(path), look=look)
+
+
+def _search_denied(folder: str, look: Lookup) -> str | None:
+    """Why "." or ".." cannot be looked up in ``folder``, or None. Like every name, they
+    need search permission on the folder (the kernel's may_lookup); a trailing "/" looks
+    nothing up, so it needs none. Asking for "<folder>/." checks it."""
+    here = look(folder.rstrip("/") + "/.")
+    return None if here.error is None else f"{here.error} at {folder}"
+
+
+def _dot(current: str, name: str, visits: list[Visit]) -> str:
+    """Where "." or ".." (or a trailing "/") leaves the walk. ".." is the parent of where
+    we are, after any link: never a lexical step back."""
+    if name != "..":
+        return current
+    parent = posixpath.dirname(current)
+    visits.append(Visit(parent, "dir"))
+    return parent
 
 
 def _resolve(path: str, cwd: str, start: str, visits: list[Visit], parts: list[str], *,
@@ -192,12 +242,11 @@ def _resolve(path: str, cwd: str, start: str, visits: list[Visit], parts: list[s
         if kind != "dir":
             # Only a folder can be looked into; "file/x" and "file/." fail with ENOTDIR.
             return stopped("notdir", current, kind, also=(name,))
-        if name == ".":
-            continue
-        if name == "..":
-            # The parent of where we are, after any link: never a lexical step back.
-            current = posixpath.dirname(current)
-            visits.append(Visit(current, "dir"))
+        if name in (TRAILING, ".", ".."):
+            denied = _search_denied(current, look) if name else None
+            if denied is not None:
+                return stopped("unreadable", current, "dir", denied, also=(name,))
+            current = _dot(current, name, visits)
             continue
         location = "/" + name if current == "/" else current + "/" + name
         entry = look(location)

@@ -16,6 +16,7 @@ import os
 import threading
 from typing import Any
 
+from launchers import bounded, protocol
 from launchers.cli.common import JSON_VERSION, load_user_config, policy_error_line, say
 from launchers.cli.interrupt import run_interruptible
 from launchers.config import ConfigError, Event
@@ -43,7 +44,11 @@ def _event(args: argparse.Namespace) -> tuple[Event, dict[str, Any]]:
         tool_input: Any = {}
         if args.input is not None:
             try:
-                tool_input = json.loads(args.input)
+                tool_input = bounded.loads_json(args.input)
+            except bounded.BoundsError as err:
+                # Arguments too deep or too large to give to a hook: the runner blocks
+                # them (when a hook covers the tool), as it blocks such a call in a session.
+                return "PreToolUse", {"tool": args.tool, "input": None, "problem": str(err)}
             except ValueError as err:
                 raise UsageError(f"--input is not valid JSON: {err}") from err
             if not isinstance(tool_input, dict):
@@ -62,6 +67,8 @@ def _fire(runner: HookRunner, event: Event, fields: dict[str, Any], mode: str) -
     waits for its whole tree to be ended."""
 
     def work(cancel: threading.Event) -> Decision:
+        if event == "PreToolUse" and fields.get("problem"):
+            return runner.refuse_call(fields["tool"], protocol.plural(fields["problem"]))
         if event == "PreToolUse":
             return runner.pre_tool_use(fields["tool"], fields["input"],
                                        tool_use_id=new_session_id(), permission_mode=mode,

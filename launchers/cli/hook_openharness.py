@@ -10,6 +10,7 @@ import sys
 import uuid
 from typing import Any
 
+from launchers import bounded
 from launchers.cli.common import JSON_VERSION, load_user_config, policy_error_line, say
 from launchers.config import Config
 from launchers.errors import ConfigError, UsageError
@@ -25,6 +26,7 @@ from launchers.openharness.envelope import Context
 from launchers.openharness.fire import (
     CommandRunner,
     Result,
+    UnreadableInput,
     check,
     fire,
     pins_of,
@@ -42,7 +44,9 @@ def context_from_args(args: argparse.Namespace, project: str) -> Context:
     raw = getattr(args, "input", None)
     if raw is not None:
         try:
-            parsed = json.loads(raw)
+            parsed = bounded.loads_json(raw)
+        except bounded.BoundsError as err:
+            parsed = UnreadableInput(str(err))
         except ValueError as err:
             raise ValueError(f"--input is not JSON: {err}") from err
         if not isinstance(parsed, dict):

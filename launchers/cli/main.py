@@ -137,9 +137,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     fast = _parse_run(words) if words[:1] == ["run"] else None
     args = cast("argparse.Namespace", fast) if fast is not None else parser().parse_args(words)
     module, name = COMMANDS[args.command]
-    func: Callable[[argparse.Namespace], int] = getattr(import_module(module), name)
     try:
+        func: Callable[[argparse.Namespace], int] = getattr(import_module(module), name)
         return func(args)
     except KeyboardInterrupt:
         return 130
+    except Exception as err:  # a bug: one line and an unambiguous status, no traceback
+        from launchers.cli.crash import report
+
+        return report(args.command, err)
 

@@ -10,10 +10,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Literal
 
+from launchers import bounded
 from launchers.openharness.config import GATING_EVENTS, OhHook
 from sandbox.plan import RunResult
 
@@ -61,8 +61,8 @@ def _reason(value: object) -> str | None:
 def parse_answer(data: bytes | str) -> OhAnswer | None:
     """A JSON answer, or None when it is not a JSON object (malformed)."""
     try:
-        doc = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
+        doc = bounded.loads_json(data, max_bytes=bounded.ANSWER_BYTES)
+    except ValueError:  # not JSON, not UTF-8, or past a limit: malformed
         return None
     if not isinstance(doc, dict):
         return None

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from launchers import bounded
 from launchers.errors import OhConfigError as OhConfigError
 from launchers.openharness.words import guard_words, split_words
 
@@ -152,9 +153,12 @@ def _yaml_problem(err: yaml.YAMLError) -> str:
 def parse(text: str, path: str) -> OhConfig:
     """The ``hooks:`` of a config text; ``path`` names it in errors."""
     try:
-        doc = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: plain data only
+        # A SafeLoader subclass: plain data only; bounded in size, depth and aliases.
+        doc = bounded.loads_yaml(text, _StrictLoader)
     except yaml.YAMLError as err:
         raise OhConfigError(path, _yaml_problem(err)) from err
+    except bounded.BoundsError as err:
+        raise OhConfigError(path, f"not loaded: the file {err}") from err
     if doc is None:
         return OhConfig(path)
     if not isinstance(doc, dict):

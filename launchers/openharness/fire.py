@@ -14,8 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from launchers import bounded
 from launchers.admission import Admission
-from launchers.openharness.answers import OhAnswer, answer_of_http, answer_of_run
+from launchers.openharness.answers import OhAnswer, _failed, answer_of_http, answer_of_run
 from launchers.openharness.config import (
     CONTEXT_EVENTS,
     EVENTS,
@@ -121,6 +122,38 @@ class Result:
         }
 
 
+class UnreadableInput(dict[str, Any]):
+    """Tool input that could not be read at all (the ``hook`` command's ``--input`` past
+    a limit of :mod:`launchers.bounded`): every hook it reaches fails with ``problem``,
+    which denies on a gating event, as input that cannot be given to a hook does."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__()
+        self.problem = problem
+
+
+def _input_problem(ctx: Context) -> str | None:
+    """Why the event's input cannot be given to a hook, or None. Iterative: the JSON
+    writer recurses, so the limits are checked before it runs."""
+    if isinstance(ctx.tool_input, UnreadableInput):
+        return f"its tool input {ctx.tool_input.problem}"
+    try:
+        bounded.copy_json(dict(ctx.tool_input))
+        bounded.copy_json(dict(ctx.extra))
+    except bounded.BoundsError as err:
+        return f"its input {err}"
+    return None
+
+
+def _given(hook: OhHook, ctx: Context) -> tuple[bytes, dict[str, str]]:
+    """What a hook is given: its stdin (or HTTP body) and its variables."""
+    data = b""
+    if hook.http is not None or hook.json_io:
+        data = json.dumps(envelope(hook.event, ctx), ensure_ascii=False).encode("utf-8",
+                                                                               "replace")
+    return data, env_vars(hook.event, ctx)
+
+
 def run_hook(
     hook: OhHook,
     ctx: Context,
@@ -128,21 +161,26 @@ def run_hook(
     runner: CommandRunner,
     cancel: threading.Event | None = None,
 ) -> OhAnswer:
-    """Run one hook and say what its answer is."""
+    """Run one hook and say what its answer is. Input that cannot be given to it (past
+    the limits, or not JSON) is a failure: a deny on a gating event."""
     timeout = hook.timeout_ms / 1000
+    problem = _input_problem(ctx)
+    if problem is None:
+        try:
+            data, env = _given(hook, ctx)
+        except (TypeError, ValueError):  # an integer of more digits than Python writes
+            problem = "its input cannot be written as JSON"
+    if problem is not None:
+        return _failed(hook.label, f"could not be given the event: {problem}")
     if hook.http is not None:
-        body = json.dumps(envelope(hook.event, ctx), ensure_ascii=False).encode("utf-8")
-        data, error = post_json(hook.http, body, timeout, cancel)
-        return answer_of_http(hook, data, error)
+        reply, error = post_json(hook.http, data, timeout, cancel)
+        return answer_of_http(hook, reply, error)
     assert hook.command is not None
-    stdin = b""
-    if hook.json_io:
-        stdin = json.dumps(envelope(hook.event, ctx), ensure_ascii=False).encode("utf-8")
     result = runner(
         ("/bin/sh", "-c", hook.command),
-        stdin=stdin,
+        stdin=data,
         timeout=timeout,
-        env_extra=env_vars(hook.event, ctx),
+        env_extra=env,
         sandbox=hook.sandbox,
         cancel=cancel,
     )
