@@ -160,8 +160,13 @@ def cmd_audit(args: argparse.Namespace) -> int:
                                    v.details, source="openharness"))
 
     ok = not any(c.refusals for c in checked)
+    # The porting lint: scripts that test for Claude Code's names object to nothing here.
+    from .porting_lint import lint_hooks
+
+    warnings = [*config.warnings, *lint_hooks(
+        ((c.name, c.argv) for c in checked if c.source == "harness"), project=policy.project)]
     _say(banner(config, sandboxed_session=sandboxed))
-    for warning in config.warnings:
+    for warning in warnings:
         _say(warning)
     for c in checked:
         for r in c.refusals:
@@ -175,7 +180,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
             "project": policy.project,
             "sandbox": policy.sandboxed,
             "hooks": [c.as_json() for c in checked],
-            "warnings": list(config.warnings),
+            "warnings": warnings,
             "ok": ok,
         }, ensure_ascii=False))
     return 0 if ok else 1

@@ -10,6 +10,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, NamedTuple, cast
 
+from launchers.claude_tools import lower_map
+
 Event = Literal["PreToolUse", "UserPromptSubmit"]
 OnFailure = Literal["block", "continue"]
 
@@ -148,11 +150,7 @@ _NAME_RULE = '1–32 of a-z, 0-9, "-", "_"'
 TIMEOUT_MIN, TIMEOUT_MAX = 1, 600
 
 # Claude Code's tool names, for a warning that points at the tool meant here.
-_CLAUDE_TOOLS: dict[str, str] = {
-    "bash": "bash", "read": "read_file", "write": "write_file", "edit": "edit_file",
-    "multiedit": "edit_file", "glob": "glob", "grep": "search", "task": "agent",
-    "skill": "skill",
-}
+_CLAUDE_TOOLS: dict[str, str] = lower_map()
 
 _SUFFIX: dict[str, str] = {
     "HARNESS_HOME": " (it was found through HARNESS_HOME).",
