@@ -140,10 +140,19 @@ def map_matcher(matcher: str | None) -> tuple[tuple[str, ...] | None, list[str],
 # -- names --------------------------------------------------------------------------
 
 
+# Programs that run a script named later on the line: a hook is named after the script.
+_RUNNERS = re.compile(r"(env|sh|bash|dash|zsh|node|nodejs|bun|deno|npx|uv|uvx|ruby|perl|"
+                      r"php|python[0-9.]*|pypy[0-9.]*)")
+
+
 def _script(words: Sequence[str]) -> str:
-    """The word a hook is named after: the first that names a file, else the program."""
+    """The word a hook is named after: the first file that is not a runner, else the
+    first path-like word, else the program."""
     for w in words:
-        if "/" in w and not w.startswith("-"):
+        if os.path.isfile(w) and not _RUNNERS.fullmatch(os.path.basename(w)):
+            return w
+    for w in words:
+        if "/" in w and not w.startswith(("-", "/dev/")) and not set(w) & set("<>|&;$"):
             return w
     return words[0] if words else ""
 

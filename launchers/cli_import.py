@@ -82,12 +82,21 @@ def _check(config_path: str, text: str, hooks: list[Imported], project: str,
         tmp.write(text)
         tmp.flush()
         config = load(tmp.name, project=project, source=source)  # type: ignore[arg-type]
-    names = {h.name for h in hooks}
+    new = {h.name: h for h in hooks}
     admission = Admission(session_policy(project, config.sandbox))
     refusals: list[str] = []
     for spec in config.hooks:
-        if spec.name in names:
-            refusals += admission.check(spec.name, spec.command, sandbox=spec.sandbox)[1].refusals
+        hook = new.get(spec.name)
+        if hook is None:
+            continue
+        said = list(admission.check(spec.name, spec.command, sandbox=spec.sandbox)[1].refusals)
+        # A file the import moved must be in its new place, even where the guard lets a
+        # missing argument pass (the agent cannot create it there, but nothing would run).
+        for m in hook.moves:
+            line = f"hook {spec.name}: {m.target} was not found."
+            if not os.path.exists(m.target) and line not in said:
+                said.append(line)
+        refusals += said
     return refusals
 
 
