@@ -26,7 +26,7 @@ _QUOTED = re.compile(r"""(["'`])([^"'`\n]{1,200}?)\1""")
 _LABEL = re.compile(r"^\s*\(?\s*([A-Za-z|]+)\s*\)")
 _REGEX = re.compile(r"=~\s*\^?\(?([A-Za-z|]+)")
 _FIELD = re.compile(r"\b(" + "|".join(CLAUDE_FIELDS) + r")\b")
-_MCP = re.compile(r"""["'`^]""" + MCP_PREFIX)
+_MCP = re.compile(r"\b" + MCP_PREFIX)
 _COMMENT = ("#", "//", "--", ";")
 
 
