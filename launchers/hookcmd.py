@@ -84,6 +84,27 @@ def _fire(runner: HookRunner, event: Event, fields: dict[str, Any], mode: str) -
     return decision
 
 
+def _document(event: str | None, *, outcome: str, warnings: list[str],
+              decision: Decision | None = None, error: str | None = None,
+              refusals: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The one ``--json`` document, whatever happened. ``outcome`` is allowed, blocked,
+    interrupted, refused (a hook file lies where the agent could change it) or error
+    (the config, the options or the box)."""
+    d = decision
+    return {
+        "version": JSON_VERSION,
+        "event": event,
+        "outcome": outcome,
+        "message": d.message if d else None,
+        "contexts": d.contexts if d else [],
+        "warnings": warnings,
+        "hook": d.hook if d else None,
+        "failures": [f.as_json() for f in d.failures] if d else [],
+        "refusals": refusals or [],
+        "error": error,
+    }
+
+
 def cmd_hook(args: argparse.Namespace) -> int:
     if getattr(args, "openharness", None):
         from launchers import openharness
@@ -93,13 +114,21 @@ def cmd_hook(args: argparse.Namespace) -> int:
     from sandbox.errors import SandboxError
     from sandbox.session import Session
 
+    def emit(doc: dict[str, Any]) -> None:
+        if args.json:
+            print(json.dumps(doc, ensure_ascii=False))
+
     project = os.path.abspath(args.project or ".")
+    warnings: list[str] = []
+    event_name = args.event if args.event in EVENTS else None
     try:
         event, fields = _event(args)
         config = _load(args, project)
     except (UsageError, ConfigError) as err:
         _say(str(err))
+        emit(_document(event_name, outcome="error", warnings=warnings, error=str(err)))
         return 2
+    warnings += config.warnings
     for warning in config.warnings:
         _say(warning)
     no_hooks = bool(args.no_hooks)
@@ -114,28 +143,28 @@ def cmd_hook(args: argparse.Namespace) -> int:
     except HookRefused as err:
         for message in err.messages:
             _say(message)
+        emit(_document(event, outcome="refused", warnings=warnings, refusals=[
+            {"hook": hook, "path": r.path, "reason": r.message, "folder": r.folder,
+             "kind": r.kind} for hook, r in err.details]))
         return 2
     except SandboxError as err:
         _say(str(err))
+        emit(_document(event, outcome="error", warnings=warnings, error=str(err)))
         return 2
 
     for warning in decision.warnings:
         _say(warning)
+    for failure in decision.failures:
+        for line in failure.lines():
+            _say(line)
     if decision.outcome == "interrupted":
         _say(f"interrupted while hook {decision.hook} ran; nothing was sent")
     elif decision.message is not None:
         _say(decision.message)
 
     if args.json:
-        print(json.dumps({
-            "version": JSON_VERSION,
-            "event": event,
-            "outcome": decision.outcome,
-            "message": decision.message,
-            "contexts": decision.contexts,
-            "warnings": decision.warnings,
-            "hook": decision.hook,
-        }, ensure_ascii=False))
+        emit(_document(event, outcome=decision.outcome, warnings=warnings + decision.warnings,
+                       decision=decision))
     else:
         for context in decision.contexts:
             print(context)

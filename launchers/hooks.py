@@ -26,6 +26,8 @@ from launchers import protocol
 from launchers import records as rec
 from launchers.admission import Admission
 from launchers.config import Config, Event, HookSpec
+from launchers.failure_hints import Failure, describe, places_of
+from pathguard.argv import Refusal
 from sandbox.plan import RunResult
 from sandbox.policy import Policy
 
@@ -39,8 +41,11 @@ class HookRefused(Exception):
     ``messages`` holds one full refusal line per problem.
     """
 
-    def __init__(self, messages: Sequence[str]) -> None:
+    def __init__(self, messages: Sequence[str],
+                 details: Sequence[tuple[str, Refusal]] = ()) -> None:
         self.messages = tuple(messages)
+        # (hook, refusal) for each message, for a front end that reports them as data.
+        self.details = tuple(details)
         super().__init__("\n".join(self.messages))
 
 
@@ -73,6 +78,8 @@ class Decision:
     warnings: list[str] = field(default_factory=list)
     records: list[rec.Record] = field(default_factory=list)
     hook: str | None = None
+    # Each failure's stderr tail and hints, beside the seed's texts (failure_hints).
+    failures: list[Failure] = field(default_factory=list)
 
     @property
     def blocked(self) -> bool:
@@ -86,15 +93,16 @@ class _Hook:
     host: bool
 
 
-def guard_hooks(hooks: Sequence[HookSpec], policy: Policy) -> tuple[tuple[_Hook, ...], list[str]]:
+def guard_hooks(hooks: Sequence[HookSpec], policy: Policy
+                ) -> tuple[tuple[_Hook, ...], list[tuple[str, Refusal]]]:
     """Resolve and check each hook's command; the resolved hooks and every refusal."""
     admission = Admission(policy)
     out: list[_Hook] = []
-    refusals: list[str] = []
+    refusals: list[tuple[str, Refusal]] = []
     for spec in hooks:
         boxed, verdict = admission.check(spec.name, spec.command, sandbox=spec.sandbox)
-        if verdict.refusals:
-            refusals.extend(verdict.refusals)
+        if verdict.details:
+            refusals.extend((spec.name, r) for r in verdict.details)
             continue
         out.append(_Hook(spec, tuple(verdict.argv), host=not boxed))
     return tuple(out), refusals
@@ -147,7 +155,7 @@ class HookRunner:
         else:
             self.hooks, refusals = guard_hooks(self.specs, self.policy)
             if refusals:
-                raise HookRefused(refusals)
+                raise HookRefused([r.message for _, r in refusals], refusals)
         self._write(rec.session_record(self.specs, no_hooks=no_hooks, session_id=session_id,
                                        resumed=resumed))
 
@@ -233,6 +241,12 @@ class HookRunner:
         self._emit(d, rec.effect_record(hook.spec.name, key, result))
         return result
 
+    def _why(self, hook: str, kind: str, result: RunResult, event: Event, *,
+             boxed: bool) -> Failure:
+        places = places_of(self.policy.read_write_paths(), self.policy.hidden)
+        return describe(hook, kind, result.stderr, prompt=event == "UserPromptSubmit",
+                        boxed=boxed, places=places)
+
     def _fire(self, event: Event, tool: str | None, make_envelope: Callable[[], bytes],
               cancel: threading.Event | None) -> Decision:
         d = Decision("allowed")
@@ -268,16 +282,19 @@ class HookRunner:
                 return d
             if answer.kind == "failure":
                 kind = answer.failure or "failed"
+                why = self._why(spec.name, kind, result, event, boxed=not hook.host)
+                d.failures.append(why)
                 if spec.on_failure == "block":
                     self._emit(d, rec.decided_record(spec.name, event, tool, "failure",
-                                                     failure=kind))
+                                                     failure=kind, stderr=why.stderr))
                     self._warn_once(d, spec.name, protocol.failing_warning(spec.name, kind, event))
                     d.outcome, d.hook = "blocked", spec.name
                     d.message = (protocol.call_failed(spec.name, kind) if tool is not None
                                  else protocol.prompt_failed(spec.name, kind))
                     return d
                 self._emit(d, rec.decided_record(spec.name, event, tool, "failure",
-                                                 failure=kind, went_ahead=True))
+                                                 failure=kind, went_ahead=True,
+                                                 stderr=why.stderr))
                 self._warn_once(d, spec.name, protocol.continued_warning(spec.name, kind, event))
                 continue
             if answer.context is not None:
