@@ -171,11 +171,14 @@ class _Scan:
         self.i += 1
 
 
-def convert(text: str, *, project: str, home: str,
+def convert(text: str, *, project: str | None, home: str,
             rewrite: Mapping[str, str] | None = None) -> Command:
     """The argv for Claude Code command string ``text``. ``rewrite`` maps a word (as
-    expanded) to the word to write instead: a hook file's new place."""
-    values = {"CLAUDE_PROJECT_DIR": project, "HOME": home}
+    expanded) to the word to write instead: a hook file's new place. With ``project``
+    None, ``$CLAUDE_PROJECT_DIR`` is left to a shell."""
+    values = {"HOME": home}
+    if project is not None:
+        values["CLAUDE_PROJECT_DIR"] = project
     scan = _Scan(text, values, home, rewrite or {})
     scan.run()
     words = tuple(scan.words)

@@ -6,7 +6,6 @@ hook wrote on stderr (cut, control characters escaped, since a hook's output is 
 trusted) and, where its stderr or its answer shows a cause this toolkit knows, a hint:
 
 * a boxed hook's write refused in a folder the box hides or keeps read-only;
-* a host hook's write by a relative name, which means a file in / (it runs from /);
 * exit 127, a program not found;
 * a prompt hook that printed plain text, where context must be hook JSON.
 
@@ -26,8 +25,6 @@ LINE_LIMIT = 300
 _REFUSED = re.compile(r"Read-only file system|Permission denied|\[Errno (?:13|30)\]|EROFS|"
                       r"EACCES")
 _ABSOLUTE = re.compile(r"(?<![\w.~])(/[^\s:'\"(),\[\]`]+)")
-_RELATIVE = re.compile(r"(?:^|[\s'\"`])([\w.-][^\s:'\"`/]*(?:/[^\s:'\"`]+)*)['\"`]?: "
-                       r"(?:Read-only file system|Permission denied)")
 
 CONTEXT_JSON = ('{"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", '
                 '"additionalContext": "..."}}')
@@ -108,17 +105,6 @@ def _write_hints(hook: str, text: str, places: Places) -> list[str]:
     return out
 
 
-def _relative_hints(hook: str, text: str) -> list[str]:
-    out: list[str] = []
-    for m in _RELATIVE.finditer(text):
-        name = m.group(1)
-        hint = (f"hook {hook} runs on the host from /, so {_escape(name)} means "
-                f"/{_escape(os.path.normpath(name))}; have it write to an absolute path.")
-        if hint not in out:
-            out.append(hint)
-    return out
-
-
 def describe(hook: str, kind: str, stderr: bytes, *, prompt: bool, boxed: bool,
              places: Places) -> Failure:
     """The stderr tail and the hints for one failure of kind ``kind``."""
@@ -127,8 +113,6 @@ def describe(hook: str, kind: str, stderr: bytes, *, prompt: bool, boxed: bool,
     hints: list[str] = []
     if boxed:
         hints += _write_hints(hook, text, places)
-    else:
-        hints += _relative_hints(hook, text)
     if kind == "exited with code 127":
         hints.append(f"exit code 127 means a program hook {hook} runs was not found; name "
                      "it by its absolute path (a host hook's PATH leaves out the folders the "
