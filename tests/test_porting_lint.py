@@ -12,7 +12,12 @@ import sys
 from pathlib import Path
 
 from launchers.porting_lint import (
-    FINDINGS_LIMIT, READ_LIMIT, Finding, lint_command, read_text, scan_text,
+    FINDINGS_LIMIT,
+    READ_LIMIT,
+    Finding,
+    lint_command,
+    read_text,
+    scan_text,
 )
 
 REPO = Path(__file__).resolve().parent.parent
