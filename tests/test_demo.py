@@ -44,6 +44,9 @@ def test_the_demo_shows_the_banner_the_audit_and_the_hooks_at_work(home: Path) -
         "audit: 1 of 1 hook refused",
         "preToolUse: denied by preToolUse[0]: rm -rf is not allowed here",
         "the box works: bubblewrap",
+        "import: 3 hooks appended to ",
+        "blocked by the user's hook \"block-rm\": Blocked: recursive delete of / or ~",
+        "Context from the user's hook \"add-context\":",
     ]:
         assert line in out, f"{line!r} missing from the demo's output:\n{out}"
     assert "harness: bash in" in (home / ".local/share/harness-sandbox-demo/notify.log").read_text()

@@ -1,0 +1,10 @@
+#!/usr/bin/env python3
+"""UserPromptSubmit: add a line of context, as hook JSON."""
+import json
+import sys
+
+data = json.load(sys.stdin)
+print(json.dumps({"hookSpecificOutput": {
+    "hookEventName": "UserPromptSubmit",
+    "additionalContext": f"Project rule: keep functions short ({len(data['prompt'])}-character prompt).",
+}}))
