@@ -103,6 +103,14 @@ def _verdict_line(checked: Sequence[Checked], config: Config, looked_at: str | N
     return f"audit: {total} {noun} may run"
 
 
+def _lint(checked: Sequence[Checked], project: str) -> list[str]:
+    """The porting lint: scripts that test for Claude Code's names object to nothing here."""
+    from .porting_lint import lint_hooks
+
+    return lint_hooks(((c.name, c.argv) for c in checked if c.source == "harness"),
+                      project=project)
+
+
 def cmd_audit(args: argparse.Namespace) -> int:
     """Check every configured hook before a session. See the module's doc."""
     as_json = bool(args.json)
@@ -160,11 +168,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
                                    v.details, source="openharness"))
 
     ok = not any(c.refusals for c in checked)
-    # The porting lint: scripts that test for Claude Code's names object to nothing here.
-    from .porting_lint import lint_hooks
-
-    warnings = [*config.warnings, *lint_hooks(
-        ((c.name, c.argv) for c in checked if c.source == "harness"), project=policy.project)]
+    warnings = [*config.warnings, *_lint(checked, policy.project)]
     _say(banner(config, sandboxed_session=sandboxed))
     for warning in warnings:
         _say(warning)

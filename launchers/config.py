@@ -326,7 +326,7 @@ def _hook(file: str, index: int, entry: dict[str, Any], first: dict[str, int],
     raw_command = entry["command"]
     if isinstance(raw_command, str):
         raise error("command", "must be a list of strings (an argv, run with no shell), "
-                               f"not a string; write it as an argv: {as_argv(raw_command)}.")
+                               f"not a string; write it as an argv: {_as_argv(raw_command)}.")
     command = _strings(raw_command, lambda m: error("command", m))
     if not command:
         raise error("command", "the list is empty; give the program and its arguments, "
@@ -364,9 +364,8 @@ def _hook(file: str, index: int, entry: dict[str, Any], first: dict[str, int],
     )
 
 
-def as_argv(text: str) -> str:
-    """A command line written as one string, as the argv it should be (TOML)."""
-    from launchers.command_fixes import suggest_argv
+def _as_argv(text: str) -> str:
+    from launchers.command_fixes import suggest_argv  # only on this error
 
     return suggest_argv(text, (), env=os.environ)
 

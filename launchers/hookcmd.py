@@ -105,6 +105,19 @@ def _document(event: str | None, *, outcome: str, warnings: list[str],
     }
 
 
+def _tell(decision: Decision) -> None:
+    """The warnings, each failure's stderr tail and hints, and the decision, on stderr."""
+    for warning in decision.warnings:
+        _say(warning)
+    for failure in decision.failures:
+        for line in failure.lines():
+            _say(line)
+    if decision.outcome == "interrupted":
+        _say(f"interrupted while hook {decision.hook} ran; nothing was sent")
+    elif decision.message is not None:
+        _say(decision.message)
+
+
 def cmd_hook(args: argparse.Namespace) -> int:
     if getattr(args, "openharness", None):
         from launchers import openharness
@@ -152,16 +165,7 @@ def cmd_hook(args: argparse.Namespace) -> int:
         emit(_document(event, outcome="error", warnings=warnings, error=str(err)))
         return 2
 
-    for warning in decision.warnings:
-        _say(warning)
-    for failure in decision.failures:
-        for line in failure.lines():
-            _say(line)
-    if decision.outcome == "interrupted":
-        _say(f"interrupted while hook {decision.hook} ran; nothing was sent")
-    elif decision.message is not None:
-        _say(decision.message)
-
+    _tell(decision)
     if args.json:
         emit(_document(event, outcome=decision.outcome, warnings=warnings + decision.warnings,
                        decision=decision))

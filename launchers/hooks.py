@@ -282,8 +282,8 @@ class HookRunner:
                 return d
             if answer.kind == "failure":
                 kind = answer.failure or "failed"
-                why = self._why(spec.name, kind, result, event, boxed=not hook.host)
-                d.failures.append(why)
+                d.failures.append(why := self._why(spec.name, kind, result, event,
+                                                   boxed=not hook.host))
                 if spec.on_failure == "block":
                     self._emit(d, rec.decided_record(spec.name, event, tool, "failure",
                                                      failure=kind, stderr=why.stderr))

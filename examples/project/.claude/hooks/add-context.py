@@ -4,7 +4,8 @@ import json
 import sys
 
 data = json.load(sys.stdin)
+size = len(data["prompt"])
 print(json.dumps({"hookSpecificOutput": {
     "hookEventName": "UserPromptSubmit",
-    "additionalContext": f"Project rule: keep functions short ({len(data['prompt'])}-character prompt).",
+    "additionalContext": f"Project rule: keep functions short ({size}-character prompt).",
 }}))
