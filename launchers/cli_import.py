@@ -34,7 +34,9 @@ from sandbox.policy import Policy
 
 
 def _say(text: str) -> None:
-    print(text, file=sys.stderr)
+    # Settings files and the file names in them may come from the project (the agent's):
+    # control characters are shown escaped, never sent to the terminal.
+    print("".join(c if c.isprintable() else repr(c)[1:-1] for c in text), file=sys.stderr)
 
 
 def session_policy(project: str, settings: SandboxSettings) -> Policy:
@@ -53,6 +55,17 @@ def move_reason(hook: Imported) -> list[str]:
         out.append(f"⚠ hook {hook.name}: {m.source} is {m.why}, so {could}. "
                    f"The entry names {m.target}; copy it there (below).")
     return out
+
+
+def _agents(files: list[str], project: str) -> list[str]:
+    """A warning for each settings file inside the project: the agent could have written
+    it, and an entry needs no file of its own (a ``sh -c`` string) to pass the checks."""
+    roots = {project, os.path.realpath(project)}
+    return [f"⚠ {f} is in the project, so the agent could have written it: read each entry "
+            "it gives before you add it to your config."
+            for f in files
+            if any(p == r or p.startswith(r.rstrip("/") + "/")
+                   for r in roots for p in (f, os.path.realpath(f)))]
 
 
 def report(converted: Converted, project: str) -> None:
@@ -149,6 +162,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     except (ConfigError, PolicyError, ImportFailed) as err:
         _say(str(err))
         return 2
+    for line in _agents(files, project):
+        _say(line)
     report(converted, project)
     if not converted.hooks:
         _say("import: no PreToolUse or UserPromptSubmit command hooks to import")

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 TAIL_LINES = 5
+HINTS_LIMIT = 3  # write hints per failure: a hook's stderr could name any number of paths
 LINE_LIMIT = 300
 
 _REFUSED = re.compile(r"Read-only file system|Permission denied|\[Errno (?:13|30)\]|EROFS|"
@@ -102,6 +103,8 @@ def _write_hints(hook: str, text: str, places: Places) -> list[str]:
                     "this hook to run it on the host, or have it write somewhere else.")
             if hint not in out:
                 out.append(hint)
+            if len(out) == HINTS_LIMIT:
+                return out
     return out
 
 

@@ -186,7 +186,11 @@ def expected_report(w: World) -> list[str]:
     src_py = w.project / ".claude" / "hooks" / "no-secrets.py"
     src_js = w.project / ".claude" / "hooks" / "context.js"
     dest = w.hooks_home
+    agents = ("is in the project, so the agent could have written it: read each entry it "
+              "gives before you add it to your config.")
     return [
+        f"⚠ {p} {agents}",
+        f"⚠ {loc} {agents}",
         f"⚠ {g}: PostToolUse is not imported (1 hook): harness has only PreToolUse and "
         "UserPromptSubmit.",
         f"⚠ {g}: Notification is not imported (1 hook): harness has only PreToolUse and "
@@ -292,6 +296,20 @@ def test_write_appends_and_never_overwrites(world: World) -> None:
              f"tools = [\"read_file\", \"search\"]\ncommand = [\"python3\", \"{script}\"]\n")
     assert r.out == entry
     assert world.config.read_text() == before + "\n\n" + entry
+
+
+def test_control_characters_from_a_settings_file_are_escaped(world: World) -> None:
+    settings_file = world.home / "s.json"
+    settings_file.write_text(json.dumps({"hooks": {"Stop\x1b[2J": [], "PreToolUse": [
+        {"matcher": "Bash",
+         "hooks": [{"type": "command", "command": "/bin/true # \x1b]0;x\x07"}]}]}}))
+    r = world.cli("import", "claude", str(settings_file))
+    assert "\x1b" not in r.err + r.out and "\x07" not in r.out
+    assert r.err.splitlines()[0] == (f"⚠ {settings_file}: Stop\\x1b[2J is not imported (0 "
+                                     "hooks): harness has only PreToolUse and UserPromptSubmit.")
+    assert "# /bin/true # \\x1b]0;x\\x07\n" in r.out
+    doc = tomllib.loads(r.out)
+    assert doc["hooks"][0]["command"] == ["/bin/sh", "-c", "/bin/true # \x1b]0;x\x07"]
 
 
 def test_nothing_to_import_says_where_it_looked(world: World) -> None:
