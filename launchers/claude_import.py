@@ -253,8 +253,8 @@ def _timeout(raw: object, where: str, warnings: list[str]) -> int | None:
     return seconds
 
 
-def _one(ctx: _Context, event: str, matcher: str | None, tools: tuple[str, ...] | None,
-         hook: object, where: str, warnings: list[str]) -> Imported | None:
+def _one(ctx: _Context, hook: object, *, event: str, matcher: str | None,
+         tools: tuple[str, ...] | None, where: str, warnings: list[str]) -> Imported | None:
     if not isinstance(hook, dict):
         warnings.append(f"⚠ {where}: not a hook (a JSON object); not imported.")
         return None
@@ -343,8 +343,9 @@ def convert_file(path: str, doc: dict[str, Any], ctx: _Context) -> Converted:
             if not ok:
                 continue
             for hi, hook in enumerate(group["hooks"]):
-                one = _one(ctx, event, matcher if isinstance(matcher, str) else None, tools,
-                           hook, f"{gwhere}.hooks[{hi}]", warnings)
+                one = _one(ctx, hook, event=event, tools=tools, warnings=warnings,
+                           matcher=matcher if isinstance(matcher, str) else None,
+                           where=f"{gwhere}.hooks[{hi}]")
                 if one is not None:
                     out.append(one)
     return Converted(out, warnings)

@@ -12,6 +12,10 @@ from typing import Any, Literal, NamedTuple, cast
 
 from launchers.claude_tools import lower_map
 
+# Re-exported: the [sandbox] table is loaded here, and its type lives in the sandbox.
+from launchers.errors import ConfigError as ConfigError
+from sandbox.settings import SandboxSettings as SandboxSettings
+
 Event = Literal["PreToolUse", "UserPromptSubmit"]
 OnFailure = Literal["block", "continue"]
 
@@ -46,20 +50,6 @@ class HookSpec(NamedTuple):
         }
 
 
-class SandboxSettings(NamedTuple):
-    """The ``[sandbox]`` table."""
-
-    writable: tuple[str, ...] = ()
-    hidden: tuple[str, ...] = ()
-    hide_defaults: bool = True
-    protect: bool = True
-    network: bool = False
-    enabled: bool = True
-    # More environment names (or * patterns) kept from hooks and boxed commands, beside
-    # the provider keys that always go.
-    scrub: tuple[str, ...] = ()
-
-
 class Config(NamedTuple):
     """A loaded config. ``path`` is None when no config file exists (no hooks)."""
 
@@ -67,31 +57,6 @@ class Config(NamedTuple):
     hooks: tuple[HookSpec, ...] = ()
     sandbox: SandboxSettings = SandboxSettings()
     warnings: tuple[str, ...] = ()
-
-
-class ConfigError(Exception):
-    """The config could not be loaded. The message names the file, and the hook and key
-    where there is one. ``index`` counts the ``[[hooks]]`` tables from 1, for a hook
-    whose name is not known (yet)."""
-
-    def __init__(self, file: str, message: str, *, hook: str | None = None,
-                 key: str | None = None, index: int | None = None) -> None:
-        self.file = file
-        self.hook = hook
-        self.key = key
-        self.message = message
-        self.index = index
-        super().__init__(message)
-
-    def __str__(self) -> str:
-        # One line: the file, then the hook (by name, else by its place in the file),
-        # then the message, which names the key itself where there is one.
-        where = ""
-        if self.hook is not None:
-            where = f'hook "{self.hook}": '
-        elif self.index is not None:
-            where = f"hook #{self.index}: "
-        return f"{self.file}: {where}{self.message}"
 
 
 # -- discovery ------------------------------------------------------------------------
@@ -268,9 +233,33 @@ def _hooks(file: str, raw: object, warnings: list[str]) -> tuple[HookSpec, ...]:
     return tuple(out)
 
 
+_Error = Callable[[str, str], ConfigError]
+
+
 def _hook(file: str, index: int, entry: dict[str, Any], first: dict[str, int],
           warnings: list[str]) -> HookSpec:
     # The name first, so every later error can name the hook.
+    name = _hook_name(file, index, entry, first)
+
+    def error(key: str, message: str) -> ConfigError:
+        return ConfigError(file, f'key "{key}": {message}', hook=name, key=key)
+
+    _known_keys(file, name, entry)
+    event = _event(entry, error)
+    # Checked in this order, so the first problem in the file's terms is the one told.
+    tools = _tools(entry, event, name, error, warnings)
+    return HookSpec(
+        name=name,
+        event=event,
+        command=_command(entry, error),
+        tools=tools,
+        timeout=_timeout(entry, error),
+        sandbox=_sandbox_key(entry, error),
+        on_failure=_on_failure(entry, error),
+    )
+
+
+def _hook_name(file: str, index: int, entry: dict[str, Any], first: dict[str, int]) -> str:
     if "name" not in entry:
         raise ConfigError(file, f'key "name": missing; every hook needs a name of '
                                 f"{_NAME_RULE}.", index=index, key="name")
@@ -285,10 +274,10 @@ def _hook(file: str, index: int, entry: dict[str, Any], first: dict[str, int],
         raise ConfigError(file, f'key "name": {_q(name)} is also the name of hook '
                                 f"#{first[name]}; each hook needs its own name.",
                           index=index, key="name")
+    return name
 
-    def error(key: str, message: str) -> ConfigError:
-        return ConfigError(file, f'key "{key}": {message}', hook=name, key=key)
 
+def _known_keys(file: str, name: str, entry: dict[str, Any]) -> None:
     for key in entry:
         if key in HOOK_KEYS:
             continue
@@ -298,6 +287,8 @@ def _hook(file: str, index: int, entry: dict[str, Any], first: dict[str, int],
             hint = "a hook's keys are " + ", ".join(HOOK_KEYS) + "."
         raise ConfigError(file, f'unknown key "{key}"; {hint}', hook=name, key=key)
 
+
+def _event(entry: dict[str, Any], error: _Error) -> Event:
     event = entry.get("event")
     if event is None:
         raise error("event", 'missing; use "PreToolUse" or "UserPromptSubmit".')
@@ -306,20 +297,24 @@ def _hook(file: str, index: int, entry: dict[str, Any], first: dict[str, int],
     if event not in EVENTS:
         raise error("event", f'{_q(event)} is not an event here; use "PreToolUse" or '
                              '"UserPromptSubmit".')
+    return cast(Event, event)
 
-    tools: tuple[str, ...] | None = None
-    if "tools" in entry:
-        raw_tools = entry["tools"]
-        if event != "PreToolUse":
-            raise error("tools", "only a PreToolUse hook lists tools; a UserPromptSubmit "
-                                 "hook runs for every prompt.")
-        tools = _strings(raw_tools, lambda m: error("tools", m))
-        if not tools:
-            raise error("tools", "the list is empty; leave tools out to cover every tool.")
-        for tool in tools:
-            if tool not in TOOLS:
-                warnings.append(tool_warning(name, tool))
 
+def _tools(entry: dict[str, Any], event: Event, name: str, error: _Error,
+           warnings: list[str]) -> tuple[str, ...] | None:
+    if "tools" not in entry:
+        return None
+    if event != "PreToolUse":
+        raise error("tools", "only a PreToolUse hook lists tools; a UserPromptSubmit "
+                             "hook runs for every prompt.")
+    tools = _strings(entry["tools"], lambda m: error("tools", m))
+    if not tools:
+        raise error("tools", "the list is empty; leave tools out to cover every tool.")
+    warnings.extend(tool_warning(name, tool) for tool in tools if tool not in TOOLS)
+    return tools
+
+
+def _command(entry: dict[str, Any], error: _Error) -> tuple[str, ...]:
     if "command" not in entry:
         raise error("command", "missing; give the program and its arguments as a list, "
                                'such as ["/path/to/hook.sh"].')
@@ -333,7 +328,10 @@ def _hook(file: str, index: int, entry: dict[str, Any], first: dict[str, int],
                                'such as ["/path/to/hook.sh"].')
     if not command[0]:
         raise error("command", "the program (the first element) is empty.")
+    return command
 
+
+def _timeout(entry: dict[str, Any], error: _Error) -> int:
     timeout = entry.get("timeout", 30)
     if isinstance(timeout, bool) or not isinstance(timeout, int):
         raise error("timeout", f"must be whole seconds from {TIMEOUT_MIN} to "
@@ -341,27 +339,24 @@ def _hook(file: str, index: int, entry: dict[str, Any], first: dict[str, int],
     if not TIMEOUT_MIN <= timeout <= TIMEOUT_MAX:
         raise error("timeout", f"{timeout} is out of range; use whole seconds from "
                                f"{TIMEOUT_MIN} to {TIMEOUT_MAX}.")
+    return timeout
 
+
+def _sandbox_key(entry: dict[str, Any], error: _Error) -> bool:
     sandbox = entry.get("sandbox", True)
     if not isinstance(sandbox, bool):
         raise error("sandbox", f"must be true or false, not {_a(sandbox)}.")
+    return sandbox
 
+
+def _on_failure(entry: dict[str, Any], error: _Error) -> OnFailure:
     on_failure = entry.get("on_failure", "block")
     if not isinstance(on_failure, str):
         raise error("on_failure", f'must be "block" or "continue", not {_a(on_failure)}.')
     if on_failure not in ("block", "continue"):
         raise error("on_failure", f'{_q(on_failure)} is not allowed; use "block" or '
                                   '"continue".')
-
-    return HookSpec(
-        name=name,
-        event=cast(Event, event),
-        command=command,
-        tools=tools,
-        timeout=timeout,
-        sandbox=sandbox,
-        on_failure=cast(OnFailure, on_failure),
-    )
+    return cast(OnFailure, on_failure)
 
 
 def _as_argv(text: str) -> str:
@@ -406,19 +401,7 @@ def _sandbox(file: str, raw: object) -> SandboxSettings:
         if key not in SANDBOX_KEYS:
             raise ConfigError(file, f'[sandbox]: unknown key "{key}"; the keys are '
                                     + ", ".join(SANDBOX_KEYS) + ".", key=key)
-    paths: dict[str, tuple[str, ...]] = {}
-    for key in ("writable", "hidden"):
-        value = raw.get(key, [])
-        if not isinstance(value, list):
-            raise error(key, f"must be a list of paths, not {_a(value)}.")
-        for i, item in enumerate(value, 1):
-            if not isinstance(item, str):
-                raise error(key, f"element {i} must be a string, not {_a(item)}.")
-            # A relative path would mean whatever the current folder is at start.
-            if not (os.path.isabs(item) or item == "~" or item.startswith("~/")):
-                raise error(key, f"{_q(item)} is not an absolute path; write it from / "
-                                 "or ~/.")
-        paths[key] = tuple(value)
+    paths = {key: _sandbox_paths(raw, key, error) for key in ("writable", "hidden")}
     flags: dict[str, bool] = {}
     for key, default in (("hide_defaults", True), ("protect", True), ("network", False),
                          ("enabled", True)):
@@ -426,6 +409,24 @@ def _sandbox(file: str, raw: object) -> SandboxSettings:
         if not isinstance(value, bool):
             raise error(key, f"must be true or false, not {_a(value)}.")
         flags[key] = value
+    return SandboxSettings(writable=paths["writable"], hidden=paths["hidden"],
+                           scrub=_scrub_names(raw, error), **flags)
+
+
+def _sandbox_paths(raw: dict[str, Any], key: str, error: _Error) -> tuple[str, ...]:
+    value = raw.get(key, [])
+    if not isinstance(value, list):
+        raise error(key, f"must be a list of paths, not {_a(value)}.")
+    for i, item in enumerate(value, 1):
+        if not isinstance(item, str):
+            raise error(key, f"element {i} must be a string, not {_a(item)}.")
+        # A relative path would mean whatever the current folder is at start.
+        if not (os.path.isabs(item) or item == "~" or item.startswith("~/")):
+            raise error(key, f"{_q(item)} is not an absolute path; write it from / or ~/.")
+    return tuple(value)
+
+
+def _scrub_names(raw: dict[str, Any], error: _Error) -> tuple[str, ...]:
     names = raw.get("scrub", [])
     if not isinstance(names, list):
         raise error("scrub", f"must be a list of environment names, not {_a(names)}.")
@@ -435,8 +436,7 @@ def _sandbox(file: str, raw: object) -> SandboxSettings:
         if not _ENV_PATTERN.fullmatch(item):
             raise error("scrub", f"{_q(item)} is not an environment name; use letters, "
                                  "digits and _, with * or ? for any characters.")
-    return SandboxSettings(writable=paths["writable"], hidden=paths["hidden"],
-                           scrub=tuple(names), **flags)
+    return tuple(names)
 
 
 _ENV_PATTERN = re.compile(r"[A-Za-z0-9_*?]+")
@@ -444,17 +444,17 @@ _ENV_PATTERN = re.compile(r"[A-Za-z0-9_*?]+")
 
 # -- the banner -----------------------------------------------------------------------
 
-def banner(config: Config, *, no_hooks: bool = False, sandboxed_session: bool = True) -> str:
+def banner(config: Config, *, no_hooks: bool = False, boxed: bool = True) -> str:
     """The ``hooks:`` line a session starts with.
 
     A hook runs on the host when it sets ``sandbox = false`` or the session has no
-    sandbox (``sandboxed_session`` False, or ``[sandbox] enabled = false``).
+    sandbox (``boxed`` False, or ``[sandbox] enabled = false``).
     """
     if no_hooks:
         return "hooks: off (--no-hooks)"
     if not config.hooks:
         return "hooks: none"
-    boxed_session = sandboxed_session and config.sandbox.enabled
+    boxed_session = boxed and config.sandbox.enabled
     parts: list[str] = []
     for spec in config.hooks:
         if spec.event == "UserPromptSubmit":

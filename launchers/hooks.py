@@ -26,27 +26,13 @@ from launchers import protocol
 from launchers import records as rec
 from launchers.admission import Admission
 from launchers.config import Config, Event, HookSpec
+from launchers.errors import HookRefused as HookRefused
 from launchers.failure_hints import Failure, describe, places_of
 from pathguard.argv import Refusal
 from sandbox.plan import RunResult
 from sandbox.policy import Policy
 
 DecisionOutcome = Literal["allowed", "blocked", "interrupted"]
-
-
-class HookRefused(Exception):
-    """One or more hooks may not run: their files lie where the agent could change them
-    (or where a boxed hook could not read them). The session must not start.
-
-    ``messages`` holds one full refusal line per problem.
-    """
-
-    def __init__(self, messages: Sequence[str],
-                 details: Sequence[tuple[str, Refusal]] = ()) -> None:
-        self.messages = tuple(messages)
-        # (hook, refusal) for each message, for a front end that reports them as data.
-        self.details = tuple(details)
-        super().__init__("\n".join(self.messages))
 
 
 class SessionLike(Protocol):
@@ -57,7 +43,7 @@ class SessionLike(Protocol):
 
     def run(
         self, argv: Sequence[str], *, stdin: bytes = b"", timeout: float | None = None,
-        cancel: threading.Event | None = None, host: bool = False,
+        cancel: threading.Event | None = None, boxed: bool = True,
         env_extra: Mapping[str, str] | None = None,
     ) -> RunResult: ...
 
@@ -90,7 +76,7 @@ class Decision:
 class _Hook:
     spec: HookSpec
     argv: tuple[str, ...]
-    host: bool
+    boxed: bool
 
 
 def guard_hooks(hooks: Sequence[HookSpec], policy: Policy
@@ -104,7 +90,7 @@ def guard_hooks(hooks: Sequence[HookSpec], policy: Policy
         if verdict.details:
             refusals.extend((spec.name, r) for r in verdict.details)
             continue
-        out.append(_Hook(spec, tuple(verdict.argv), host=not boxed))
+        out.append(_Hook(spec, tuple(verdict.argv), boxed=boxed))
     return tuple(out), refusals
 
 
@@ -183,7 +169,8 @@ class HookRunner:
 
         def envelope() -> bytes:
             return protocol.pre_tool_use(sid, self.policy.project_as_written, permission_mode,
-                                         tool_name, tool_input, tool_use_id, roots)
+                                         tool_name, tool_input, tool_use_id=tool_use_id,
+                                         project=roots)
 
         return self._fire("PreToolUse", tool_name, envelope, cancel)
 
@@ -226,7 +213,7 @@ class HookRunner:
         d.records.append(record)
         self._write(record)
 
-    def _run_one(self, hook: _Hook, event: Event, tool: str | None, envelope: bytes,
+    def _run_one(self, hook: _Hook, event: Event, tool: str | None, envelope: bytes, *,
                  cancel: threading.Event | None, d: Decision) -> RunResult:
         key = rec.digest(envelope)
         if self.replay is not None:
@@ -237,7 +224,7 @@ class HookRunner:
             return RunResult(outcome="cancelled")
         self._write(rec.started_record(hook.spec.name, event, tool, key))
         result = self.session.run(hook.argv, stdin=envelope, timeout=hook.spec.timeout,
-                                  cancel=cancel, host=hook.host)
+                                  cancel=cancel, boxed=hook.boxed)
         self._emit(d, rec.effect_record(hook.spec.name, key, result))
         return result
 
@@ -253,21 +240,15 @@ class HookRunner:
         pending_context: list[tuple[str, str]] = []
         envelope: bytes | None = None
 
-        for name, definition in self._skipped.items():
-            tools = definition.get("tools")
-            if definition.get("event") == event and (
-                    tool is None or tools is None or tool in tools):
-                self._emit(d, rec.decided_record(name, event, tool, "skip",
-                                                 reason="changed in the config since recorded"))
-
+        self._record_skipped(d, event, tool)
         for hook in self.hooks:
             spec = hook.spec
             if not self._covers(spec, event, tool):
                 continue
             if envelope is None:
                 envelope = make_envelope()
-            result = self._run_one(hook, event, tool, envelope, cancel, d)
-            answer = protocol.parse(result, event, timeout=spec.timeout, boxed=not hook.host)
+            result = self._run_one(hook, event, tool, envelope, cancel=cancel, d=d)
+            answer = protocol.parse(result, event, timeout=spec.timeout, boxed=hook.boxed)
 
             if answer.kind == "interrupted":
                 self._emit(d, rec.decided_record(spec.name, event, tool, "interrupt"))
@@ -283,7 +264,7 @@ class HookRunner:
             if answer.kind == "failure":
                 kind = answer.failure or "failed"
                 d.failures.append(why := self._why(spec.name, kind, result, event,
-                                                   boxed=not hook.host))
+                                                   boxed=hook.boxed))
                 if spec.on_failure == "block":
                     self._emit(d, rec.decided_record(spec.name, event, tool, "failure",
                                                      failure=kind, stderr=why.stderr))
@@ -308,6 +289,15 @@ class HookRunner:
             self._emit(d, rec.context_record(name, kept))
             d.contexts.append(protocol.frame_context(name, kept))
         return d
+
+    def _record_skipped(self, d: Decision, event: Event, tool: str | None) -> None:
+        """A resume's skipped hooks that would have run: recorded as skipped."""
+        for name, definition in self._skipped.items():
+            tools = definition.get("tools")
+            if definition.get("event") == event and (
+                    tool is None or tools is None or tool in tools):
+                self._emit(d, rec.decided_record(name, event, tool, "skip",
+                                                 reason="changed in the config since recorded"))
 
 
 def new_session_id() -> str:

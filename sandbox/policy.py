@@ -11,7 +11,7 @@ import sys
 import tempfile
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pathguard import zones as z
 from pathguard.zones import Zone
@@ -19,7 +19,9 @@ from pathguard.zones import Zone
 if TYPE_CHECKING:
     from pathguard.guard import Guard
 
+from .env import drop_names
 from .errors import PolicyError
+from .settings import SandboxSettings
 
 # Hidden unless [sandbox] hide_defaults = false. Hidden folders become empty read-only
 # folders in the box, hidden files read as empty.
@@ -188,6 +190,33 @@ def unpin_commondirs(paths: Iterable[str]) -> None:
             pass
 
 
+def _writable_paths(writable: Iterable[str], home: str) -> tuple[str, ...]:
+    """``[sandbox] writable``, absolute; each must exist."""
+    out: list[str] = []
+    for w in writable:
+        p = os.path.abspath(expand(w, home))
+        if not os.path.exists(p):
+            raise PolicyError(f"the writable path {p} does not exist")
+        out.append(p)
+    return tuple(out)
+
+
+def _hidden_paths(hidden: Iterable[str], defaults: bool, home: str) -> tuple[str, ...]:
+    """The hidden paths that exist (the defaults first, unless turned off), absolute;
+    each a file or a folder."""
+    names = [*(DEFAULT_HIDDEN if defaults else ()), *hidden]
+    shown: list[str] = []
+    for h in names:
+        p = os.path.abspath(expand(h, home))
+        if not os.path.lexists(p):
+            continue  # nothing to hide
+        if not (os.path.isdir(p) or os.path.isfile(p)):
+            raise PolicyError(f"the hidden path {p} is neither a file nor a folder")
+        if p not in shown:
+            shown.append(p)
+    return tuple(shown)
+
+
 def expand(path: str, home: str) -> str:
     """``~`` and ``~/x`` against ``home``; the result must be absolute."""
     if path == "~":
@@ -203,7 +232,7 @@ class Policy(NamedTuple):
     ``project`` and ``private_tmp`` are canonical (real) absolute paths.
     ``project_as_written`` is the absolute path the caller gave. ``writable`` holds
     ``[sandbox] writable`` entries (absolute, as written); ``hidden`` the hidden paths
-    that exist. ``sandboxed`` is False for a session with no sandbox at all.
+    that exist. ``boxed`` is False for a session with no sandbox at all.
     """
 
     project: str
@@ -214,75 +243,47 @@ class Policy(NamedTuple):
     hidden: tuple[str, ...] = ()
     protect: bool = True
     network: bool = False
-    sandboxed: bool = True
+    boxed: bool = True
     platform: str = sys.platform
-    # Filled in by create(): build policies with it, not directly.
+    # Filled in by from_settings(): build policies with it, not directly.
     home: str = ""
     tmpdir: str = ""
     env: Mapping[str, str] = MappingProxyType({})
     output_cap: int = DEFAULT_OUTPUT_CAP
-    # Found once, at create(): see git_guard_paths().
+    # Found once, at from_settings(): see git_guard_paths().
     protected: tuple[str, ...] = ()
     missing_hooks: tuple[str, ...] = ()
 
     @classmethod
-    def create(
+    def from_settings(
         cls,
         project: str,
+        settings: SandboxSettings | None = None,
         *,
+        boxed: bool = True,
         private_tmp: str | None = None,
-        writable: Iterable[str] = (),
-        hidden: Iterable[str] = (),
-        hide_defaults: bool = True,
-        protect: bool = True,
-        network: bool = False,
-        sandboxed: bool = True,
         env: Mapping[str, str] | None = None,
-        scrub: Iterable[str] = (),
         home: str | None = None,
         platform: str = sys.platform,
         output_cap: int = DEFAULT_OUTPUT_CAP,
     ) -> Policy:
-        """Check the paths the user named and build the policy.
+        """The policy of a session for ``project`` under the ``[sandbox]`` table: the one
+        mapping every entry point uses. ``boxed`` False (``--no-sandbox``) or
+        ``enabled = false`` gives a session with no box.
 
         Raises :class:`PolicyError` with a one-line message naming the path for: a
         project that is not a directory, a writable path that does not exist, a
         hidden path that is neither a file nor a folder.
         """
-        env = dict(os.environ if env is None else env)
-        patterns = tuple(scrub)
-        if patterns:
-            from fnmatch import fnmatchcase
-
-            # ``[sandbox] scrub``: gone from the session's environment, so from every
-            # plan built on it (boxed or on the host).
-            env = {k: v for k, v in env.items()
-                   if not any(fnmatchcase(k, p) for p in patterns)}
-        home = home or env.get("HOME") or os.path.expanduser("~")
+        s = settings if settings is not None else SandboxSettings()
+        # ``[sandbox] scrub``: gone from the session's environment, so from every plan
+        # built on it (boxed or on the host).
+        session_env = drop_names(os.environ if env is None else env, s.scrub)
+        home = home or session_env.get("HOME") or os.path.expanduser("~")
         as_written = os.path.abspath(project)
         if not os.path.isdir(as_written):
             raise PolicyError(f"the project {as_written} is not a directory")
         real_project = os.path.realpath(as_written)
-
-        extra: list[str] = []
-        for w in writable:
-            p = os.path.abspath(expand(w, home))
-            if not os.path.exists(p):
-                raise PolicyError(f"the writable path {p} does not exist")
-            extra.append(p)
-
-        names = list(DEFAULT_HIDDEN) if hide_defaults else []
-        names += list(hidden)
-        shown: list[str] = []
-        for h in names:
-            p = os.path.abspath(expand(h, home))
-            if not os.path.lexists(p):
-                continue  # nothing to hide
-            if not (os.path.isdir(p) or os.path.isfile(p)):
-                raise PolicyError(f"the hidden path {p} is neither a file nor a folder")
-            if p not in shown:
-                shown.append(p)
-
         tmp = private_tmp if private_tmp is not None else private_tmp_root()
         common = git_common_dir(real_project)
         protected, missing_hooks = git_guard_paths(real_project, common)
@@ -293,21 +294,32 @@ class Policy(NamedTuple):
             project_as_written=as_written,
             private_tmp=os.path.realpath(tmp),
             common_dir=common,
-            writable=tuple(extra),
-            hidden=tuple(shown),
-            protect=protect,
-            network=network,
-            sandboxed=sandboxed,
+            writable=_writable_paths(s.writable, home),
+            hidden=_hidden_paths(s.hidden, s.hide_defaults, home),
+            protect=s.protect,
+            network=s.network,
+            boxed=boxed and s.enabled,
             platform=platform,
             home=home,
-            tmpdir=env.get("TMPDIR") or tempfile.gettempdir(),
-            env=env,
+            tmpdir=session_env.get("TMPDIR") or tempfile.gettempdir(),
+            env=session_env,
             output_cap=output_cap,
         )
 
+    @classmethod
+    def create(cls, project: str, **options: Any) -> Policy:
+        """:meth:`from_settings` with the table's keys named one by one (``writable=``,
+        ``hidden=``, ``scrub=``, ...) beside its own options; for tests and callers that
+        build a policy by hand."""
+        keys = {k: options.pop(k) for k in SandboxSettings._fields if k in options}
+        for k in ("writable", "hidden", "scrub"):
+            if k in keys:
+                keys[k] = tuple(keys[k])
+        return cls.from_settings(project, SandboxSettings(**keys), **options)
+
     # -- the sets pathguard checks against ------------------------------------------
 
-    def writable_zones(self, *, hook_sandboxed: bool) -> tuple[Zone, ...]:
+    def writable_zones(self, *, boxed: bool) -> tuple[Zone, ...]:
         """W: every folder the agent can write, for a hook run boxed or on the host.
 
         A hook is boxed only when it asks for it *and* the session has a sandbox.
@@ -322,28 +334,28 @@ class Policy(NamedTuple):
         macos = self.platform == "darwin"
         if macos:
             out.append(Zone(self.tmpdir, "writable", z.USER_TMP))
-        boxed = hook_sandboxed and self.sandboxed
-        if not self.sandboxed or (boxed and not macos):
+        boxed = boxed and self.boxed
+        if not self.boxed or (boxed and not macos):
             # Under bubblewrap the box's /tmp is the agent's; with no sandbox at all the
             # agent's commands write the real one.
             out.append(Zone("/tmp", "writable", z.SYSTEM_TMP))
-        if not self.sandboxed and macos:
+        if not self.boxed and macos:
             out.append(Zone("/private/tmp", "writable", z.SYSTEM_TMP))
         return tuple(out)
 
-    def hidden_zones(self, *, hook_sandboxed: bool) -> tuple[Zone, ...]:
+    def hidden_zones(self, *, boxed: bool) -> tuple[Zone, ...]:
         """H: what a boxed hook could not read. Empty for host hooks."""
-        if not (hook_sandboxed and self.sandboxed):
+        if not (boxed and self.boxed):
             return ()
         return tuple(Zone(h, "hidden", z.HIDDEN) for h in self.hidden)
 
-    def guard(self, *, hook_sandboxed: bool) -> Guard:
+    def guard(self, *, boxed: bool) -> Guard:
         """pathguard's Guard over W and H for a hook run boxed or on the host. Build it
         once per kind and share it: it caches what it has walked."""
         from pathguard.guard import Guard
 
-        return Guard(self.writable_zones(hook_sandboxed=hook_sandboxed),
-                     self.hidden_zones(hook_sandboxed=hook_sandboxed),
+        return Guard(self.writable_zones(boxed=boxed),
+                     self.hidden_zones(boxed=boxed),
                      casefold=self.platform == "darwin")
 
     def protected_paths(self) -> tuple[str, ...]:

@@ -244,4 +244,11 @@ def test_version_is_the_packages(world: World) -> None:
     from importlib.metadata import version
 
     r = world.cli("--version")
-    assert (r.code, r.out, r.err) == (0, f"harness-sandbox {version('harness-sandbox')}\n", "")
+    line = f"harness-sandbox {version('harness-sandbox')}\n"
+    assert (r.code, r.out, r.err) == (0, line, "")
+    # python -m launchers behaves as the console script.
+    for argv in (["-m", "launchers", "--version"],
+                 [str(Path(sys.executable).parent / "harness-sandbox"), "--version"]):
+        cmd = argv if not argv[0].startswith("-") else [sys.executable, *argv]
+        done = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, check=False)
+        assert (done.returncode, done.stdout) == (0, line)

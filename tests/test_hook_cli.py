@@ -9,26 +9,15 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hook_programs import install_hooks
-from procs import left_after, running_with
+from helpers.procs import left_after, running_with
 
 REPO = Path(__file__).resolve().parent.parent
 
-
-@pytest.fixture(scope="module")
-def programs() -> Iterator[Path]:
-    yield from install_hooks()
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    p = tmp_path / "proj"
-    p.mkdir()
-    return p
+# Hooks run in the real box.
+pytestmark = pytest.mark.isolation
 
 
 def toml_hook(name: str, command: list[str], **extra: object) -> str:
@@ -179,12 +168,22 @@ def test_options_that_describe_no_event_exit_2(project: Path, config: Path, args
 
 def test_openharness_hooks_are_handed_to_their_own_front_end(project: Path,
                                                              config: Path) -> None:
-    # With --openharness the harness config is not read at all (this one is broken).
-    config.write_text("not toml [")
+    # With --openharness the hooks come from the openHarness file; the user config gives
+    # only its [sandbox] table (its [[hooks]] are not run).
+    config.write_text("[sandbox]\nnetwork = false\n")
     missing = project / ".oh" / "config.yaml"
     r = hook_cmd(project, config, "PreToolUse", "--tool", "bash", "--openharness", str(missing))
     assert r.returncode == 2
     assert str(config) not in r.stderr and str(missing) in r.stderr
+
+
+def test_openharness_reads_the_user_config_and_says_its_load_error(project: Path,
+                                                                  config: Path) -> None:
+    config.write_text("not toml [")
+    missing = project / ".oh" / "config.yaml"
+    r = hook_cmd(project, config, "PreToolUse", "--tool", "bash", "--openharness", str(missing))
+    assert r.returncode == 2
+    assert r.stderr.startswith(f"harness-sandbox: {config}: not valid TOML")
 
 
 def test_ctrl_c_interrupts_the_running_hook_and_ends_its_tree(

@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hook_programs import install_hooks
-from procs import left_after, running_with
+from helpers.procs import left_after, running_with
 
 from launchers import records as rec
 from launchers.config import Config, Event, HookSpec, OnFailure
@@ -30,21 +29,16 @@ PUSH = {"command": "git push --force origin main"}
 PULL = {"command": "git pull"}
 
 
-@pytest.fixture(scope="module")
-def programs() -> Iterator[Path]:
-    yield from install_hooks()
-
-
-@pytest.fixture(params=["boxed", "host"])
+@pytest.fixture(params=[pytest.param("boxed", marks=pytest.mark.isolation), "host"])
 def where(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> Path:
-    p = tmp_path / "proj"
-    (p / "src").mkdir(parents=True)
-    return p
+def project(project: Path) -> Path:
+    """The shared project, with a src folder."""
+    (project / "src").mkdir()
+    return project
 
 
 class Hooks:
@@ -464,7 +458,7 @@ def test_every_run_is_recorded_as_an_effect_under_its_input_digest(
     from launchers.protocol import pre_tool_use
 
     envelope = pre_tool_use("01MSESSION", session.policy.project_as_written, "auto", "bash",
-                            PUSH, "7EX", session.policy.project)
+                            PUSH, tool_use_id="7EX", project=session.policy.project)
     assert effect["input_digest"] == rec.digest(envelope)
     assert effect["result"]["outcome"] == "exited" and effect["result"]["returncode"] == 2
     assert effect["result"]["stderr"] == "force-push is not allowed here\n"

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from pathguard import zones as z
-from sandbox import seatbelt
+from sandbox.backends import seatbelt
 from sandbox.env import PROVIDER_KEYS
 from sandbox.plan import LaunchPlan
 from sandbox.policy import Policy
@@ -252,7 +252,7 @@ def test_a_bare_program_name_is_left_for_the_boxs_path(tmp_path: Path) -> None:
 def test_base_profile_is_package_data() -> None:
     from importlib import resources
 
-    text = resources.files("sandbox").joinpath("seatbelt_base.sbpl").read_text("utf-8")
+    text = resources.files("sandbox.backends").joinpath("seatbelt_base.sbpl").read_text("utf-8")
     assert seatbelt.base_profile() == text
 
 
@@ -604,19 +604,19 @@ def test_tmpdir_is_the_private_temp_folder(tmp_path: Path) -> None:
 # -- the macOS writable set (pathguard's zones) ----------------------------------------------
 
 
-def zone_set(policy: Policy, *, hook_sandboxed: bool) -> set[tuple[str, str]]:
-    return {(zn.path, zn.label) for zn in policy.writable_zones(hook_sandboxed=hook_sandboxed)}
+def zone_set(policy: Policy, *, boxed: bool) -> set[tuple[str, str]]:
+    return {(zn.path, zn.label) for zn in policy.writable_zones(boxed=boxed)}
 
 
 def test_on_macos_the_user_temp_folder_is_writable_for_a_sandboxed_hook(tmp_path: Path) -> None:
-    zones = zone_set(make_policy(tmp_path), hook_sandboxed=True)
+    zones = zone_set(make_policy(tmp_path), boxed=True)
     assert (ENV["TMPDIR"], z.USER_TMP) in zones
 
 
 def test_on_macos_a_host_hook_in_a_sandboxed_session_counts_the_user_temp_folder(
     tmp_path: Path,
 ) -> None:
-    zones = zone_set(make_policy(tmp_path), hook_sandboxed=False)
+    zones = zone_set(make_policy(tmp_path), boxed=False)
     assert (ENV["TMPDIR"], z.USER_TMP) in zones
 
 
@@ -625,20 +625,20 @@ def test_on_macos_the_system_temp_folders_do_not_count_in_a_sandboxed_session(
 ) -> None:
     # Unlike bubblewrap, the macOS box does not give the agent /tmp: a hook there is fine.
     for boxed in (True, False):
-        paths = {p for p, _ in zone_set(make_policy(tmp_path), hook_sandboxed=boxed)}
+        paths = {p for p, _ in zone_set(make_policy(tmp_path), boxed=boxed)}
         assert "/tmp" not in paths
         assert "/private/tmp" not in paths
 
 
 def test_under_bubblewrap_a_sandboxed_hooks_tmp_counts(tmp_path: Path) -> None:
     # The contrast with the test above: the rule is macOS's, not an accident.
-    zones = zone_set(make_policy(tmp_path, platform="linux"), hook_sandboxed=True)
+    zones = zone_set(make_policy(tmp_path, platform="linux"), boxed=True)
     assert ("/tmp", z.SYSTEM_TMP) in zones
     assert (ENV["TMPDIR"], z.USER_TMP) not in zones
 
 
 def test_on_macos_without_a_sandbox_tmp_private_tmp_and_tmpdir_count(tmp_path: Path) -> None:
-    zones = zone_set(make_policy(tmp_path, sandboxed=False), hook_sandboxed=True)
+    zones = zone_set(make_policy(tmp_path, boxed=False), boxed=True)
     assert ("/tmp", z.SYSTEM_TMP) in zones
     assert ("/private/tmp", z.SYSTEM_TMP) in zones
     assert (ENV["TMPDIR"], z.USER_TMP) in zones
@@ -651,7 +651,7 @@ def test_every_writable_zone_of_a_macos_session_is_writable_in_the_box(tmp_path:
     policy = make_policy(tmp_path, writable=[str(extra)])
     got = parts(make_plan(policy))
     roots = writable_params(got)
-    zones = {seatbelt.canonical(zn.path) for zn in policy.writable_zones(hook_sandboxed=True)}
+    zones = {seatbelt.canonical(zn.path) for zn in policy.writable_zones(boxed=True)}
     assert roots == zones
 
 
@@ -662,7 +662,7 @@ def test_hidden_zones_of_a_macos_session_are_the_boxes_hidden_paths(tmp_path: Pa
     got = parts(make_plan(policy))
     (read_deny,) = rules(got.forms, "deny", "file-read*")
     denied = {got.definitions[n] for _, n in param_filters(read_deny)}
-    zones = {seatbelt.canonical(zn.path) for zn in policy.hidden_zones(hook_sandboxed=True)}
+    zones = {seatbelt.canonical(zn.path) for zn in policy.hidden_zones(boxed=True)}
     assert denied == zones
     assert os.path.isdir(secret)
 

@@ -1,7 +1,7 @@
 """The macOS box at work: real ``/usr/bin/sandbox-exec``, real processes, a real server.
 
 Each test builds a policy on a real temporary tree, turns it into a plan with
-:func:`sandbox.seatbelt.plan` and runs it with :func:`sandbox.supervisor.run`, as a
+:func:`sandbox.backends.seatbelt.plan` and runs it with :func:`sandbox.process.supervisor.run`, as a
 session does. They run only on macOS (the workflow ``.github/workflows/macos.yml``).
 
 The user temp folder of these policies is a folder of the test's own (``TMPDIR`` in the
@@ -77,7 +77,8 @@ class Tree:
         self.policy = Policy.create(str(self.project), **args)  # type: ignore[arg-type]
 
     def run(self, argv: Sequence[str], policy: Policy | None = None) -> RunResult:
-        from sandbox import seatbelt, supervisor
+        from sandbox.backends import seatbelt
+        from sandbox.process import supervisor
 
         plan = seatbelt.plan(policy or self.policy, argv)
         result = supervisor.run(plan, timeout=TIMEOUT)
@@ -338,7 +339,7 @@ def test_a_hostile_project_name_changes_nothing(tmp_path: Path, name: str) -> No
 
 
 def test_canonical_puts_tmp_and_var_under_private() -> None:
-    from sandbox.seatbelt import canonical
+    from sandbox.backends.seatbelt import canonical
 
     assert canonical("/tmp") == "/private/tmp"
     assert canonical("/var/folders") == "/private/var/folders"
@@ -346,7 +347,7 @@ def test_canonical_puts_tmp_and_var_under_private() -> None:
 
 
 def test_canonical_resolves_links(tmp_path: Path) -> None:
-    from sandbox.seatbelt import canonical
+    from sandbox.backends.seatbelt import canonical
 
     target = tmp_path / "target"
     target.mkdir()
@@ -357,7 +358,7 @@ def test_canonical_resolves_links(tmp_path: Path) -> None:
 
 
 def test_canonical_spells_names_as_the_disk_stores_them(tmp_path: Path) -> None:
-    from sandbox.seatbelt import canonical
+    from sandbox.backends.seatbelt import canonical
 
     (tmp_path / "MixedCase").mkdir()
     if not (tmp_path / "mixedcase").exists():

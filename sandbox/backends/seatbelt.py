@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-from .env import scrub
-from .plan import LaunchPlan
-from .policy import Policy
+from sandbox.env import box_env
+from sandbox.plan import BackendName, LaunchPlan, RunResult
+from sandbox.policy import Policy
 
 SANDBOX_EXEC = "/usr/bin/sandbox-exec"
 
@@ -244,16 +244,6 @@ def profile(policy: Policy) -> Profile:
     return Profile(text="".join(parts), params=tuple(params))
 
 
-def box_env(policy: Policy, env_extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The box's environment: no provider keys, temp files in the private temp folder."""
-    env = scrub(policy.env)
-    if env_extra:
-        # Scrubbed too: no caller can hand a provider key to the box by accident.
-        env.update(scrub(env_extra))
-    env["TMPDIR"] = canonical(policy.private_tmp)
-    return env
-
-
 def plan(
     policy: Policy,
     argv: Sequence[str],
@@ -273,7 +263,26 @@ def plan(
     return LaunchPlan(
         backend="seatbelt",
         argv=(SANDBOX_EXEC, "-p", prof.text, *prof.definitions(), "--", *args),
-        env=box_env(policy, env_extra),
+        env=box_env(policy, env_extra, tmpdir=canonical(policy.private_tmp)),
         cwd=policy.project,
         description=shlex.join(args),
     )
+
+
+class SeatbeltBackend:
+    """The macOS box of one session: ``/usr/bin/sandbox-exec``, always that path."""
+
+    name: BackendName = "seatbelt"
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+
+    def check(self) -> None:
+        """sandbox-exec is part of macOS: nothing to find."""
+
+    def plan(self, argv: Sequence[str], env_extra: Mapping[str, str] | None = None
+             ) -> LaunchPlan:
+        return plan(self.policy, argv, env_extra=env_extra)
+
+    def read(self, result: RunResult) -> RunResult:
+        return result

@@ -13,32 +13,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import threading
 from typing import Any
 
-from launchers.config import Config, ConfigError, Event, load, locate
+from launchers.cli.common import JSON_VERSION, load_user_config, policy_error_line, say
+from launchers.cli.interrupt import run_interruptible
+from launchers.config import ConfigError, Event
+from launchers.errors import UsageError
 from launchers.hooks import Decision, HookRefused, HookRunner, new_session_id
-from launchers.interrupt import run_interruptible
 from launchers.protocol import NO_HOOKS_BANNER
 
-JSON_VERSION = 1
 EVENTS: tuple[Event, ...] = ("PreToolUse", "UserPromptSubmit")
 
 
-class UsageError(Exception):
-    """The options do not describe an event that can be fired."""
 
-
-def _say(text: str) -> None:
-    print(text, file=sys.stderr)
-
-
-def _load(args: argparse.Namespace, project: str) -> Config:
-    found = locate(os.environ, explicit=args.config)
-    if found is None:
-        return Config(path=None)
-    return load(found.path, project=project, source=found.source)
 
 
 def _event(args: argparse.Namespace) -> tuple[Event, dict[str, Any]]:
@@ -105,70 +93,70 @@ def _document(event: str | None, *, outcome: str, warnings: list[str],
     }
 
 
-def _tell(decision: Decision) -> None:
-    """The warnings, each failure's stderr tail and hints, and the decision, on stderr."""
-    for warning in decision.warnings:
-        _say(warning)
-    for failure in decision.failures:
-        for line in failure.lines():
-            _say(line)
-    if decision.outcome == "interrupted":
-        _say(f"interrupted while hook {decision.hook} ran; nothing was sent")
-    elif decision.message is not None:
-        _say(decision.message)
-
-
 def cmd_hook(args: argparse.Namespace) -> int:
     if getattr(args, "openharness", None):
-        from launchers import openharness
+        from launchers.cli.hook_openharness import cmd_hook_openharness
 
-        return int(openharness.cmd_hook(args))
+        return cmd_hook_openharness(args)
 
-    from sandbox.errors import SandboxError
+    from sandbox.errors import PolicyError, SandboxError
     from sandbox.session import Session
 
-    def emit(doc: dict[str, Any]) -> None:
+    def stop(event: str | None, message: str, **doc: Any) -> int:
+        """Exit 2 before any hook ran: the line on stderr, and with --json the document."""
+        say(message)
         if args.json:
-            print(json.dumps(doc, ensure_ascii=False))
+            doc.setdefault("outcome", "error")
+            doc.setdefault("error", None if doc["outcome"] == "refused" else message)
+            print(json.dumps(_document(event, warnings=warnings, **doc), ensure_ascii=False))
+        return 2
 
     project = os.path.abspath(args.project or ".")
     warnings: list[str] = []
-    event_name = args.event if args.event in EVENTS else None
     try:
         event, fields = _event(args)
-        config = _load(args, project)
+        config, _ = load_user_config(args.config, project)
     except (UsageError, ConfigError) as err:
-        _say(str(err))
-        emit(_document(event_name, outcome="error", warnings=warnings, error=str(err)))
-        return 2
+        return stop(args.event if args.event in EVENTS else None, str(err))
     warnings += config.warnings
     for warning in config.warnings:
-        _say(warning)
+        say(warning)
     no_hooks = bool(args.no_hooks)
     if no_hooks:
-        _say(NO_HOOKS_BANNER)
+        say(NO_HOOKS_BANNER)
 
     try:
-        with Session.open(project, config.sandbox, sandboxed=not args.no_sandbox) as session:
+        with Session.open(project, config.sandbox, boxed=not args.no_sandbox) as session:
             runner = HookRunner(config, session, no_hooks=no_hooks,
                                 session_id=args.session_id or new_session_id())
             decision = _fire(runner, event, fields, args.permission_mode)
     except HookRefused as err:
-        for message in err.messages:
-            _say(message)
-        emit(_document(event, outcome="refused", warnings=warnings, refusals=[
+        return stop(event, "\n".join(err.messages), outcome="refused", refusals=[
             {"hook": hook, "path": r.path, "reason": r.message, "folder": r.folder,
-             "kind": r.kind} for hook, r in err.details]))
-        return 2
+             "kind": r.kind} for hook, r in err.details])
+    except PolicyError as err:
+        return stop(event, policy_error_line(err, config))
     except SandboxError as err:
-        _say(str(err))
-        emit(_document(event, outcome="error", warnings=warnings, error=str(err)))
-        return 2
+        return stop(event, str(err))
 
-    _tell(decision)
-    if args.json:
-        emit(_document(event, outcome=decision.outcome, warnings=warnings + decision.warnings,
-                       decision=decision))
+    return _tell(decision, event, warnings, as_json=bool(args.json))
+
+
+def _tell(decision: Decision, event: Event, warnings: list[str], *, as_json: bool) -> int:
+    """The outcome: the texts for people on stderr (each failure's stderr tail and hints
+    beside the seed's), the contexts (or one JSON document) on stdout; the exit status."""
+    for warning in decision.warnings:
+        say(warning)
+    for failure in decision.failures:
+        for line in failure.lines():
+            say(line)
+    if decision.outcome == "interrupted":
+        say(f"interrupted while hook {decision.hook} ran; nothing was sent")
+    elif decision.message is not None:
+        say(decision.message)
+    if as_json:
+        print(json.dumps(_document(event, outcome=decision.outcome, decision=decision,
+                                   warnings=warnings + decision.warnings), ensure_ascii=False))
     else:
         for context in decision.contexts:
             print(context)

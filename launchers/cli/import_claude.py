@@ -41,9 +41,7 @@ def _say(text: str) -> None:
 
 def session_policy(project: str, settings: SandboxSettings) -> Policy:
     """The policy audit builds for this project and ``[sandbox]`` table."""
-    return Policy.create(project, writable=settings.writable, hidden=settings.hidden,
-                         hide_defaults=settings.hide_defaults, protect=settings.protect,
-                         network=settings.network, sandboxed=settings.enabled)
+    return Policy.from_settings(project, settings)
 
 
 def move_reason(hook: Imported) -> list[str]:
@@ -113,8 +111,8 @@ def _check(config_path: str, text: str, hooks: list[Imported], project: str,
     return refusals
 
 
-def _write(args: argparse.Namespace, config_path: str, source: str, text: str,
-           hooks: list[Imported], project: str) -> int:
+def _write(config_path: str, *, source: str, text: str, hooks: list[Imported],
+           project: str) -> int:
     try:
         with open(config_path, encoding="utf-8") as f:
             existing = f.read()
@@ -178,4 +176,5 @@ def cmd_import(args: argparse.Namespace) -> int:
     if found is None:
         _say("import: no user config to write to (set HOME or HARNESS_HOME, or give --config)")
         return 2
-    return _write(args, found.path, found.source, text, converted.hooks, project)
+    return _write(found.path, source=found.source, text=text, hooks=converted.hooks,
+                  project=project)

@@ -12,8 +12,13 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from launchers.cli.common import load_user_config, policy_error_line, say
+
 if TYPE_CHECKING:
     import argparse
+
+    from sandbox.plan import RunResult
+    from sandbox.session import Session
 
 EXIT_TIMED_OUT = 124
 EXIT_NO_BOX = 125
@@ -23,8 +28,7 @@ EXIT_CANCELLED = 130
 
 
 def _say(message: str) -> None:
-    sys.stderr.write(f"harness-sandbox: {message}\n")
-    sys.stderr.flush()
+    say(message, named=True)
 
 
 def _stdin() -> bytes:
@@ -37,7 +41,7 @@ def _stdin() -> bytes:
 
 def cmd_run(args: argparse.Namespace) -> int:
     # Imported here: `run` is on the hot path and pays only for what it uses.
-    from launchers.config import ConfigError, load, locate
+    from launchers.config import ConfigError
     from sandbox.errors import PolicyError, SandboxUnavailable
     from sandbox.session import Session
 
@@ -50,38 +54,46 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     project = os.path.abspath(args.project)
     try:
-        found = locate(os.environ, explicit=args.config)
-        config = load(found.path if found else None, project=project,
-                      source=found.source if found else None)
+        config, _ = load_user_config(args.config, project)
     except ConfigError as err:
-        _say(f"{err.file}: {err.message}")
+        _say(str(err))
         return EXIT_NO_BOX
 
     stdin = _stdin()
     try:
         with Session.open(project, config.sandbox) as session:
-            if args.host and "/" not in argv[0]:
-                # The host runner takes absolute programs only. Look the name up once,
-                # on the PATH a host command gets (pruned of the agent's folders).
-                from pathguard.argv import find_program
-
-                resolved = find_program(argv[0], session.host_env().get("PATH"))
-                if resolved is None:
+            if args.host:
+                program = _host_program(session, argv[0])
+                if program is None:
                     _say(f"{argv[0]}: command not found")
                     return EXIT_NOT_FOUND
-                argv[0] = resolved
-            elif args.host:
-                argv[0] = os.path.abspath(argv[0])
-            result = session.run(argv, stdin=stdin, timeout=args.timeout, host=args.host)
-    except (SandboxUnavailable, PolicyError) as err:
-        _say(str(err) if not isinstance(err, SandboxUnavailable)
-             else "; ".join(x for x in (err.diagnosis, err.fix) if x))
+                argv[0] = program
+            result = session.run(argv, stdin=stdin, timeout=args.timeout, boxed=not args.host)
+    except PolicyError as err:
+        _say(policy_error_line(err, config))
         return EXIT_NO_BOX
+    except SandboxUnavailable as err:
+        _say(str(err))
+        return EXIT_NO_BOX
+    return _report(result, session, argv[0], args.timeout)
 
+
+def _host_program(session: Session, name: str) -> str | None:
+    """The absolute program the host runner starts for ``name``. A bare name is looked
+    up once, on the PATH a host command gets (pruned of the agent's folders)."""
+    if "/" in name:
+        return os.path.abspath(name)
+    from pathguard.argv import find_program
+
+    return find_program(name, session.host_env().get("PATH"))
+
+
+def _report(result: RunResult, session: Session, program: str,
+            timeout: float | None) -> int:
+    """The command's output, the session's warnings, and the exit status."""
     if result.outcome == "failed_to_start":
-        _say(f"{argv[0]}: {result.error}")
+        _say(f"{program}: {result.error}")
         return EXIT_NOT_FOUND if result.errno == errno.ENOENT else EXIT_NOT_EXECUTABLE
-
     out, err_ = sys.stdout.buffer, sys.stderr.buffer
     out.write(result.stdout)
     out.flush()
@@ -93,13 +105,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         if capped:
             _say(f"the command's {name} passed {session.policy.output_cap} bytes; "
                  "the rest was dropped")
-
     if result.outcome == "exited":
         return result.returncode if result.returncode is not None else 1
     if result.outcome == "signaled":
         return 128 + (result.signal or 0)
     if result.outcome == "timed_out":
-        _say(f"{result.plan.description if result.plan else argv[0]} timed out after "
-             f"{args.timeout:g} s")
+        _say(f"{result.plan.description if result.plan else program} timed out after "
+             f"{timeout or 0:g} s")
         return EXIT_TIMED_OUT
     return EXIT_CANCELLED

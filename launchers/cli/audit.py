@@ -12,33 +12,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from launchers.admission import Admission
+from launchers.cli.common import JSON_VERSION, load_user_config, policy_error_line, say
+from launchers.config import Config, ConfigError, HookSpec, banner
 from pathguard.argv import Refusal
 from sandbox.errors import PolicyError
 from sandbox.policy import Policy
-
-from .admission import Admission
-from .config import Config, ConfigError, banner, load, locate
-
-JSON_VERSION = 1
-
-
-
-def _say(text: str) -> None:
-    print(text, file=sys.stderr)
-
-
-def _load(args: argparse.Namespace) -> Config:
-    """The user config the command line and the environment name. Raises ConfigError."""
-    found = locate(os.environ, explicit=args.config)
-    if found is None:
-        return Config(path=None)
-    return load(found.path, project=args.project, source=found.source)
-
 
 # -- banner -----------------------------------------------------------------------------
 
@@ -46,14 +29,14 @@ def _load(args: argparse.Namespace) -> Config:
 def cmd_banner(args: argparse.Namespace) -> int:
     """Print the ``hooks:`` line on stdout (start-up warnings on stderr)."""
     try:
-        config = _load(args)
+        config, _ = load_user_config(args.config, args.project)
     except ConfigError as err:
-        _say(str(err))
+        say(str(err))
         return 2
     for warning in config.warnings:
-        _say(warning)
+        say(warning)
     print(banner(config, no_hooks=bool(getattr(args, "no_hooks", False)),
-                 sandboxed_session=not args.no_sandbox))
+                 boxed=not args.no_sandbox))
     return 0
 
 
@@ -105,7 +88,7 @@ def _verdict_line(checked: Sequence[Checked], config: Config, looked_at: str | N
 
 def _lint(checked: Sequence[Checked], project: str) -> list[str]:
     """The porting lint: scripts that test for Claude Code's names object to nothing here."""
-    from .porting_lint import lint_hooks
+    from launchers.porting_lint import lint_hooks
 
     return lint_hooks(((c.name, c.argv) for c in checked if c.source == "harness"),
                       project=project)
@@ -116,73 +99,70 @@ def cmd_audit(args: argparse.Namespace) -> int:
     as_json = bool(args.json)
 
     def fail(message: str) -> int:
-        _say(message)
+        say(message)
         if as_json:
             print(json.dumps({"version": JSON_VERSION, "ok": False, "error": message},
                              ensure_ascii=False))
         return 2
 
-    found = locate(os.environ, explicit=args.config)
     try:
-        config = (Config(path=None) if found is None
-                  else load(found.path, project=args.project, source=found.source))
+        config, found = load_user_config(args.config, args.project)
     except ConfigError as err:
         return fail(str(err))
-
-    settings = config.sandbox
-    sandboxed = not (args.no_sandbox or not settings.enabled)
     try:
-        policy = Policy.create(
-            args.project,
-            writable=settings.writable,
-            hidden=settings.hidden,
-            hide_defaults=settings.hide_defaults,
-            protect=settings.protect,
-            network=settings.network,
-            sandboxed=sandboxed,
-        )
+        policy = Policy.from_settings(args.project, config.sandbox, boxed=not args.no_sandbox)
     except PolicyError as err:
-        # Only the project is checked before [sandbox]'s paths; those name the config.
-        about_project = str(err).startswith("the project ")
-        where = "" if about_project or config.path is None else f"{config.path}: [sandbox]: "
-        return fail(f"{where}{err}.")
-
+        return fail(policy_error_line(err, config))
     admission = Admission(policy)
-    checked: list[Checked] = []
-    for spec in config.hooks:
-        boxed, v = admission.check(spec.name, spec.command, sandbox=spec.sandbox)
-        checked.append(Checked(spec.name, spec.event, spec.tools, boxed, v.argv, v.details))
-
+    checked = [_check_harness(admission, spec) for spec in config.hooks]
     if getattr(args, "openharness", None):
         # Imported here: only --openharness pays for the YAML front end.
-        from .openharness import OhConfigError, audit_hooks
+        from launchers.openharness.config import OhConfigError
 
         try:
-            oh_hooks = audit_hooks(os.path.abspath(args.openharness),
-                                   project=policy.project, policy=policy)
+            checked += _check_openharness(admission, os.path.abspath(args.openharness))
         except OhConfigError as err:
             return fail(str(err))
-        for label, words, sandbox in oh_hooks:
-            boxed, v = admission.check(label, tuple(words), sandbox=sandbox)
-            checked.append(Checked(label, label.split("[", 1)[0], None, boxed, v.argv,
-                                   v.details, source="openharness"))
+    return _tell(checked, config, policy, found.path if found else None, as_json=as_json)
 
+
+def _check_harness(admission: Admission, spec: HookSpec) -> Checked:
+    boxed, v = admission.check(spec.name, spec.command, sandbox=spec.sandbox)
+    return Checked(spec.name, spec.event, spec.tools, boxed, v.argv, v.details)
+
+
+def _check_openharness(admission: Admission, path: str) -> list[Checked]:
+    """Every command hook of an openHarness file (an HTTP hook runs nothing here).
+    Raises OhConfigError."""
+    from launchers.openharness.config import load as load_openharness
+
+    out: list[Checked] = []
+    for hook in load_openharness(path).all_hooks():
+        if hook.command is None:
+            continue
+        boxed, v = admission.check(hook.label, hook.words, sandbox=hook.sandbox)
+        out.append(Checked(hook.label, hook.event, None, boxed, v.argv, v.details,
+                           source="openharness"))
+    return out
+
+
+def _tell(checked: list[Checked], config: Config, policy: Policy, looked_at: str | None, *,
+          as_json: bool) -> int:
     ok = not any(c.refusals for c in checked)
     warnings = [*config.warnings, *_lint(checked, policy.project)]
-    _say(banner(config, sandboxed_session=sandboxed))
+    say(banner(config, boxed=policy.boxed))
     for warning in warnings:
-        _say(warning)
+        say(warning)
     for c in checked:
         for r in c.refusals:
-            _say(r.message)
-    _say(_verdict_line(checked, config, found.path if found else None))
-
+            say(r.message)
+    say(_verdict_line(checked, config, looked_at))
     if as_json:
         print(json.dumps({
             "version": JSON_VERSION,
             "config": config.path,
             "project": policy.project,
-            "sandbox": policy.sandboxed,
+            "sandbox": policy.boxed,
             "hooks": [c.as_json() for c in checked],
             "warnings": warnings,
             "ok": ok,

@@ -1,0 +1,295 @@
+"""Linux: (Policy, argv) -> LaunchPlan for bubblewrap. Pure: no I/O but stat/readlink.
+
+The box bash, exec and boxed hooks share. :func:`plan` builds bwrap's argv; the
+supervisor runs it. Nothing here spawns.
+"""
+
+from __future__ import annotations
+
+import errno as _errno
+import os
+import shlex
+import threading
+from collections.abc import Collection, Mapping, Sequence
+
+from sandbox.env import box_env
+from sandbox.errors import SandboxUnavailable
+from sandbox.plan import BackendName, LaunchPlan, RunResult
+from sandbox.policy import Policy
+
+# Flags the box cannot do without: a bwrap that lacks one is refused, not worked around.
+REQUIRED_FEATURES: tuple[str, ...] = (
+    "--unshare-all",
+    "--unshare-user",
+    "--die-with-parent",
+    "--new-session",
+    "--cap-drop",
+    "--remount-ro",
+)
+# Used when this bwrap has it (0.8.0 and later): no nested user namespaces in the box.
+OPTIONAL_FEATURES: tuple[str, ...] = ("--disable-userns",)
+
+# Masked by a fresh, empty tmpfs. /run holds the host's listening sockets (the system and
+# session D-Bus, systemd, docker, gpg-agent...). A network namespace does not cut off
+# pathname Unix sockets, and a read-only mount does not stop connect(2), so without this
+# a boxed command could ask a host service to run something outside the box.
+MASKED_RUNTIME = "/run"
+# Kept when the policy allows the network: on systemd-resolved machines
+# /etc/resolv.conf leads here.
+RESOLVER_DIR = "/run/systemd/resolve"
+
+# bwrap reports a command it could not start as one line on stderr and exit status 1.
+_EXEC_PREFIX = "bwrap: execvp "
+_STRERROR = {os.strerror(n): n for n in sorted(_errno.errorcode, reverse=True)}
+
+
+def exec_failure(result: RunResult) -> RunResult | None:
+    """The box's "could not start the command" (bwrap's exit 1 with its one execvp
+    line) as ``failed_to_start`` with the OS error, else None."""
+    if result.outcome != "exited" or result.returncode != 1:
+        return None
+    lines = result.stderr.decode("utf-8", "replace").strip().splitlines()
+    if len(lines) != 1 or not lines[0].startswith(_EXEC_PREFIX):
+        return None
+    _, _, error = lines[0][len(_EXEC_PREFIX):].rpartition(": ")
+    if error not in _STRERROR:
+        return None
+    return result._replace(outcome="failed_to_start", returncode=None, error=error,
+                   errno=_STRERROR[error])
+
+
+# Mount kinds, in the order they are applied to one path (a later one covers an earlier).
+_TMP, _RUNTIME, _RW, _PIN, _PROTECT, _EMPTY_RO, _HIDE_DIR, _HIDE_FILE = range(8)
+
+
+def _depth(path: str) -> int:
+    return len([c for c in path.split("/") if c])
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def plan(
+    policy: Policy,
+    argv: Sequence[str],
+    *,
+    bwrap: str,
+    features: Collection[str] | None = None,
+    env_extra: Mapping[str, str] | None = None,
+    prefix: Sequence[str] | None = None,
+) -> LaunchPlan:
+    """The bubblewrap command that runs ``argv`` in the session's box: :func:`box_args`
+    (or ``prefix``, the same computed once by a session: it stats every protected and
+    hidden path), then ``--`` and ``argv``."""
+    if not argv:
+        raise ValueError("an empty command cannot run in the box")
+    head = tuple(prefix) if prefix is not None else box_args(policy, bwrap=bwrap,
+                                                               features=features)
+    return LaunchPlan(
+        backend="bwrap",
+        argv=(*head, "--", *argv),
+        env=box_env(policy, env_extra),
+        cwd=policy.project,
+        description=shlex.join(argv),
+        # No marker, no watchdog: bwrap dies with its parent (--die-with-parent) and its
+        # PID namespace ends everything inside when it does; a one-shot run pays for
+        # no watchdog. The box's processes die with bwrap a little later than a group.
+        watched=False,
+        drain_idle=0.25,
+        drain_max=1.0,
+    )
+
+
+def box_args(
+    policy: Policy,
+    *,
+    bwrap: str,
+    features: Collection[str] | None = None,
+) -> tuple[str, ...]:
+    """bwrap and its options for the session's box, up to the command.
+
+    Mounts are applied in order, each covering what is beneath it:
+
+    1. ``--ro-bind / /``: the whole host, read-only (reads are wide).
+    2. ``--dev /dev``, ``--proc /proc``: a fresh minimal /dev (null, zero, random, tty,
+       a private devpts and shm) and a /proc of the box's own PID namespace.
+    3. Then, path by path from the shallowest to the deepest, so that a more specific
+       rule always wins over a broader one (:func:`_mount_ops`):
+
+       - the private temp folder bound read-write at ``/tmp``;
+       - ``/run`` replaced by an empty tmpfs (host sockets; see ``MASKED_RUNTIME``);
+       - the project, a linked worktree's common directory and ``[sandbox] writable``
+         bound read-write at their own paths; these come after ``/tmp`` so a project
+         under /tmp is still the project;
+       - the project's ``.git`` bound onto itself, so that it is a mount point and cannot
+         be renamed away and replaced by a ``.git`` whose hooks are writable;
+       - protected paths (``.git/hooks``, ``.git/config``) bound read-only onto
+         themselves, after the read-write bind that contains them; a ``.git/hooks``
+         that does not exist yet becomes an empty read-only tmpfs (bwrap leaves its
+         empty mount point behind in the project, as git itself would make it);
+       - hidden folders as an empty tmpfs, hidden files as ``/dev/null`` bound
+         read-only (the box's bind mounts are ``nodev``, so opening it fails with
+         "Permission denied": the file cannot be read). A hidden folder that contains
+         the project is masked *before* the project is bound into it.
+    4. The hidden folders' tmpfs mounts are made read-only last: a read-only tmpfs
+       would stop bwrap from creating the mount points of deeper binds.
+
+    Hidden paths under /tmp that no read-write bind shows are left out: the box's /tmp
+    is the private folder, so the host's files there are not visible anyway.
+
+    The namespaces and the rest: :func:`_namespace_args`. The environment is bwrap's own
+    (``LaunchPlan.env``); bwrap passes it to the command unchanged. The command's
+    ``argv[0]`` may be a bare name: bwrap looks it up on the box's PATH.
+    """
+    if not os.path.isabs(bwrap):
+        raise ValueError(f"bwrap must be an absolute path, not {bwrap!r}")
+    _require_features(bwrap, features)
+    ops, read_only_last = _mount_ops(policy)
+    args: list[str] = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    for _, kind, path in ops:
+        args += _mount_args(policy, kind, path)
+    for d in read_only_last:
+        args += ["--remount-ro", d]
+    return (*args, *_namespace_args(policy, features))
+
+
+def _require_features(bwrap: str, features: Collection[str] | None) -> None:
+    if features is None:
+        return
+    missing = [f for f in REQUIRED_FEATURES if f not in features]
+    if missing:
+        raise SandboxUnavailable(
+            f"{bwrap} lacks {', '.join(missing)}",
+            "install bubblewrap 0.4 or later: sudo apt-get install bubblewrap",
+        )
+
+
+_Op = tuple[int, int, str]
+
+
+def _mount_ops(policy: Policy) -> tuple[list[_Op], list[str]]:
+    """The mounts after /, /dev and /proc as (depth, kind, path), shallowest first, and
+    the tmpfs mounts to make read-only at the end."""
+    rw = list(policy.read_write_paths())
+    ops: list[_Op] = [(_depth("/tmp"), _TMP, "/tmp")]
+    ops.append((_depth(MASKED_RUNTIME), _RUNTIME, MASKED_RUNTIME))
+    ops += [(_depth(p), _RW, p) for p in rw]
+    protected = [os.path.realpath(p) for p in policy.protected_paths()]
+    empty_ro = list(policy.missing_hook_dirs())
+    pinned: list[str] = []
+    for p in [*protected, *empty_ro]:
+        gitdir = os.path.dirname(p)
+        if gitdir not in rw and gitdir not in pinned:
+            pinned.append(gitdir)
+    ops += [(_depth(g), _PIN, g) for g in pinned]
+    ops += [(_depth(p), _PROTECT, p) for p in protected]
+    ops += [(_depth(p), _EMPTY_RO, p) for p in empty_ro]
+    hidden_ops, hidden_dirs = _hidden_ops(policy, rw)
+    ops += hidden_ops
+    # Stable: equal depth and kind keep the policy's order.
+    ops.sort(key=lambda op: (op[0], op[1]))
+    return ops, [*empty_ro, *hidden_dirs]
+
+
+def _hidden_ops(policy: Policy, rw: Sequence[str]) -> tuple[list[_Op], list[str]]:
+    ops: list[_Op] = []
+    hidden_dirs: list[str] = []
+    for h in policy.hidden:
+        real = os.path.realpath(h)
+        if _under(real, "/tmp") and not any(_under(real, r) for r in rw):
+            continue
+        if os.path.isdir(real):
+            if real not in hidden_dirs:
+                hidden_dirs.append(real)
+                ops.append((_depth(real), _HIDE_DIR, real))
+        elif os.path.exists(real):
+            ops.append((_depth(real), _HIDE_FILE, real))
+    return ops, hidden_dirs
+
+
+def _mount_args(policy: Policy, kind: int, path: str) -> list[str]:
+    if kind == _TMP:
+        return ["--bind", policy.private_tmp, "/tmp"]
+    if kind == _RUNTIME:
+        if policy.network and os.path.isdir(RESOLVER_DIR):
+            return ["--tmpfs", MASKED_RUNTIME, "--ro-bind", RESOLVER_DIR, RESOLVER_DIR]
+        return ["--tmpfs", MASKED_RUNTIME]
+    if kind in (_RW, _PIN):
+        return ["--bind", path, path]
+    if kind == _PROTECT:
+        return ["--ro-bind", path, path]
+    if kind in (_HIDE_DIR, _EMPTY_RO):
+        return ["--tmpfs", path]
+    return ["--ro-bind", "/dev/null", path]
+
+
+def _namespace_args(policy: Policy, features: Collection[str] | None) -> list[str]:
+    """``--unshare-all`` (user, IPC, PID, network, UTS, cgroup), with the user namespace
+    required (``--unshare-user``: fail rather than silently skip it when run as root)
+    and, where bwrap supports it, ``--disable-userns``. ``--share-net`` only when the
+    policy allows the network. ``--die-with-parent`` ends the box with the supervisor,
+    ``--new-session`` takes away the controlling terminal (no TIOCSTI), ``--cap-drop
+    ALL`` leaves no capability in any namespace."""
+    args = ["--unshare-all", "--unshare-user"]
+    if policy.network:
+        args.append("--share-net")
+    args += [f for f in OPTIONAL_FEATURES if features is None or f in features]
+    args += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    return [*args, "--chdir", policy.project]
+
+
+class BwrapBackend:
+    """The Linux box of one session. bwrap is found once (by absolute path, outside every
+    folder the box can write) and the mounts are computed once: they stat every
+    protected and hidden path."""
+
+    name: BackendName = "bwrap"
+
+    def __init__(self, policy: Policy, *, bwrap: str | None = None,
+                 features: Collection[str] | None = None) -> None:
+        self.policy = policy
+        self._bwrap = bwrap
+        self._features = features
+        self._prefix: tuple[str, ...] | None = None
+        self._lock = threading.Lock()
+
+    def program(self) -> str:
+        """bwrap's absolute path, found once. Raises :class:`SandboxUnavailable`."""
+        if self._bwrap is None:
+            from sandbox.probe import require_box
+
+            with self._lock:
+                if self._bwrap is None:
+                    self._bwrap = require_box(self.policy)
+        return self._bwrap
+
+    def check(self) -> None:
+        self.program()
+
+    def plan(self, argv: Sequence[str], env_extra: Mapping[str, str] | None = None
+             ) -> LaunchPlan:
+        if self._prefix is None:
+            self._prefix = box_args(self.policy, bwrap=self.program(), features=self._features)
+        return plan(self.policy, argv, bwrap=self.program(), features=self._features,
+                    env_extra=env_extra, prefix=self._prefix)
+
+    def read(self, result: RunResult) -> RunResult:
+        """bwrap's own failures out of the command's result: bwrap that could not start
+        at all, its execvp line (the command could not start: ``failed_to_start``), and
+        a namespace error (raised, with the cause and the fix)."""
+        if result.outcome == "failed_to_start":
+            program = result.plan.argv[0] if result.plan else "bwrap"
+            raise SandboxUnavailable(f"{program} could not start: {result.error}",
+                                     "install the bubblewrap package: "
+                                     "sudo apt-get install bubblewrap")
+        if result.outcome == "exited" and result.returncode == 1:
+            failed = exec_failure(result)
+            if failed is not None:
+                return failed
+            from sandbox.probe import diagnose_start_failure, namespace_error
+
+            error = namespace_error(result.stderr)
+            if error is not None:
+                raise diagnose_start_failure(error)
+        return result
