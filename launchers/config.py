@@ -10,9 +10,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, NamedTuple, cast
 
-from launchers.claude_tools import lower_map
-
 # Re-exported: the [sandbox] table is loaded here, and its type lives in the sandbox.
+from launchers.claude_tools import lower_map
 from launchers.errors import ConfigError as ConfigError
 from sandbox.settings import SandboxSettings as SandboxSettings
 
@@ -320,8 +319,11 @@ def _command(entry: dict[str, Any], error: _Error) -> tuple[str, ...]:
                                'such as ["/path/to/hook.sh"].')
     raw_command = entry["command"]
     if isinstance(raw_command, str):
+        from launchers.command_fixes import suggest_argv  # only on this error
+
+        argv = suggest_argv(raw_command, (), env=os.environ)
         raise error("command", "must be a list of strings (an argv, run with no shell), "
-                               f"not a string; write it as an argv: {_as_argv(raw_command)}.")
+                               f"not a string; write it as an argv: {argv}.")
     command = _strings(raw_command, lambda m: error("command", m))
     if not command:
         raise error("command", "the list is empty; give the program and its arguments, "
@@ -357,12 +359,6 @@ def _on_failure(entry: dict[str, Any], error: _Error) -> OnFailure:
         raise error("on_failure", f'{_q(on_failure)} is not allowed; use "block" or '
                                   '"continue".')
     return cast(OnFailure, on_failure)
-
-
-def _as_argv(text: str) -> str:
-    from launchers.command_fixes import suggest_argv  # only on this error
-
-    return suggest_argv(text, (), env=os.environ)
 
 
 def _strings(value: object, error: Callable[[str], ConfigError]) -> tuple[str, ...]:
