@@ -208,7 +208,8 @@ def expected_report(w: World) -> list[str]:
         f"The entry names {dest}/no-secrets.py; copy it there (below).",
         f"⚠ hook context: {src_js} is in the project, so the agent could change it. "
         f"The entry names {dest}/context.js; copy it there (below).",
-        "Copy the hook files to their new place before a session:",
+        "Copy the hook files to their new place before a session (read them first: a file in "
+        "the project is the agent's to change):",
         f"  mkdir -p {dest}",
         f"  cp {src_rm} {dest}/block-rm.sh",
         f"  cp {src_py} {dest}/no-secrets.py",

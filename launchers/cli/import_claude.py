@@ -77,7 +77,8 @@ def report(converted: Converted, project: str) -> None:
         for line in move_reason(h):
             _say(line)
     if moves:
-        _say("Copy the hook files to their new place before a session:")
+        _say("Copy the hook files to their new place before a session (read them first: a file in "
+             "the project is the agent's to change):")
         for line in move_commands(dict.fromkeys(moves)):
             _say(f"  {line}")
 
