@@ -64,26 +64,8 @@ def read_profile(text: str) -> list[Node]:
             stack[-1].append(done)
             i += 1
         elif c == '"' or text.startswith('#"', i):
-            i += 1 if c == '"' else 2
-            out = []
-            while True:
-                if i >= n:
-                    raise ProfileSyntaxError("unterminated string")
-                ch = text[i]
-                if ch == "\\":
-                    if i + 1 >= n:
-                        raise ProfileSyntaxError("unterminated escape")
-                    out.append(text[i + 1])
-                    i += 2
-                    continue
-                if ch == '"':
-                    i += 1
-                    break
-                if ch == "\n":
-                    raise ProfileSyntaxError("newline inside a string")
-                out.append(ch)
-                i += 1
-            stack[-1].append(Str("".join(out)))
+            string, i = _read_string(text, i + (1 if c == '"' else 2))
+            stack[-1].append(string)
         else:
             start = i
             while i < n and not text[i].isspace() and text[i] not in '();"':
@@ -92,6 +74,28 @@ def read_profile(text: str) -> list[Node]:
     if len(stack) != 1:
         raise ProfileSyntaxError(f"{len(stack) - 1} '(' never closed")
     return stack[0]
+
+
+def _read_string(text: str, i: int) -> tuple[Str, int]:
+    """The string whose first character is at ``i``, and where reading goes on."""
+    out = []
+    n = len(text)
+    while True:
+        if i >= n:
+            raise ProfileSyntaxError("unterminated string")
+        ch = text[i]
+        if ch == "\\":
+            if i + 1 >= n:
+                raise ProfileSyntaxError("unterminated escape")
+            out.append(text[i + 1])
+            i += 2
+            continue
+        if ch == '"':
+            return Str("".join(out)), i + 1
+        if ch == "\n":
+            raise ProfileSyntaxError("newline inside a string")
+        out.append(ch)
+        i += 1
 
 
 def walk(nodes: list[Node]) -> Iterator[list[Node]]:
@@ -202,7 +206,7 @@ def make_policy(root: Path, **kw: object) -> Policy:
         "platform": "darwin",
     }
     args.update(kw)
-    return Policy.create(str(project), **args)  # type: ignore[arg-type]
+    return Policy.create(str(project), **args)
 
 
 def make_plan(policy: Policy, argv: tuple[str, ...] = ("/bin/echo", "hi")) -> LaunchPlan:

@@ -74,7 +74,7 @@ class Tree:
             "platform": "darwin",
         }
         args.update(policy_kw)
-        self.policy = Policy.create(str(self.project), **args)  # type: ignore[arg-type]
+        self.policy = Policy.create(str(self.project), **args)
 
     def run(self, argv: Sequence[str], policy: Policy | None = None) -> RunResult:
         from sandbox.backends import seatbelt
