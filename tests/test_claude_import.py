@@ -228,6 +228,7 @@ def test_settings_files_are_converted_to_hooks_entries(world: World) -> None:
     assert not world.hooks_home.exists()  # nothing is copied, nothing run
 
 
+@pytest.mark.isolation
 def test_converted_hooks_load_and_fire_for_real(world: World) -> None:
     settings(world)
     # Before the files are copied, --write refuses and writes nothing.

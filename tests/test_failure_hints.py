@@ -22,6 +22,7 @@ from launchers.config import Config, HookSpec
 from launchers.hooks import HookRunner
 from sandbox.session import Session
 
+pytestmark = pytest.mark.isolation
 REPO = Path(__file__).resolve().parent.parent
 FAILING = ('⚠ hook {h} is failing ({k}), so the calls it covers are blocked. Fix it, set '
            'on_failure = "continue", or restart with --no-hooks.')
