@@ -327,6 +327,10 @@ def test_nothing_to_import_says_where_it_looked(world: World) -> None:
     r = world.cli("import", "claude", str(bad))
     assert r.code == 2
     assert r.err.startswith(f"{bad}: not valid JSON: ")
+    bad.write_text("[" * 200_000 + "]" * 200_000)  # too deep for the parser: no traceback
+    r = world.cli("import", "claude", str(bad))
+    assert (r.code, r.err.startswith(f"{bad}: not valid JSON: "), "Traceback" in r.err) == \
+        (2, True, False)
 
 
 # -- the parts --------------------------------------------------------------------
