@@ -147,6 +147,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     home = os.environ.get("HOME") or os.path.expanduser("~")
     files = [os.path.abspath(f) for f in args.files] or [
         f for f in default_files(home, project) if os.path.isfile(f)]
+    # The project may be the home folder: each file once.
+    files = list({os.path.realpath(f): f for f in files}.values())
     if not files:
         _say("import: no Claude Code settings found (looked at "
              + ", ".join(default_files(home, project)) + ")")
