@@ -56,4 +56,9 @@ class Admission:
             return boxed, CommandVerdict((), (empty,), ())
         verdict = check_command(name, command, project=self.policy.project,
                                 guard=self.guard(boxed), path_env=self.path_env(boxed))
+        if verdict.details:
+            # A command written as for a shell: the refusal shows the fix.
+            from launchers.command_fixes import with_fixes
+
+            verdict = with_fixes(verdict, command, self.policy.env)
         return boxed, verdict

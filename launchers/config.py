@@ -11,6 +11,8 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal, NamedTuple, cast
 
+from launchers.claude_tools import lower_map
+
 # Re-exported: the config's error and the [sandbox] table's type are part of its interface.
 from launchers.errors import ConfigError as ConfigError
 from launchers.sandbox_table import sandbox_table
@@ -116,11 +118,7 @@ _NAME_RULE = '1–32 of a-z, 0-9, "-", "_"'
 TIMEOUT_MIN, TIMEOUT_MAX = 1, 600
 
 # Claude Code's tool names, for a warning that points at the tool meant here.
-_CLAUDE_TOOLS: dict[str, str] = {
-    "bash": "bash", "read": "read_file", "write": "write_file", "edit": "edit_file",
-    "multiedit": "edit_file", "glob": "glob", "grep": "search", "task": "agent",
-    "skill": "skill",
-}
+_CLAUDE_TOOLS: dict[str, str] = lower_map()
 
 _SUFFIX: dict[str, str] = {
     "HARNESS_HOME": " (it was found through HARNESS_HOME).",
@@ -299,9 +297,11 @@ def _command(entry: dict[str, Any], error: _Error) -> tuple[str, ...]:
                                'such as ["/path/to/hook.sh"].')
     raw_command = entry["command"]
     if isinstance(raw_command, str):
+        from launchers.command_fixes import suggest_argv  # only on this error
+
+        argv = suggest_argv(raw_command, (), env=os.environ)
         raise error("command", "must be a list of strings (an argv, run with no shell), "
-                               'not a string; write ["/path/to/hook.sh"] or '
-                               '["sh", "-c", "..."].')
+                               f"not a string; write it as an argv: {argv}.")
     command = _strings(raw_command, lambda m: error("command", m))
     if not command:
         raise error("command", "the list is empty; give the program and its arguments, "

@@ -7,6 +7,10 @@ Each carries one line for people (its ``str``): what could not be done and where
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathguard.argv import Refusal
 
 
 class ConfigError(Exception):
@@ -69,8 +73,11 @@ class HookRefused(Exception):
     ``messages`` holds one full refusal line per problem.
     """
 
-    def __init__(self, messages: Sequence[str]) -> None:
+    def __init__(self, messages: Sequence[str],
+                 details: Sequence[tuple[str, Refusal]] = ()) -> None:
         self.messages = tuple(messages)
+        # (hook, refusal) for each message, for a front end that reports them as data.
+        self.details = tuple(details)
         super().__init__("\n".join(self.messages))
 
 

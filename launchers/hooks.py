@@ -27,6 +27,8 @@ from launchers import records as rec
 from launchers.admission import Admission
 from launchers.config import Config, Event, HookSpec
 from launchers.errors import HookRefused as HookRefused
+from launchers.failure_hints import Failure, describe, places_of
+from pathguard.argv import Refusal
 from pathguard.identity import Pins
 from sandbox.plan import RunResult
 from sandbox.policy import Policy
@@ -63,6 +65,8 @@ class Decision:
     warnings: list[str] = field(default_factory=list)
     records: list[rec.Record] = field(default_factory=list)
     hook: str | None = None
+    # Each failure's stderr tail and hints, beside the seed's texts (failure_hints).
+    failures: list[Failure] = field(default_factory=list)
 
     @property
     def blocked(self) -> bool:
@@ -85,15 +89,16 @@ def changed_since_start(path: str) -> RunResult:
                      error=f"{path} changed since the session started")
 
 
-def guard_hooks(hooks: Sequence[HookSpec], policy: Policy) -> tuple[tuple[_Hook, ...], list[str]]:
+def guard_hooks(hooks: Sequence[HookSpec], policy: Policy
+                ) -> tuple[tuple[_Hook, ...], list[tuple[str, Refusal]]]:
     """Resolve and check each hook's command; the resolved hooks and every refusal."""
     admission = Admission(policy)
     out: list[_Hook] = []
-    refusals: list[str] = []
+    refusals: list[tuple[str, Refusal]] = []
     for spec in hooks:
         boxed, verdict = admission.check(spec.name, spec.command, sandbox=spec.sandbox)
-        if verdict.refusals:
-            refusals.extend(verdict.refusals)
+        if verdict.details:
+            refusals.extend((spec.name, r) for r in verdict.details)
             continue
         out.append(_Hook(spec, tuple(verdict.argv), boxed=boxed, pins=verdict.pins))
     return tuple(out), refusals
@@ -146,7 +151,7 @@ class HookRunner:
         else:
             self.hooks, refusals = guard_hooks(self.specs, self.policy)
             if refusals:
-                raise HookRefused(refusals)
+                raise HookRefused([r.message for _, r in refusals], refusals)
         self._write(rec.session_record(self.specs, no_hooks=no_hooks, session_id=session_id,
                                        resumed=resumed))
 
@@ -257,6 +262,12 @@ class HookRunner:
                      else protocol.prompt_unreadable(problem))
         return d
 
+    def _why(self, hook: str, kind: str, result: RunResult, event: Event, *,
+             boxed: bool) -> Failure:
+        places = places_of(self.policy.read_write_paths(), self.policy.hidden)
+        return describe(hook, kind, result.stderr, prompt=event == "UserPromptSubmit",
+                        boxed=boxed, places=places)
+
     def _fire(self, event: Event, tool: str | None, make_envelope: Callable[[], bytes],
               cancel: threading.Event | None) -> Decision:
         d = Decision("allowed")
@@ -289,16 +300,19 @@ class HookRunner:
                 return d
             if answer.kind == "failure":
                 kind = answer.failure or "failed"
+                d.failures.append(why := self._why(spec.name, kind, result, event,
+                                                   boxed=hook.boxed))
                 if spec.on_failure == "block":
                     self._emit(d, rec.decided_record(spec.name, event, tool, "failure",
-                                                     failure=kind))
+                                                     failure=kind, stderr=why.stderr))
                     self._warn_once(d, spec.name, protocol.failing_warning(spec.name, kind, event))
                     d.outcome, d.hook = "blocked", spec.name
                     d.message = (protocol.call_failed(spec.name, kind) if tool is not None
                                  else protocol.prompt_failed(spec.name, kind))
                     return d
                 self._emit(d, rec.decided_record(spec.name, event, tool, "failure",
-                                                 failure=kind, went_ahead=True))
+                                                 failure=kind, went_ahead=True,
+                                                 stderr=why.stderr))
                 self._warn_once(d, spec.name, protocol.continued_warning(spec.name, kind, event))
                 continue
             if answer.context is not None:

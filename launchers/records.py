@@ -112,12 +112,17 @@ def effect_record(hook: str, input_digest: str, result: RunResult) -> Record:
 def decided_record(
     hook: str, event: Event, tool: str | None, decision: Decided, *,
     reason: str | None = None, failure: str | None = None, went_ahead: bool = False,
+    stderr: str | None = None,
 ) -> Record:
     """``reason`` for a block (None: no reason given), ``failure`` for a failure's kind,
-    ``went_ahead`` when on_failure = "continue" let the call or prompt through."""
-    return {"type": "hook.decided", "hook": hook, "event": event, "tool": tool,
-            "decision": decision, "reason": reason, "failure": failure,
-            "went_ahead": went_ahead}
+    ``went_ahead`` when on_failure = "continue" let the call or prompt through, ``stderr``
+    the end of a failed hook's stderr (cut and escaped; kept only when there is one)."""
+    out: Record = {"type": "hook.decided", "hook": hook, "event": event, "tool": tool,
+                   "decision": decision, "reason": reason, "failure": failure,
+                   "went_ahead": went_ahead}
+    if stderr is not None:
+        out["stderr"] = stderr
+    return out
 
 
 def context_record(hook: str, text: str) -> Record:

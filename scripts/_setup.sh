@@ -12,7 +12,7 @@ hs_say() { printf 'setup: %s\n' "$*" >&2; }
 
 # System packages: bubblewrap (the Linux box), libseccomp2 (the box's system-call filter,
 # loaded by pyseccomp), libcap-dev, gcc and the Python headers (python-prctl compiles
-# against them), python3-venv, git (the tests commit in a box).
+# against them), python3-venv, git (the tests commit in a box), jq.
 hs_system_packages() {
     [ "$(uname -s)" = Linux ] || return 0
     local missing=()
@@ -22,6 +22,8 @@ hs_system_packages() {
     [ -e /usr/include/sys/capability.h ] || missing+=(libcap-dev)
     command -v gcc >/dev/null 2>&1 || missing+=(gcc)
     command -v git >/dev/null 2>&1 || missing+=(git)
+    # jq: the Claude Code example hooks (examples/project/.claude) and their tests use it.
+    command -v jq >/dev/null 2>&1 || missing+=(jq)
     if [ -x /usr/bin/python3 ]; then
         # Debian and Ubuntu keep ensurepip (which venv needs) in python3-venv.
         if command -v dpkg-query >/dev/null 2>&1; then

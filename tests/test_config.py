@@ -352,7 +352,11 @@ def test_an_event_other_than_the_two_is_refused(tmp_path: Path, project: Path, l
          '["/path/to/hook.sh"].'),
     ('command = "/x.sh --strict"',
      'key "command": must be a list of strings (an argv, run with no shell), not a '
-     'string; write ["/path/to/hook.sh"] or ["sh", "-c", "..."].'),
+     'string; write it as an argv: ["/x.sh", "--strict"].'),
+    ('command = "jq -r .tool_input.command | tee -a ~/log"',
+     'key "command": must be a list of strings (an argv, run with no shell), not a '
+     'string; write it as an argv: ["/bin/sh", "-c", "jq -r .tool_input.command | tee -a '
+     '~/log"].'),
     ('command = ["/x", 3]', 'key "command": element 2 must be a string, not an integer.'),
     ('command = ["", "/x"]', 'key "command": the program (the first element) is empty.'),
     ("command = {a = 1}", 'key "command": must be a list of strings, not a table.'),

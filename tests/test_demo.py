@@ -57,6 +57,9 @@ def test_the_demo_shows_the_banner_the_audit_and_the_hooks_at_work(home: Path) -
         "--openharness ",
         "revoked: ",
         "the box works: bubblewrap",
+        "import: 3 hooks appended to ",
+        "blocked by the user's hook \"block-rm\": Blocked: recursive delete of / or ~",
+        "Context from the user's hook \"add-context\":",
     ]:
         assert line in out, f"{line!r} missing from the demo's output:\n{out}"
     # The demo forgets what it trusted: the store it used holds nothing.

@@ -68,7 +68,7 @@ def test_json_output_is_one_document(project: Path, config: Path, programs: Path
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert list(doc) == ["version", "event", "outcome", "message", "contexts", "warnings",
-                         "hook"]
+                         "hook", "failures", "refusals", "error"]
     assert doc["version"] == 1 and doc["event"] == "UserPromptSubmit"
     assert (doc["outcome"], doc["message"], doc["warnings"], doc["hook"]) == \
         ("allowed", None, [], None)

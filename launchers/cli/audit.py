@@ -88,6 +88,14 @@ def _verdict_line(checked: Sequence[Checked], config: Config, looked_at: str | N
     return f"audit: {total} {noun} may run"
 
 
+def _lint(checked: Sequence[Checked], project: str) -> list[str]:
+    """The porting lint: scripts that test for Claude Code's names object to nothing here."""
+    from launchers.porting_lint import lint_hooks
+
+    return lint_hooks(((c.name, c.argv) for c in checked if c.source == "harness"),
+                      project=project)
+
+
 def cmd_audit(args: argparse.Namespace) -> int:
     """Check every configured hook before a session. See the module's doc."""
     as_json = bool(args.json)
@@ -153,8 +161,9 @@ def _check_openharness(admission: Admission, path: str) -> list[Checked]:
 def _tell(checked: list[Checked], config: Config, policy: Policy, looked_at: str | None, *,
           as_json: bool) -> int:
     ok = not any(c.refusals for c in checked)
+    warnings = [*config.warnings, *_lint(checked, policy.project)]
     say(banner(config, boxed=policy.boxed))
-    for warning in config.warnings:
+    for warning in warnings:
         say(warning)
     for c in checked:
         for r in c.refusals:
@@ -167,7 +176,7 @@ def _tell(checked: list[Checked], config: Config, policy: Policy, looked_at: str
             "project": policy.project,
             "sandbox": policy.boxed,
             "hooks": [c.as_json() for c in checked],
-            "warnings": list(config.warnings),
+            "warnings": warnings,
             "ok": ok,
         }, ensure_ascii=False))
     return 0 if ok else 1

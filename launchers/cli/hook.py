@@ -79,6 +79,27 @@ def _fire(runner: HookRunner, event: Event, fields: dict[str, Any], mode: str) -
     return decision
 
 
+def _document(event: str | None, *, outcome: str, warnings: list[str],
+              decision: Decision | None = None, error: str | None = None,
+              refusals: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The one ``--json`` document, whatever happened. ``outcome`` is allowed, blocked,
+    interrupted, refused (a hook file lies where the agent could change it) or error
+    (the config, the options or the box)."""
+    d = decision
+    return {
+        "version": JSON_VERSION,
+        "event": event,
+        "outcome": outcome,
+        "message": d.message if d else None,
+        "contexts": d.contexts if d else [],
+        "warnings": warnings,
+        "hook": d.hook if d else None,
+        "failures": [f.as_json() for f in d.failures] if d else [],
+        "refusals": refusals or [],
+        "error": error,
+    }
+
+
 def cmd_hook(args: argparse.Namespace) -> int:
     if getattr(args, "openharness", None):
         from launchers.cli.hook_openharness import cmd_hook_openharness
@@ -88,13 +109,23 @@ def cmd_hook(args: argparse.Namespace) -> int:
     from sandbox.errors import PolicyError, SandboxError
     from sandbox.session import Session
 
+    def stop(event: str | None, message: str, **doc: Any) -> int:
+        """Exit 2 before any hook ran: the line on stderr, and with --json the document."""
+        say(message)
+        if args.json:
+            doc.setdefault("outcome", "error")
+            doc.setdefault("error", None if doc["outcome"] == "refused" else message)
+            print(json.dumps(_document(event, warnings=warnings, **doc), ensure_ascii=False))
+        return 2
+
     project = os.path.abspath(args.project or ".")
+    warnings: list[str] = []
     try:
         event, fields = _event(args)
         config, _ = load_user_config(args.config, project)
     except (UsageError, ConfigError) as err:
-        say(str(err))
-        return 2
+        return stop(args.event if args.event in EVENTS else None, str(err))
+    warnings += config.warnings
     for warning in config.warnings:
         say(warning)
     no_hooks = bool(args.no_hooks)
@@ -107,38 +138,32 @@ def cmd_hook(args: argparse.Namespace) -> int:
                                 session_id=args.session_id or new_session_id())
             decision = _fire(runner, event, fields, args.permission_mode)
     except HookRefused as err:
-        for message in err.messages:
-            say(message)
-        return 2
+        return stop(event, "\n".join(err.messages), outcome="refused", refusals=[
+            {"hook": hook, "path": r.path, "reason": r.message, "folder": r.folder,
+             "kind": r.kind} for hook, r in err.details])
     except PolicyError as err:
-        say(policy_error_line(err, config))
-        return 2
+        return stop(event, policy_error_line(err, config))
     except SandboxError as err:
-        say(str(err))
-        return 2
+        return stop(event, str(err))
 
-    return _tell(decision, event, as_json=bool(args.json))
+    return _tell(decision, event, warnings, as_json=bool(args.json))
 
 
-def _tell(decision: Decision, event: Event, *, as_json: bool) -> int:
-    """The outcome: the texts for people on stderr, the contexts (or one JSON document)
-    on stdout; the exit status."""
+def _tell(decision: Decision, event: Event, warnings: list[str], *, as_json: bool) -> int:
+    """The outcome: the texts for people on stderr (each failure's stderr tail and hints
+    beside the seed's), the contexts (or one JSON document) on stdout; the exit status."""
     for warning in decision.warnings:
         say(warning)
+    for failure in decision.failures:
+        for line in failure.lines():
+            say(line)
     if decision.outcome == "interrupted":
         say(f"interrupted while hook {decision.hook} ran; nothing was sent")
     elif decision.message is not None:
         say(decision.message)
     if as_json:
-        print(json.dumps({
-            "version": JSON_VERSION,
-            "event": event,
-            "outcome": decision.outcome,
-            "message": decision.message,
-            "contexts": decision.contexts,
-            "warnings": decision.warnings,
-            "hook": decision.hook,
-        }, ensure_ascii=False))
+        print(json.dumps(_document(event, outcome=decision.outcome, decision=decision,
+                                   warnings=warnings + decision.warnings), ensure_ascii=False))
     else:
         for context in decision.contexts:
             print(context)

@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "hook": ("launchers.cli.hook", "cmd_hook"),
     "doctor": ("launchers.cli.doctor", "cmd_doctor"),
     "trust": ("launchers.cli.trust", "cmd_trust"),
+    "import": ("launchers.cli.import_claude", "cmd_import"),
 }
 
 
@@ -45,6 +46,7 @@ def parser() -> "argparse.ArgumentParser":
         prog="harness-sandbox",
         description="Run an agent harness's hooks and tool commands in a box.",
     )
+    top.add_argument("--version", action=_version_action(), help="print the version and exit")
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("audit", help="check every configured hook before a session")
@@ -88,7 +90,43 @@ def parser() -> "argparse.ArgumentParser":
 
     p = sub.add_parser("doctor", help="what this machine can do")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
+
+    p = sub.add_parser("import", help="convert Claude Code hooks into [[hooks]] entries")
+    p.add_argument("source", choices=["claude"], help="where the hooks come from")
+    p.add_argument("files", nargs="*", metavar="FILE",
+                   help="settings files (default: ~/.claude/settings.json, "
+                        ".claude/settings.json, .claude/settings.local.json)")
+    _session_options(p)
+    p.add_argument("--write", action="store_true",
+                   help="append the entries to the user config, after audit's checks")
     return top
+
+
+def version() -> str:
+    """The installed package's version."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("harness-sandbox")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def _version_action() -> type[argparse.Action]:
+    import argparse
+
+    class Version(argparse.Action):
+        """``--version``: the version is looked up only when asked for."""
+
+        def __init__(self, option_strings: Sequence[str], dest: str, **kw: Any) -> None:
+            super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kw)
+
+        def __call__(self, parser: argparse.ArgumentParser, *a: Any, **kw: Any) -> None:
+            print(f"harness-sandbox {version()}")
+            parser.exit()
+
+    return Version
 
 
 _RUN_VALUED = {"--config": "config", "--project": "project", "--timeout": "timeout"}

@@ -1,0 +1,133 @@
+"""Why a hook failed: the end of its stderr, and a hint where the cause can be told.
+
+The seed's texts for a failure (the model's, the panel's, the warnings) never change.
+This module adds beside them what the person fixing the hook needs: the last lines the
+hook wrote on stderr (cut, control characters escaped, since a hook's output is not
+trusted) and, where its stderr or its answer shows a cause this toolkit knows, a hint:
+
+* a boxed hook's write refused in a folder the box hides or keeps read-only;
+* exit 127, a program not found;
+* a prompt hook that printed plain text, where context must be hook JSON.
+
+Pure: nothing here runs or opens anything.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from typing import NamedTuple
+
+TAIL_LINES = 5
+HINTS_LIMIT = 3  # write hints per failure: a hook's stderr could name any number of paths
+LINE_LIMIT = 300
+
+_REFUSED = re.compile(r"Read-only file system|Permission denied|\[Errno (?:13|30)\]|EROFS|"
+                      r"EACCES")
+_ABSOLUTE = re.compile(r"(?<![\w.~])(/[^\s:'\"(),\[\]`]+)")
+
+CONTEXT_JSON = ('{"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", '
+                '"additionalContext": "..."}}')
+
+
+class Failure(NamedTuple):
+    """One failed run: the hook, the seed's failure kind, the end of its stderr (None
+    when it wrote nothing) and the hints."""
+
+    hook: str
+    kind: str
+    stderr: str | None
+    hints: tuple[str, ...] = ()
+
+    def as_json(self) -> dict[str, object]:
+        return {"hook": self.hook, "kind": self.kind, "stderr": self.stderr,
+                "hints": list(self.hints)}
+
+    def lines(self) -> list[str]:
+        """What ``harness-sandbox hook`` prints on stderr beside the seed's texts."""
+        out: list[str] = []
+        if self.stderr is not None:
+            out.append(f"stderr of hook {self.hook} (last lines):")
+            out += [f"  {line}" for line in self.stderr.split("\n")]
+        out += [f"hint: {h}" for h in self.hints]
+        return out
+
+
+def _escape(text: str) -> str:
+    """Control and other unprintable characters as escapes (a tab too)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def tail(stderr: bytes) -> str | None:
+    """The last lines of a hook's stderr, each cut and escaped; None when it wrote only
+    white space."""
+    text = stderr[-64 * 1024:].decode("utf-8", errors="replace")
+    lines = [line.rstrip() for line in text.replace("\r\n", "\n").split("\n")]
+    lines = [line for line in lines if line.strip()]
+    if not lines:
+        return None
+    out = []
+    for line in lines[-TAIL_LINES:]:
+        shown = _escape(line)
+        out.append(shown[:LINE_LIMIT] + ("…" if len(shown) > LINE_LIMIT else ""))
+    return "\n".join(out)
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+class Places(NamedTuple):
+    """What the box lets a hook write, and what it hides (from the session's policy)."""
+
+    writable: tuple[str, ...]
+    hidden: tuple[str, ...]
+
+
+def _write_hints(hook: str, text: str, places: Places) -> list[str]:
+    out: list[str] = []
+    for line in text.splitlines():
+        if not _REFUSED.search(line):
+            continue
+        for path in _ABSOLUTE.findall(line):
+            path = path.rstrip(".")
+            hidden = next((h for h in places.hidden if _within(path, h)), None)
+            if hidden is not None:
+                what = f"{_escape(hidden)} is hidden in the box"
+            elif not any(_within(path, w) for w in places.writable):
+                what = f"{_escape(os.path.dirname(path) or '/')} is read-only in the box"
+            else:
+                continue
+            hint = (f"{what}, so hook {hook} cannot write there. Set sandbox = false for "
+                    "this hook to run it on the host, or have it write somewhere else.")
+            if hint not in out:
+                out.append(hint)
+            if len(out) == HINTS_LIMIT:
+                return out
+    return out
+
+
+def describe(hook: str, kind: str, stderr: bytes, *, prompt: bool, boxed: bool,
+             places: Places) -> Failure:
+    """The stderr tail and the hints for one failure of kind ``kind``."""
+    shown = tail(stderr)
+    text = stderr[-64 * 1024:].decode("utf-8", errors="replace")
+    hints: list[str] = []
+    if boxed:
+        hints += _write_hints(hook, text, places)
+    if kind == "exited with code 127":
+        hints.append(f"exit code 127 means a program hook {hook} runs was not found; name "
+                     "it by its absolute path (a host hook's PATH leaves out the folders the "
+                     "agent can write).")
+    if prompt and kind == "printed output that is not hook JSON":
+        hints.append(f"hook {hook} printed text that is not hook JSON. A prompt hook adds "
+                     f"context by printing {CONTEXT_JSON} (or prints nothing); plain text on "
+                     "stdout is not read here.")
+    return Failure(hook, kind, shown, tuple(hints))
+
+
+def places_of(writable: Sequence[str], hidden: Sequence[str]) -> Places:
+    """The box's places: its read-write folders and ``/tmp`` (the session's own), and
+    the hidden paths."""
+    return Places((*writable, "/tmp", "/dev"), tuple(hidden))
