@@ -56,6 +56,8 @@ class SandboxSettings(NamedTuple):
     # More environment names (or * patterns) kept from hooks and boxed commands, beside
     # the provider keys that always go.
     scrub: tuple[str, ...] = ()
+    # Unix sockets (or folders of them) the box may connect to; none by default.
+    allow_unix_sockets: tuple[str, ...] = ()
 
 
 class Config(NamedTuple):
@@ -141,6 +143,7 @@ HOOK_KEYS: tuple[str, ...] = (
 )
 SANDBOX_KEYS: tuple[str, ...] = (
     "writable", "hidden", "hide_defaults", "protect", "network", "enabled", "scrub",
+    "allow_unix_sockets",
 )
 EVENTS: tuple[str, ...] = ("PreToolUse", "UserPromptSubmit")
 _NAME = re.compile(r"[a-z0-9_-]{1,32}")
@@ -404,7 +407,7 @@ def _sandbox(file: str, raw: object) -> SandboxSettings:
             raise ConfigError(file, f'[sandbox]: unknown key "{key}"; the keys are '
                                     + ", ".join(SANDBOX_KEYS) + ".", key=key)
     paths: dict[str, tuple[str, ...]] = {}
-    for key in ("writable", "hidden"):
+    for key in ("writable", "hidden", "allow_unix_sockets"):
         value = raw.get(key, [])
         if not isinstance(value, list):
             raise error(key, f"must be a list of paths, not {_a(value)}.")
@@ -433,7 +436,8 @@ def _sandbox(file: str, raw: object) -> SandboxSettings:
             raise error("scrub", f"{_q(item)} is not an environment name; use letters, "
                                  "digits and _, with * or ? for any characters.")
     return SandboxSettings(writable=paths["writable"], hidden=paths["hidden"],
-                           scrub=tuple(names), **flags)
+                           scrub=tuple(names), allow_unix_sockets=paths["allow_unix_sockets"],
+                           **flags)
 
 
 _ENV_PATTERN = re.compile(r"[A-Za-z0-9_*?]+")

@@ -89,7 +89,10 @@ def host_env(policy: Policy) -> dict[str, str]:
 
 
 def box_env(policy: Policy) -> dict[str, str]:
-    """The environment of a boxed hook or command: scrubbed, temp files in the box's /tmp."""
-    env = scrub(policy.env)
+    """The environment of a boxed hook or command: scrubbed, temp files in the box's /tmp,
+    no variable naming a Unix socket the box may not reach (``SSH_AUTH_SOCK``, ...)."""
+    from .sockets import without_shut_sockets
+
+    env = without_shut_sockets(scrub(policy.env), policy.allow_unix_sockets)
     env["TMPDIR"] = "/tmp"
     return env

@@ -224,6 +224,8 @@ class Policy(NamedTuple):
     # Found once, at create(): see git_guard_paths().
     protected: tuple[str, ...] = ()
     missing_hooks: tuple[str, ...] = ()
+    # [sandbox] allow_unix_sockets: absolute, ~ expanded (see sandbox/sockets.py).
+    allow_unix_sockets: tuple[str, ...] = ()
 
     @classmethod
     def create(
@@ -242,6 +244,7 @@ class Policy(NamedTuple):
         home: str | None = None,
         platform: str = sys.platform,
         output_cap: int = DEFAULT_OUTPUT_CAP,
+        allow_unix_sockets: Iterable[str] = (),
     ) -> Policy:
         """Check the paths the user named and build the policy.
 
@@ -283,6 +286,12 @@ class Policy(NamedTuple):
             if p not in shown:
                 shown.append(p)
 
+        sockets = tuple(os.path.abspath(expand(s, home)) for s in allow_unix_sockets)
+        from .darwin import session_user_tmp
+
+        # On a Mac, asked of the system and checked: never TMPDIR (see sandbox/darwin.py).
+        user_tmp = session_user_tmp(env, platform=platform, sandboxed=sandboxed,
+                                    fallback=tempfile.gettempdir())
         tmp = private_tmp if private_tmp is not None else private_tmp_root()
         common = git_common_dir(real_project)
         protected, missing_hooks = git_guard_paths(real_project, common)
@@ -300,9 +309,10 @@ class Policy(NamedTuple):
             sandboxed=sandboxed,
             platform=platform,
             home=home,
-            tmpdir=env.get("TMPDIR") or tempfile.gettempdir(),
+            tmpdir=user_tmp,
             env=env,
             output_cap=output_cap,
+            allow_unix_sockets=sockets,
         )
 
     # -- the sets pathguard checks against ------------------------------------------

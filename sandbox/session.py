@@ -148,7 +148,7 @@ class Session:
                 project, private_tmp=tmp, writable=settings.writable, hidden=settings.hidden,
                 hide_defaults=settings.hide_defaults, protect=settings.protect,
                 network=settings.network, sandboxed=sandboxed, env=env, scrub=settings.scrub,
-                output_cap=output_cap,
+                output_cap=output_cap, allow_unix_sockets=settings.allow_unix_sockets,
             )
             session = cls(policy)
             if sandboxed:
@@ -165,7 +165,13 @@ class Session:
     def box(self) -> str:
         """The backend program of the box (bwrap's absolute path on Linux), found once."""
         if self.policy.platform == "darwin":
-            return "/usr/bin/sandbox-exec"
+            if self._bwrap is None:
+                from .darwin import require_seatbelt
+
+                # Once: sandbox-exec is there, and this process is not already boxed.
+                with self._lock:
+                    self._bwrap = self._bwrap or require_seatbelt()
+            return self._bwrap
         if self._bwrap is None:
             from .probe import require_box
 

@@ -119,6 +119,7 @@ protect = false
 network = true
 enabled = false
 scrub = ["GITHUB_TOKEN", "*_SECRET"]
+allow_unix_sockets = ["~/.colima/default/docker.sock", "/run/user/1000/gnupg"]
 ''')
     config = load(path, project=str(project))
     assert config.path == path
@@ -129,7 +130,8 @@ scrub = ["GITHUB_TOKEN", "*_SECRET"]
     assert config.sandbox == SandboxSettings(
         writable=("~/.cache/pip", "/srv/build"), hidden=("~/secrets",),
         hide_defaults=False, protect=False, network=True, enabled=False,
-        scrub=("GITHUB_TOKEN", "*_SECRET"))
+        scrub=("GITHUB_TOKEN", "*_SECRET"),
+        allow_unix_sockets=("~/.colima/default/docker.sock", "/run/user/1000/gnupg"))
     assert config.warnings == ()
 
 
@@ -431,7 +433,12 @@ def test_the_error_carries_file_hook_and_key(tmp_path: Path, project: Path) -> N
     ("sandbox = true\n", 'key "sandbox": must be a table ([sandbox]), not a boolean.'),
     ("[sandbox]\nnetwrok = true\n",
      '[sandbox]: unknown key "netwrok"; the keys are writable, hidden, hide_defaults, '
-     "protect, network, enabled, scrub."),
+     "protect, network, enabled, scrub, allow_unix_sockets."),
+    ('[sandbox]\nallow_unix_sockets = "/var/run/docker.sock"\n',
+     '[sandbox]: key "allow_unix_sockets": must be a list of paths, not a string.'),
+    ('[sandbox]\nallow_unix_sockets = ["run/agent.sock"]\n',
+     '[sandbox]: key "allow_unix_sockets": "run/agent.sock" is not an absolute path; '
+     "write it from / or ~/."),
     ('[sandbox]\nscrub = "GITHUB_TOKEN"\n',
      '[sandbox]: key "scrub": must be a list of environment names, not a string.'),
     ("[sandbox]\nscrub = [7]\n",
