@@ -47,6 +47,17 @@ def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
+def _allowed_runtime_sockets(policy: Policy) -> list[str]:
+    """The allowed Unix sockets (or their folders) that lie under the masked /run and
+    exist, where they lead; elsewhere they are reachable anyway (see the README)."""
+    out: list[str] = []
+    for p in policy.allow_unix_sockets:
+        real = os.path.realpath(p)
+        if _under(real, MASKED_RUNTIME) and real != MASKED_RUNTIME and os.path.exists(real):
+            out.append(real)
+    return out
+
+
 def box_env(policy: Policy, env_extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment a boxed command gets: the session's, minus provider keys, with
     ``TMPDIR=/tmp`` (the box's /tmp is the private temp folder)."""
@@ -186,6 +197,10 @@ def box_args(
             args += ["--tmpfs", MASKED_RUNTIME]
             if policy.network and os.path.isdir(RESOLVER_DIR):
                 args += ["--ro-bind", RESOLVER_DIR, RESOLVER_DIR]
+            # [sandbox] allow_unix_sockets under /run, shown again. Read-only: connect(2)
+            # to a socket needs no writable mount, and nothing else there can change.
+            for sock in _allowed_runtime_sockets(policy):
+                args += ["--ro-bind", sock, sock]
         elif kind in (_RW, _PIN):
             args += ["--bind", path, path]
         elif kind == _PROTECT:
