@@ -302,7 +302,8 @@ def _socket_rules(policy: Policy, param: Callable[[str, Sequence[str]], list[str
     out = ["(deny network-outbound (remote unix-socket))\n",
            "(deny network-bind (local unix-socket))\n"]
     if policy.network:
-        out.append('(allow network-outbound (literal "/private/var/run/mDNSResponder"))\n')
+        out.append(_rule("allow", "network-outbound", [
+            '(literal "/private/var/run/mDNSResponder")', '(literal "/var/run/mDNSResponder")']))
     out.append(f'(allow network-bind (local unix-socket (subpath (param "{own}"))))\n')
     out.append(_rule("allow", "network-outbound",
                      [f'(remote unix-socket (subpath (param "{n}")))' for n in [own, *allowed]]))

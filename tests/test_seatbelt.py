@@ -197,6 +197,16 @@ def private(p: Path | str) -> str:
 ENV = {"PATH": "/usr/bin:/bin", "HOME": "/Users/dana", "TMPDIR": "/var/folders/ab/xyz/T/"}
 
 
+def user_tmp() -> str:
+    """The user temp folder a sandboxed macOS policy gets: off a Mac the environment's
+    TMPDIR (nothing to ask), on a Mac what the system says (sandbox/darwin.py)."""
+    if sys.platform == "darwin":
+        from sandbox.darwin import user_temp_dir
+
+        return user_temp_dir()
+    return ENV["TMPDIR"]
+
+
 def make_project(root: Path, name: str = "proj", *, git: bool = True) -> Path:
     project = root / name
     project.mkdir(parents=True)
@@ -347,7 +357,7 @@ def test_project_and_private_temp_folder_are_writable_roots(tmp_path: Path) -> N
 
 def test_the_user_temp_folder_is_a_writable_root(tmp_path: Path) -> None:
     got = parts(make_plan(make_policy(tmp_path)))
-    assert "/private/var/folders/ab/xyz/T" in writable_params(got)
+    assert seatbelt.canonical(user_tmp()) in writable_params(got)
 
 
 def test_sandbox_writable_entries_are_writable_roots(tmp_path: Path) -> None:
@@ -378,7 +388,7 @@ def test_nothing_else_is_a_writable_root(tmp_path: Path) -> None:
     assert writable_params(got) == {
         private(tmp_path / "proj"),
         private(tmp_path / "ptmp"),
-        "/private/var/folders/ab/xyz/T",
+        seatbelt.canonical(user_tmp()),
     }
 
 
@@ -638,14 +648,14 @@ def zone_set(policy: Policy, *, hook_sandboxed: bool) -> set[tuple[str, str]]:
 
 def test_on_macos_the_user_temp_folder_is_writable_for_a_sandboxed_hook(tmp_path: Path) -> None:
     zones = zone_set(make_policy(tmp_path), hook_sandboxed=True)
-    assert (ENV["TMPDIR"], z.USER_TMP) in zones
+    assert (user_tmp(), z.USER_TMP) in zones
 
 
 def test_on_macos_a_host_hook_in_a_sandboxed_session_counts_the_user_temp_folder(
     tmp_path: Path,
 ) -> None:
     zones = zone_set(make_policy(tmp_path), hook_sandboxed=False)
-    assert (ENV["TMPDIR"], z.USER_TMP) in zones
+    assert (user_tmp(), z.USER_TMP) in zones
 
 
 def test_on_macos_the_system_temp_folders_do_not_count_in_a_sandboxed_session(
@@ -662,13 +672,14 @@ def test_under_bubblewrap_a_sandboxed_hooks_tmp_counts(tmp_path: Path) -> None:
     # The contrast with the test above: the rule is macOS's, not an accident.
     zones = zone_set(make_policy(tmp_path, platform="linux"), hook_sandboxed=True)
     assert ("/tmp", z.SYSTEM_TMP) in zones
-    assert (ENV["TMPDIR"], z.USER_TMP) not in zones
+    assert not [p for p, label in zones if label == z.USER_TMP]
 
 
 def test_on_macos_without_a_sandbox_tmp_private_tmp_and_tmpdir_count(tmp_path: Path) -> None:
     zones = zone_set(make_policy(tmp_path, sandboxed=False), hook_sandboxed=True)
     assert ("/tmp", z.SYSTEM_TMP) in zones
     assert ("/private/tmp", z.SYSTEM_TMP) in zones
+    # With no sandbox the environment's TMPDIR counts as it is (the seed's rule).
     assert (ENV["TMPDIR"], z.USER_TMP) in zones
 
 

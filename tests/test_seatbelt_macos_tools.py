@@ -286,6 +286,22 @@ def test_with_the_network_on_a_host_socket_stays_shut(tmp_path: Path,
     assert host_socket.seen == 0
 
 
+def test_a_link_in_the_boxs_temp_folder_does_not_open_a_host_socket(
+    tmp_path: Path, host_socket: UnixServer
+) -> None:
+    # The box's own sockets are allowed below its temp folder; a link there to the
+    # host's socket is judged where it leads.
+    t = Tree(tmp_path / "t", network=True)
+    code = ("import os, socket, sys\n"
+            "link = os.path.join(os.environ['TMPDIR'], 'door.sock')\n"
+            "os.symlink(sys.argv[1], link)\n"
+            "socket.socket(socket.AF_UNIX).connect(link)\n")
+    result = t.run([PY, "-c", code, str(host_socket.path)])
+    assert result.returncode != 0, result
+    assert b"PermissionError" in result.stderr
+    assert host_socket.seen == 0
+
+
 def test_an_allowed_socket_is_reached_with_the_network_on_or_off(
     tmp_path: Path, host_socket: UnixServer
 ) -> None:
