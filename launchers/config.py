@@ -10,6 +10,10 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, NamedTuple, cast
 
+# Re-exported: the [sandbox] table is loaded here, and its type lives in the sandbox.
+from launchers.errors import ConfigError as ConfigError
+from sandbox.settings import SandboxSettings as SandboxSettings
+
 Event = Literal["PreToolUse", "UserPromptSubmit"]
 OnFailure = Literal["block", "continue"]
 
@@ -44,22 +48,6 @@ class HookSpec(NamedTuple):
         }
 
 
-class SandboxSettings(NamedTuple):
-    """The ``[sandbox]`` table."""
-
-    writable: tuple[str, ...] = ()
-    hidden: tuple[str, ...] = ()
-    hide_defaults: bool = True
-    protect: bool = True
-    network: bool = False
-    enabled: bool = True
-    # More environment names (or * patterns) kept from hooks and boxed commands, beside
-    # the provider keys that always go.
-    scrub: tuple[str, ...] = ()
-    # Unix sockets (or folders of them) the box may connect to; none by default.
-    allow_unix_sockets: tuple[str, ...] = ()
-
-
 class Config(NamedTuple):
     """A loaded config. ``path`` is None when no config file exists (no hooks)."""
 
@@ -67,31 +55,6 @@ class Config(NamedTuple):
     hooks: tuple[HookSpec, ...] = ()
     sandbox: SandboxSettings = SandboxSettings()
     warnings: tuple[str, ...] = ()
-
-
-class ConfigError(Exception):
-    """The config could not be loaded. The message names the file, and the hook and key
-    where there is one. ``index`` counts the ``[[hooks]]`` tables from 1, for a hook
-    whose name is not known (yet)."""
-
-    def __init__(self, file: str, message: str, *, hook: str | None = None,
-                 key: str | None = None, index: int | None = None) -> None:
-        self.file = file
-        self.hook = hook
-        self.key = key
-        self.message = message
-        self.index = index
-        super().__init__(message)
-
-    def __str__(self) -> str:
-        # One line: the file, then the hook (by name, else by its place in the file),
-        # then the message, which names the key itself where there is one.
-        where = ""
-        if self.hook is not None:
-            where = f'hook "{self.hook}": '
-        elif self.index is not None:
-            where = f"hook #{self.index}: "
-        return f"{self.file}: {where}{self.message}"
 
 
 # -- discovery ------------------------------------------------------------------------

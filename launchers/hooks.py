@@ -26,22 +26,11 @@ from launchers import protocol
 from launchers import records as rec
 from launchers.admission import Admission
 from launchers.config import Config, Event, HookSpec
+from launchers.errors import HookRefused as HookRefused
 from sandbox.plan import RunResult
 from sandbox.policy import Policy
 
 DecisionOutcome = Literal["allowed", "blocked", "interrupted"]
-
-
-class HookRefused(Exception):
-    """One or more hooks may not run: their files lie where the agent could change them
-    (or where a boxed hook could not read them). The session must not start.
-
-    ``messages`` holds one full refusal line per problem.
-    """
-
-    def __init__(self, messages: Sequence[str]) -> None:
-        self.messages = tuple(messages)
-        super().__init__("\n".join(self.messages))
 
 
 class SessionLike(Protocol):

@@ -7,9 +7,12 @@ which those are, this module only applies its answer.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from fnmatch import fnmatchcase
+from typing import TYPE_CHECKING
 
-from .policy import Policy
+if TYPE_CHECKING:
+    from .policy import Policy
 
 # Removed from every hook's and every boxed command's environment, together with any name
 # ending in _API_KEY. One list, here; tests cover each entry.
@@ -66,6 +69,13 @@ def scrub(env: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if not is_provider_key(k)}
 
 
+def drop_names(env: Mapping[str, str], patterns: Sequence[str]) -> dict[str, str]:
+    """``env`` without the names ``[sandbox] scrub`` lists (``*`` and ``?`` patterns)."""
+    if not patterns:
+        return dict(env)
+    return {k: v for k, v in env.items() if not any(fnmatchcase(k, p) for p in patterns)}
+
+
 def host_env(policy: Policy) -> dict[str, str]:
     """The environment of a hook run on the host.
 
@@ -88,11 +98,17 @@ def host_env(policy: Policy) -> dict[str, str]:
     return env
 
 
-def box_env(policy: Policy) -> dict[str, str]:
-    """The environment of a boxed hook or command: scrubbed, temp files in the box's /tmp,
-    no variable naming a Unix socket the box may not reach (``SSH_AUTH_SOCK``, ...)."""
+def box_env(policy: Policy, env_extra: Mapping[str, str] | None = None, *,
+            tmpdir: str = "/tmp") -> dict[str, str]:
+    """The environment of a boxed hook or command: the session's and the caller's
+    additions, scrubbed (no path into the box carries a key), with ``TMPDIR`` at the
+    box's temp folder (``/tmp`` in the Linux box; the private folder itself on macOS),
+    and no variable naming a Unix socket the box may not reach (``SSH_AUTH_SOCK``, ...)."""
     from .sockets import without_shut_sockets
 
-    env = without_shut_sockets(scrub(policy.env), policy.allow_unix_sockets)
-    env["TMPDIR"] = "/tmp"
+    env = scrub(policy.env)
+    if env_extra:
+        env.update(scrub(env_extra))
+    env = without_shut_sockets(env, policy.allow_unix_sockets)
+    env["TMPDIR"] = tmpdir
     return env

@@ -21,4 +21,5 @@ class SandboxUnavailable(SandboxError):
     def __init__(self, diagnosis: str, fix: str = "") -> None:
         self.diagnosis = diagnosis
         self.fix = fix
-        super().__init__(f"{diagnosis} {fix}".strip())
+        # One sentence: "bubblewrap (bwrap) is not installed; install the ...".
+        super().__init__("; ".join(part for part in (diagnosis, fix) if part))

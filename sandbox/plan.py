@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal, NamedTuple
 
-Backend = Literal["bwrap", "seatbelt", "host"]
+BackendName = Literal["bwrap", "seatbelt", "host"]
 Outcome = Literal["exited", "signaled", "timed_out", "cancelled", "failed_to_start"]
 
 
@@ -14,16 +14,29 @@ class LaunchPlan(NamedTuple):
 
     ``argv[0]`` is an absolute path. ``env`` is the complete environment (nothing is
     inherited). ``cwd`` is where the process starts. ``description`` names the command
-    for people (used in errors).
+    for people (used in errors). ``backend`` names the backend that made the plan, for
+    people and tests: the supervisor reads only the fields after it.
+
+    ``watched``: the run carries a marker and is known to the watchdog, so that what it
+    leaves behind is found and ended (a host run). A box needs none of that: bwrap dies
+    with its parent and its PID namespace ends everything inside. ``drain_idle`` and
+    ``drain_max`` (seconds): after the main process ended and its group was killed, how
+    long the pipes may stay quiet, and how long they may be read at most, before what
+    still holds them is hunted down.
     """
 
-    backend: Backend
+    backend: BackendName
     argv: tuple[str, ...]
     env: Mapping[str, str]
     cwd: str
     description: str
     # Paths the supervisor must keep open as inherited fds, if a backend needs any.
     pass_fds: tuple[int, ...] = ()
+    watched: bool = True
+    # Killed group members release the pipes within a few milliseconds; a pipe still
+    # open after that is held by a process outside the group.
+    drain_idle: float = 0.02
+    drain_max: float = 0.1
 
 
 class RunResult(NamedTuple):

@@ -19,7 +19,9 @@ from pathguard.zones import Zone
 if TYPE_CHECKING:
     from pathguard.guard import Guard
 
+from .env import drop_names
 from .errors import PolicyError
+from .settings import SandboxSettings
 
 # Hidden unless [sandbox] hide_defaults = false. Hidden folders become empty read-only
 # folders in the box, hidden files read as empty.
@@ -252,15 +254,9 @@ class Policy(NamedTuple):
         project that is not a directory, a writable path that does not exist, a
         hidden path that is neither a file nor a folder.
         """
-        env = dict(os.environ if env is None else env)
-        patterns = tuple(scrub)
-        if patterns:
-            from fnmatch import fnmatchcase
-
-            # ``[sandbox] scrub``: gone from the session's environment, so from every
-            # plan built on it (boxed or on the host).
-            env = {k: v for k, v in env.items()
-                   if not any(fnmatchcase(k, p) for p in patterns)}
+        # ``[sandbox] scrub``: gone from the session's environment, so from every plan
+        # built on it (boxed or on the host).
+        env = drop_names(os.environ if env is None else env, tuple(scrub))
         home = home or env.get("HOME") or os.path.expanduser("~")
         as_written = os.path.abspath(project)
         if not os.path.isdir(as_written):
@@ -316,6 +312,28 @@ class Policy(NamedTuple):
         )
 
     # -- the sets pathguard checks against ------------------------------------------
+
+    @classmethod
+    def from_settings(
+        cls,
+        project: str,
+        settings: SandboxSettings | None = None,
+        *,
+        boxed: bool = True,
+        private_tmp: str | None = None,
+        env: Mapping[str, str] | None = None,
+        output_cap: int = DEFAULT_OUTPUT_CAP,
+    ) -> Policy:
+        """The policy of a session for ``project`` under the ``[sandbox]`` table: the one
+        mapping every entry point uses. ``boxed`` False (``--no-sandbox``) or
+        ``enabled = false`` gives a session with no box. Raises :class:`PolicyError`."""
+        s = settings if settings is not None else SandboxSettings()
+        return cls.create(
+            project, private_tmp=private_tmp, writable=s.writable, hidden=s.hidden,
+            hide_defaults=s.hide_defaults, protect=s.protect, network=s.network,
+            sandboxed=boxed and s.enabled, env=env, scrub=s.scrub, output_cap=output_cap,
+            allow_unix_sockets=s.allow_unix_sockets,
+        )
 
     def writable_zones(self, *, hook_sandboxed: bool) -> tuple[Zone, ...]:
         """W: every folder the agent can write, for a hook run boxed or on the host.

@@ -295,7 +295,7 @@ def probe(env: Mapping[str, str] | None = None) -> Probe:
         error = lines[0] if lines else f"exit status {t.returncode}"
     found = diagnose_userns(euid=euid, error=error, **s._asdict())
     if found is None:
-        from .bwrap import REQUIRED_FEATURES
+        from .backends.bwrap import REQUIRED_FEATURES
 
         missing = [f for f in REQUIRED_FEATURES if f not in features]
         if missing:

@@ -26,7 +26,8 @@ sys.path.insert(0, str(ROOT))
 
 from launchers.config import Config, HookSpec  # noqa: E402
 from launchers.hooks import HookRunner  # noqa: E402
-from sandbox import host, supervisor  # noqa: E402
+from sandbox.backends import host  # noqa: E402
+from sandbox.process import supervisor  # noqa: E402
 from sandbox.session import Session  # noqa: E402
 
 TRUE = shutil.which("true") or "/bin/true"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import bwrap
+from sandbox.backends import bwrap
 from sandbox.env import PROVIDER_KEYS
 from sandbox.errors import SandboxUnavailable
 from sandbox.plan import LaunchPlan
@@ -187,7 +187,7 @@ def test_bwrap_lacking_a_required_option_is_refused(base: Path) -> None:
     with pytest.raises(SandboxUnavailable) as err:
         bwrap.plan(policy(t), ["true"], bwrap=BWRAP, features=features)
     assert str(err.value) == (
-        "/usr/bin/bwrap lacks --new-session, --cap-drop install bubblewrap 0.4 or later: "
+        "/usr/bin/bwrap lacks --new-session, --cap-drop; install bubblewrap 0.4 or later: "
         "sudo apt-get install bubblewrap")
 
 

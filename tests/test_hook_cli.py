@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hook_programs import install_hooks
-from procs import left_after, running_with
+from helpers.hook_programs import install_hooks
+from helpers.procs import left_after, running_with
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -179,12 +179,22 @@ def test_options_that_describe_no_event_exit_2(project: Path, config: Path, args
 
 def test_openharness_hooks_are_handed_to_their_own_front_end(project: Path,
                                                              config: Path) -> None:
-    # With --openharness the harness config is not read at all (this one is broken).
-    config.write_text("not toml [")
+    # With --openharness the hooks come from the openHarness file; the user config gives
+    # only its [sandbox] table (its [[hooks]] are not run).
+    config.write_text("[sandbox]\nnetwork = false\n")
     missing = project / ".oh" / "config.yaml"
     r = hook_cmd(project, config, "PreToolUse", "--tool", "bash", "--openharness", str(missing))
     assert r.returncode == 2
     assert str(config) not in r.stderr and str(missing) in r.stderr
+
+
+def test_openharness_reads_the_user_config_and_says_its_load_error(project: Path,
+                                                                  config: Path) -> None:
+    config.write_text("not toml [")
+    missing = project / ".oh" / "config.yaml"
+    r = hook_cmd(project, config, "PreToolUse", "--tool", "bash", "--openharness", str(missing))
+    assert r.returncode == 2
+    assert r.stderr.startswith(f"harness-sandbox: {config}: not valid TOML")
 
 
 def test_ctrl_c_interrupts_the_running_hook_and_ends_its_tree(

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hook_programs import install_hooks
-from procs import left_after, running_with
+from helpers.hook_programs import install_hooks
+from helpers.procs import left_after, running_with
 
 from launchers import records as rec
 from launchers.config import Config, Event, HookSpec, OnFailure

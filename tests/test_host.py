@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import host, supervisor
+from sandbox.backends import host
 from sandbox.env import DESKTOP_VARS, PROVIDER_KEYS
 from sandbox.plan import RunResult
 from sandbox.policy import Policy
+from sandbox.process import supervisor
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="runs real host hooks on Linux")
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from procs import left_after, running_with
+from helpers.procs import left_after, running_with
 
 from launchers.config import SandboxSettings
 from sandbox.env import PROVIDER_KEYS

@@ -22,16 +22,17 @@ from typing import Any
 import pytest
 
 from launchers import openharness as oh
-from launchers.cli import main, parser
+from launchers.cli.hook_openharness import cmd_hook_openharness, describe
+from launchers.cli.main import main, parser
 from launchers.openharness import (
     EVENTS,
-    PROMPT_BLOCKED,
     TOOL_EVENTS,
     Context,
     OhConfig,
     OhConfigError,
     Result,
 )
+from launchers.openharness.answers import PROMPT_BLOCKED
 from sandbox.errors import SandboxUnavailable
 from sandbox.policy import Policy
 from sandbox.session import Session
@@ -54,8 +55,18 @@ def policy(tmp_path: Path, project: Path) -> Policy:
 
 
 @pytest.fixture
-def runner(policy: Policy) -> oh.CommandRunner:
-    return oh.host_runner(policy)
+def session(project: Path) -> Iterator[Session]:
+    """A session with the box, whose environment holds a provider key (which no hook
+    may receive)."""
+    with Session.open(str(project), env=dict(os.environ, ANTHROPIC_API_KEY="sk-ant-secret")
+                      ) as s:
+        yield s
+
+
+@pytest.fixture
+def runner(session: Session) -> oh.CommandRunner:
+    """The runner a session uses: host hooks from /, boxed ones in its box."""
+    return oh.session_runner(session)
 
 
 @pytest.fixture
@@ -492,11 +503,11 @@ def test_a_host_hook_runs_from_root_without_provider_keys(
     private = tmp_path / "p2"
     private.mkdir()
     env = dict(os.environ, ANTHROPIC_API_KEY="sk-secret", MY_API_KEY="k")
-    pol = Policy.create(str(project), private_tmp=str(private), env=env)
     out = tmp_path / "out"
     keys = "${ANTHROPIC_API_KEY:-none}${MY_API_KEY:-none}"
     cfg = config(tmp_path, one_hook("sessionStart", f'pwd > {out}; echo "{keys}" >> {out}'))
-    oh.fire(cfg, "sessionStart", Context(), runner=oh.host_runner(pol))
+    with Session.open(str(project), env=env) as session:
+        oh.fire(cfg, "sessionStart", Context(), runner=oh.session_runner(session))
     assert out.read_text() == "/\nnonenone\n"
 
 
@@ -599,11 +610,11 @@ def test_parse_answer_reads_every_field() -> None:
         "decision": "allow", "reason": "r",
         "hookSpecificOutput": {"decision": "ask", "reason": "  why  ", "additionalContext": "c"},
     }))
-    assert a == oh.Answer("ask", "why", "c")
-    assert oh.parse_answer('{"allowed": false}') == oh.Answer("deny", None, None)
+    assert a == oh.OhAnswer("ask", "why", "c")
+    assert oh.parse_answer('{"allowed": false}') == oh.OhAnswer("deny", None, None)
     assert oh.parse_answer('{"reason": "' + "x" * 3000 + '", "decision": "deny"}') == (
-        oh.Answer("deny", "x" * 2000, None))
-    assert oh.parse_answer("{}") == oh.Answer("none")
+        oh.OhAnswer("deny", "x" * 2000, None))
+    assert oh.parse_answer("{}") == oh.OhAnswer("none")
     assert oh.parse_answer("nope") is None
 
 
@@ -883,6 +894,17 @@ def test_a_top_level_allow_does_not_short_circuit(
     assert all(p.exists() for p in m)
 
 
+@pytest.mark.parametrize("event", ["preToolUse", "permissionRequest"])
+def test_context_is_given_for_prompts_only(
+    tmp_path: Path, runner: oh.CommandRunner, event: str
+) -> None:
+    cfg = config(tmp_path, json_hook(event, {"hookSpecificOutput": {
+        "additionalContext": "not for a tool call", "decision": "allow"}}))
+    result = oh.fire(cfg, event, Context(tool_name="Bash"), runner=runner)
+    assert (result.decision, result.additional_context) == ("allow", None)
+    assert "added context:" not in describe(result)
+
+
 def test_contexts_join_in_list_order(tmp_path: Path, runner: oh.CommandRunner) -> None:
     m = [tmp_path / f"m{i}" for i in range(4)]
     text = "hooks:\n  userPromptSubmit:\n" + (
@@ -935,16 +957,6 @@ def test_a_deny_on_a_notify_event_does_not_stop_later_hooks(
 # -- the box --------------------------------------------------------------------------
 
 
-@pytest.fixture
-def session(project: Path) -> Iterator[Session]:
-    env = dict(os.environ, ANTHROPIC_API_KEY="sk-ant-secret")
-    try:
-        with Session.open(str(project), env=env) as s:
-            yield s
-    except SandboxUnavailable as err:
-        pytest.skip(f"no box on this machine: {err}")
-
-
 @pytest.mark.isolation
 def test_a_boxed_hook_runs_in_the_project_without_provider_keys(
     tmp_path: Path, project: Path, session: Session
@@ -993,17 +1005,6 @@ def test_a_boxed_json_hook_answers_through_the_box(tmp_path: Path, session: Sess
     assert result.additional_context == "boxed"
 
 
-def test_the_host_runner_refuses_a_boxed_hook_rather_than_run_it_on_the_host(
-    tmp_path: Path, runner: oh.CommandRunner
-) -> None:
-    marker = tmp_path / "ran"
-    cfg = config(tmp_path, one_hook("preToolUse", f"touch {marker}", "      sandbox: true\n"))
-    result = oh.fire(cfg, "preToolUse", Context(tool_name="Bash"), runner=runner)
-    assert (result.decision, result.reason) == (
-        "deny", "hook preToolUse[0] failed (could not start: no box to run a sandbox: true hook)")
-    assert not marker.exists()
-
-
 # -- the path guard -------------------------------------------------------------------
 
 
@@ -1029,7 +1030,7 @@ def test_a_boxed_hook_whose_script_is_in_the_project_is_refused(
 ) -> None:
     s = script(project)
     path = write(tmp_path, one_hook("preToolUse", f"{s} --check", "      sandbox: true\n"))
-    ((label, verdict),) = oh.audit(path, project=str(project), policy=policy)
+    ((label, verdict),) = oh.check(oh.load(path), policy=policy)
     assert label == "preToolUse[0]"
     assert verdict.refusals == (
         f"hook preToolUse[0]: {s} is in the project, so the agent could change it. "
@@ -1042,7 +1043,7 @@ def test_a_host_hook_whose_script_is_in_the_project_is_refused_too(
 ) -> None:
     s = script(project)
     path = write(tmp_path, one_hook("preToolUse", f"/bin/sh {s}"))
-    ((_, verdict),) = oh.audit(path, project=str(project), policy=policy)
+    ((_, verdict),) = oh.check(oh.load(path), policy=policy)
     assert verdict.refusals == (
         f"hook preToolUse[0]: {s} is in the project, so the agent could change it. "
         "Move it outside (for example ~/.local/share/harness/hooks/), or start with --no-hooks.",
@@ -1051,7 +1052,7 @@ def test_a_host_hook_whose_script_is_in_the_project_is_refused_too(
 
 def test_a_relative_command_is_refused(tmp_path: Path, project: Path, policy: Policy) -> None:
     path = write(tmp_path, one_hook("preToolUse", "./log.sh", "      match: Bash\n"))
-    ((_, verdict),) = oh.audit(path, project=str(project), policy=policy)
+    ((_, verdict),) = oh.check(oh.load(path), policy=policy)
     assert verdict.refusals == (
         "hook preToolUse[0]: ./log.sh must be an absolute path "
         "(a command with a / is not looked up on PATH).",
@@ -1068,7 +1069,7 @@ def test_a_boxed_hook_under_tmp_is_refused_a_host_one_is_not(
         f"hooks:\n  preToolUse:\n    - command: {s}\n      sandbox: true\n"
         f"    - command: {s}\n"
     )
-    (boxed, host) = oh.audit(write(tmp_path, text), project=str(project), policy=policy)
+    (boxed, host) = oh.check(oh.load(write(tmp_path, text)), policy=policy)
     assert boxed[1].refusals == (
         f"hook preToolUse[0]: {s} is in the system temp folder (/tmp), so the agent could "
         "change it. Move it outside (for example ~/.local/share/harness/hooks/), "
@@ -1088,10 +1089,10 @@ def test_a_boxed_hook_outside_every_writable_folder_passes(
         "  sessionStart:\n    - command: 'exit 0'\n"
     )
     path = write(tmp_path, text)
-    verdicts = oh.audit(path, project=str(project), policy=policy)
+    verdicts = oh.check(oh.load(path), policy=policy)
     assert [(label, v.ok) for label, v in verdicts] == [
         ("preToolUse[0]", True), ("sessionStart[0]", True)]
-    assert oh.audit_hooks(path, project=str(project), policy=policy) == [
+    assert [(h.label, h.words, h.sandbox) for h in oh.load(path).all_hooks() if h.command] == [
         ("preToolUse[0]", (str(s), "--mode", "strict", "/dev/null"), True),
         ("sessionStart[0]", ("/bin/sh", "exit", "0"), False),
     ]
@@ -1101,7 +1102,7 @@ def test_a_boxed_hook_outside_every_writable_folder_passes(
 
 
 def hook_cmd(*argv: str) -> int:
-    return oh.cmd_hook(parser().parse_args(["hook", *argv]))
+    return cmd_hook_openharness(parser().parse_args(["hook", *argv]))
 
 
 def test_cmd_hook_json_document_and_exit_0(
@@ -1210,9 +1211,9 @@ def test_cmd_hook_runs_a_boxed_hook_in_the_box(
 
 
 def test_describe_has_one_line_per_outcome() -> None:
-    assert oh.describe(Result("preToolUse", "ask", "check", None, ("preToolUse[0]",),
+    assert describe(Result("preToolUse", "ask", "check", None, ("preToolUse[0]",),
                               "preToolUse[0]")) == ["preToolUse: ask (from preToolUse[0]: check)"]
-    assert oh.describe(Result("sessionStart", ran=("sessionStart[0]",),
+    assert describe(Result("sessionStart", ran=("sessionStart[0]",),
                               warnings=("hook sessionStart[0] failed (exited with code 1)",))) == [
         "warning: hook sessionStart[0] failed (exited with code 1)",
         "sessionStart: no objection (ran sessionStart[0])",

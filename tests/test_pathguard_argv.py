@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from trees import FIX_W, link, touch
+from helpers.trees import FIX_W, link, touch
 
 from pathguard import zones as z
 from pathguard.argv import CommandVerdict, check_command, find_program, prune_path

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from trees import FIX_H, FIX_W, link, touch
-from unprivileged import as_nobody, searchable_tmp
+from helpers.trees import FIX_H, FIX_W, link, touch
+from helpers.unprivileged import as_nobody, searchable_tmp
 
 from pathguard import zones as z
 from pathguard.guard import Guard

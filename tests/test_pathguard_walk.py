@@ -8,8 +8,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from trees import link, touch
-from unprivileged import as_nobody, searchable_tmp
+from helpers.trees import link, touch
+from helpers.unprivileged import as_nobody, searchable_tmp
 
 from pathguard.walk import LOOP_REASON, MAX_LINKS, Lookup, Walk, walk
 

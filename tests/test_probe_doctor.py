@@ -38,6 +38,13 @@ def diag(**kw: object) -> str | None:
     return None if found is None else str(found)
 
 
+def test_the_cause_and_the_fix_are_told_as_one_sentence() -> None:
+    err = SandboxUnavailable(probe.NOT_INSTALLED, probe.INSTALL_FIX)
+    assert str(err) == ("bubblewrap (bwrap) is not installed; install the bubblewrap "
+                        "package: sudo apt-get install bubblewrap")
+    assert str(SandboxUnavailable("only the cause")) == "only the cause"
+
+
 def test_userns_allowed_gives_no_diagnosis() -> None:
     assert diag() is None
     assert diag(apparmor_restrict=0, unprivileged_userns_clone=1) is None
@@ -45,14 +52,14 @@ def test_userns_allowed_gives_no_diagnosis() -> None:
 
 def test_max_user_namespaces_zero_names_that_sysctl() -> None:
     assert diag(max_user_namespaces=0) == (
-        "user namespaces are turned off (user.max_user_namespaces=0) "
+        "user namespaces are turned off (user.max_user_namespaces=0); "
         "turn them on with sudo sysctl -w user.max_user_namespaces=15000")
     assert diag(euid=0, max_user_namespaces=0) == diag(max_user_namespaces=0)
 
 
 def test_unprivileged_userns_clone_zero_names_that_sysctl() -> None:
     assert diag(unprivileged_userns_clone=0) == (
-        "unprivileged user namespaces are turned off (kernel.unprivileged_userns_clone=0) "
+        "unprivileged user namespaces are turned off (kernel.unprivileged_userns_clone=0); "
         "turn them on with sudo sysctl -w kernel.unprivileged_userns_clone=1")
 
 
@@ -68,7 +75,7 @@ def test_apparmor_restriction_alone_is_not_a_diagnosis() -> None:
 def test_apparmor_restriction_with_a_failed_box_names_the_sysctl_and_the_fix() -> None:
     assert diag(apparmor_restrict=1, error=UID_MAP) == (
         "user namespaces are blocked by AppArmor "
-        "(kernel.apparmor_restrict_unprivileged_userns=1) allow them with sudo sysctl -w "
+        "(kernel.apparmor_restrict_unprivileged_userns=1); allow them with sudo sysctl -w "
         "kernel.apparmor_restrict_unprivileged_userns=0, or install an AppArmor profile "
         "for bwrap that allows userns")
     err = probe.diagnose_userns(euid=1000, apparmor_restrict=1, max_user_namespaces=15000,
@@ -81,14 +88,14 @@ def test_apparmor_restriction_with_a_failed_box_names_the_sysctl_and_the_fix() -
 def test_namespace_limit_is_named() -> None:
     assert diag(error=ENOSPC) == (
         "no user namespace can be made here: user.max_user_namespaces is reached or "
-        "namespaces are nested too deep raise the limit with sudo sysctl -w "
+        "namespaces are nested too deep; raise the limit with sudo sysctl -w "
         "user.max_user_namespaces=15000; inside a container, run harness-sandbox on the "
         "host or allow nested user namespaces")
 
 
 def test_other_start_failure_quotes_bwrap() -> None:
     assert diag(error=UID_MAP) == (
-        "bwrap could not create the box: setting up uid map: Permission denied "
+        "bwrap could not create the box: setting up uid map: Permission denied; "
         "run harness-sandbox doctor for details")
 
 
@@ -140,7 +147,7 @@ def test_bwrap_inside_the_project_is_refused(tmp_path: Path) -> None:
         probe.require_box(policy, env={"PATH": f"{project}/bin:/usr/bin"})
     assert str(err.value) == (
         f"{project}/bin/bwrap is in the project ({project}), where boxed commands could "
-        "replace it install bubblewrap outside it (sudo apt-get install bubblewrap) and "
+        "replace it; install bubblewrap outside it (sudo apt-get install bubblewrap) and "
         "put that folder first on PATH")
 
 

@@ -98,7 +98,7 @@ def test_project_that_is_not_a_directory_is_125(tmp_path: Path, home: Path) -> N
     f.write_text("")
     r = run(f, home, "true")
     assert r.returncode == 125
-    assert r.stderr == f"harness-sandbox: the project {f} is not a directory\n".encode()
+    assert r.stderr == f"harness-sandbox: the project {f} is not a directory.\n".encode()
 
 
 def test_writable_path_that_does_not_exist_is_125(project: Path, home: Path,
@@ -107,7 +107,8 @@ def test_writable_path_that_does_not_exist_is_125(project: Path, home: Path,
     (home / "config.toml").write_text(f'[sandbox]\nwritable = ["{missing}"]\n')
     r = run(project, home, "true")
     assert r.returncode == 125
-    assert r.stderr == f"harness-sandbox: the writable path {missing} does not exist\n".encode()
+    assert r.stderr == (f"harness-sandbox: {home / 'config.toml'}: [sandbox]: the writable path "
+                        f"{missing} does not exist.\n").encode()
 
 
 def test_hidden_path_that_is_neither_file_nor_folder_is_125(project: Path, home: Path,
@@ -118,7 +119,8 @@ def test_hidden_path_that_is_neither_file_nor_folder_is_125(project: Path, home:
     r = run(project, home, "true")
     assert r.returncode == 125
     assert r.stderr == (
-        f"harness-sandbox: the hidden path {fifo} is neither a file nor a folder\n".encode())
+        f"harness-sandbox: {home / 'config.toml'}: [sandbox]: the hidden path {fifo} is "
+        "neither a file nor a folder.\n").encode()
 
 
 def test_host_runs_from_root_outside_the_box(project: Path, home: Path) -> None:

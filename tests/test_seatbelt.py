@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from pathguard import zones as z
-from sandbox import seatbelt
+from sandbox.backends import seatbelt
 from sandbox.env import PROVIDER_KEYS
 from sandbox.plan import LaunchPlan
 from sandbox.policy import Policy
@@ -280,7 +280,7 @@ def test_a_bare_program_name_is_left_for_the_boxs_path(tmp_path: Path) -> None:
 def test_base_profile_is_package_data() -> None:
     from importlib import resources
 
-    text = resources.files("sandbox").joinpath("seatbelt_base.sbpl").read_text("utf-8")
+    text = resources.files("sandbox.backends").joinpath("seatbelt_base.sbpl").read_text("utf-8")
     assert seatbelt.base_profile() == text
 
 

@@ -1,7 +1,7 @@
 """The macOS box at work: real ``/usr/bin/sandbox-exec``, real processes, a real server.
 
 Each test builds a policy on a real temporary tree, turns it into a plan with
-:func:`sandbox.seatbelt.plan` and runs it with :func:`sandbox.supervisor.run`, as a
+:func:`sandbox.backends.seatbelt.plan` and runs it with :func:`sandbox.process.supervisor.run`, as a
 session does. They run only on macOS (the workflow ``.github/workflows/macos.yml``).
 
 The user temp folder of a macOS session is the one the system gives
@@ -91,7 +91,8 @@ class Tree:
 
     def run(self, argv: Sequence[str], policy: Policy | None = None,
             env_extra: dict[str, str] | None = None) -> RunResult:
-        from sandbox import seatbelt, supervisor
+        from sandbox.backends import seatbelt
+        from sandbox.process import supervisor
 
         plan = seatbelt.plan(policy or self.policy, argv, env_extra=env_extra)
         result = supervisor.run(plan, timeout=TIMEOUT)
@@ -330,7 +331,8 @@ def test_box_cannot_create_a_missing_hooks_folder_in_another_case(tmp_path: Path
     (root / "ptmp").mkdir()
     policy = Policy.create(str(root / "proj"), private_tmp=str(root / "ptmp"),
                            hide_defaults=False, platform="darwin")
-    from sandbox import seatbelt, supervisor
+    from sandbox.backends import seatbelt
+    from sandbox.process import supervisor
 
     script = "mkdir .git/HOOKS && echo x > .git/HOOKS/pre-commit"
     plan = seatbelt.plan(policy, [SH, "-c", script])
@@ -453,7 +455,7 @@ def test_a_hostile_project_name_changes_nothing(tmp_path: Path, name: str) -> No
 
 
 def test_canonical_puts_tmp_and_var_under_private() -> None:
-    from sandbox.seatbelt import canonical
+    from sandbox.backends.seatbelt import canonical
 
     assert canonical("/tmp") == "/private/tmp"
     assert canonical("/var/folders") == "/private/var/folders"
@@ -461,7 +463,7 @@ def test_canonical_puts_tmp_and_var_under_private() -> None:
 
 
 def test_canonical_resolves_links(tmp_path: Path) -> None:
-    from sandbox.seatbelt import canonical
+    from sandbox.backends.seatbelt import canonical
 
     target = tmp_path / "target"
     target.mkdir()
@@ -472,7 +474,7 @@ def test_canonical_resolves_links(tmp_path: Path) -> None:
 
 
 def test_canonical_spells_names_as_the_disk_stores_them(tmp_path: Path) -> None:
-    from sandbox.seatbelt import canonical
+    from sandbox.backends.seatbelt import canonical
 
     (tmp_path / "MixedCase").mkdir()
     if not (tmp_path / "mixedcase").exists():

@@ -53,7 +53,8 @@ def tree(tmp_path: Path) -> Tree:
 
 
 def run(policy: Policy, argv: list[str], env_extra: dict[str, str] | None = None) -> RunResult:
-    from sandbox import seatbelt, supervisor
+    from sandbox.backends import seatbelt
+    from sandbox.process import supervisor
 
     result = supervisor.run(seatbelt.plan(policy, argv, env_extra=env_extra), timeout=TIMEOUT)
     assert result.outcome == "exited", result

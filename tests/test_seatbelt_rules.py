@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from test_seatbelt import ENV, Parts, Str, Sym, make_policy, make_project, parts, private, rules
 
-from sandbox import darwin, seatbelt, sockets
+from sandbox import darwin, sockets
+from sandbox.backends import seatbelt
 from sandbox.env import box_env, host_env
 from sandbox.errors import PolicyError, SandboxUnavailable
 from sandbox.policy import Policy

@@ -18,9 +18,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from sandbox import supervisor
 from sandbox.plan import LaunchPlan, RunResult
-from sandbox.reaper import MARKER_VAR
+from sandbox.process import supervisor
+from sandbox.process.markers import MARKER_VAR
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux process tests")
 
@@ -327,7 +327,7 @@ def test_the_death_of_the_harness_leaves_nothing_behind(tmp_path: Path) -> None:
         watchdogs = [
             c.pid
             for c in psutil.Process(driver.pid).children()
-            if "reaper.py" in " ".join(c.cmdline())
+            if "watchdog_main" in " ".join(c.cmdline())
         ]
         assert len(watchdogs) == 1
         driver.kill()

@@ -18,11 +18,11 @@ if TYPE_CHECKING:
 
 # command -> (module, function); the function takes the parsed arguments, returns the exit.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "audit": ("launchers.audit", "cmd_audit"),
-    "banner": ("launchers.audit", "cmd_banner"),
-    "run": ("launchers.runcmd", "cmd_run"),
-    "hook": ("launchers.hookcmd", "cmd_hook"),
-    "doctor": ("launchers.doctor", "cmd_doctor"),
+    "audit": ("launchers.cli.audit", "cmd_audit"),
+    "banner": ("launchers.cli.audit", "cmd_banner"),
+    "run": ("launchers.cli.run", "cmd_run"),
+    "hook": ("launchers.cli.hook", "cmd_hook"),
+    "doctor": ("launchers.cli.doctor", "cmd_doctor"),
 }
 
 
@@ -127,6 +127,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -12,33 +12,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from launchers.admission import Admission
+from launchers.cli.common import JSON_VERSION, load_user_config, policy_error_line, say
+from launchers.config import Config, ConfigError, banner
 from pathguard.argv import Refusal
 from sandbox.errors import PolicyError
 from sandbox.policy import Policy
-
-from .admission import Admission
-from .config import Config, ConfigError, banner, load, locate
-
-JSON_VERSION = 1
-
-
-
-def _say(text: str) -> None:
-    print(text, file=sys.stderr)
-
-
-def _load(args: argparse.Namespace) -> Config:
-    """The user config the command line and the environment name. Raises ConfigError."""
-    found = locate(os.environ, explicit=args.config)
-    if found is None:
-        return Config(path=None)
-    return load(found.path, project=args.project, source=found.source)
-
 
 # -- banner -----------------------------------------------------------------------------
 
@@ -46,12 +29,12 @@ def _load(args: argparse.Namespace) -> Config:
 def cmd_banner(args: argparse.Namespace) -> int:
     """Print the ``hooks:`` line on stdout (start-up warnings on stderr)."""
     try:
-        config = _load(args)
+        config, _ = load_user_config(args.config, args.project)
     except ConfigError as err:
-        _say(str(err))
+        say(str(err))
         return 2
     for warning in config.warnings:
-        _say(warning)
+        say(warning)
     print(banner(config, no_hooks=bool(getattr(args, "no_hooks", False)),
                  sandboxed_session=not args.no_sandbox))
     return 0
@@ -108,36 +91,22 @@ def cmd_audit(args: argparse.Namespace) -> int:
     as_json = bool(args.json)
 
     def fail(message: str) -> int:
-        _say(message)
+        say(message)
         if as_json:
             print(json.dumps({"version": JSON_VERSION, "ok": False, "error": message},
                              ensure_ascii=False))
         return 2
 
-    found = locate(os.environ, explicit=args.config)
     try:
-        config = (Config(path=None) if found is None
-                  else load(found.path, project=args.project, source=found.source))
+        config, found = load_user_config(args.config, args.project)
     except ConfigError as err:
         return fail(str(err))
 
-    settings = config.sandbox
-    sandboxed = not (args.no_sandbox or not settings.enabled)
     try:
-        policy = Policy.create(
-            args.project,
-            writable=settings.writable,
-            hidden=settings.hidden,
-            hide_defaults=settings.hide_defaults,
-            protect=settings.protect,
-            network=settings.network,
-            sandboxed=sandboxed,
-        )
+        policy = Policy.from_settings(args.project, config.sandbox, boxed=not args.no_sandbox)
     except PolicyError as err:
-        # Only the project is checked before [sandbox]'s paths; those name the config.
-        about_project = str(err).startswith("the project ")
-        where = "" if about_project or config.path is None else f"{config.path}: [sandbox]: "
-        return fail(f"{where}{err}.")
+        return fail(policy_error_line(err, config))
+    sandboxed = policy.sandboxed
 
     admission = Admission(policy)
     checked: list[Checked] = []
@@ -147,26 +116,28 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
     if getattr(args, "openharness", None):
         # Imported here: only --openharness pays for the YAML front end.
-        from .openharness import OhConfigError, audit_hooks
+        from launchers.openharness.config import OhConfigError
+        from launchers.openharness.config import load as load_openharness
 
         try:
-            oh_hooks = audit_hooks(os.path.abspath(args.openharness),
-                                   project=policy.project, policy=policy)
+            oh_config = load_openharness(os.path.abspath(args.openharness))
         except OhConfigError as err:
             return fail(str(err))
-        for label, words, sandbox in oh_hooks:
-            boxed, v = admission.check(label, tuple(words), sandbox=sandbox)
-            checked.append(Checked(label, label.split("[", 1)[0], None, boxed, v.argv,
-                                   v.details, source="openharness"))
+        for hook in oh_config.all_hooks():
+            if hook.command is None:
+                continue  # an HTTP hook runs nothing here
+            boxed, v = admission.check(hook.label, hook.words, sandbox=hook.sandbox)
+            checked.append(Checked(hook.label, hook.event, None, boxed, v.argv, v.details,
+                                   source="openharness"))
 
     ok = not any(c.refusals for c in checked)
-    _say(banner(config, sandboxed_session=sandboxed))
+    say(banner(config, sandboxed_session=sandboxed))
     for warning in config.warnings:
-        _say(warning)
+        say(warning)
     for c in checked:
         for r in c.refusals:
-            _say(r.message)
-    _say(_verdict_line(checked, config, found.path if found else None))
+            say(r.message)
+    say(_verdict_line(checked, config, found.path if found else None))
 
     if as_json:
         print(json.dumps({

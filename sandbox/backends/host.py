@@ -11,9 +11,9 @@ import os
 import shlex
 from collections.abc import Mapping, Sequence
 
-from .env import host_env, scrub
-from .plan import LaunchPlan
-from .policy import Policy
+from sandbox.env import host_env, scrub
+from sandbox.plan import BackendName, LaunchPlan, RunResult
+from sandbox.policy import Policy
 
 
 def plan(
@@ -47,3 +47,30 @@ def plan(
         cwd="/",
         description=shlex.join(args),
     )
+
+
+class HostBackend:
+    """Host commands of one session. The environment is computed once: pruning PATH walks
+    every entry."""
+
+    name: BackendName = "host"
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self._env: Mapping[str, str] | None = None
+
+    def env(self) -> Mapping[str, str]:
+        """The environment a host command starts from."""
+        if self._env is None:
+            self._env = host_env(self.policy)
+        return self._env
+
+    def check(self) -> None:
+        """The host is always there."""
+
+    def plan(self, argv: Sequence[str], env_extra: Mapping[str, str] | None = None
+             ) -> LaunchPlan:
+        return plan(self.policy, argv, env_extra=env_extra, base_env=self.env())
+
+    def read(self, result: RunResult) -> RunResult:
+        return result

@@ -6,13 +6,16 @@ supervisor runs it. Nothing here spawns.
 
 from __future__ import annotations
 
+import errno as _errno
 import os
 import shlex
+import threading
 from collections.abc import Collection, Mapping, Sequence
 
-from .errors import SandboxUnavailable
-from .plan import LaunchPlan
-from .policy import Policy
+from sandbox.env import box_env
+from sandbox.errors import SandboxUnavailable
+from sandbox.plan import BackendName, LaunchPlan, RunResult
+from sandbox.policy import Policy
 
 # Flags the box cannot do without: a bwrap that lacks one is refused, not worked around.
 REQUIRED_FEATURES: tuple[str, ...] = (
@@ -34,6 +37,26 @@ MASKED_RUNTIME = "/run"
 # Kept when the policy allows the network: on systemd-resolved machines
 # /etc/resolv.conf leads here.
 RESOLVER_DIR = "/run/systemd/resolve"
+
+# bwrap reports a command it could not start as one line on stderr and exit status 1.
+_EXEC_PREFIX = "bwrap: execvp "
+_STRERROR = {os.strerror(n): n for n in sorted(_errno.errorcode, reverse=True)}
+
+
+def exec_failure(result: RunResult) -> RunResult | None:
+    """The box's "could not start the command" (bwrap's exit 1 with its one execvp
+    line) as ``failed_to_start`` with the OS error, else None."""
+    if result.outcome != "exited" or result.returncode != 1:
+        return None
+    lines = result.stderr.decode("utf-8", "replace").strip().splitlines()
+    if len(lines) != 1 or not lines[0].startswith(_EXEC_PREFIX):
+        return None
+    _, _, error = lines[0][len(_EXEC_PREFIX):].rpartition(": ")
+    if error not in _STRERROR:
+        return None
+    return result._replace(outcome="failed_to_start", returncode=None, error=error,
+                   errno=_STRERROR[error])
+
 
 # Mount kinds, in the order they are applied to one path (a later one covers an earlier).
 _TMP, _RUNTIME, _RW, _PIN, _PROTECT, _EMPTY_RO, _HIDE_DIR, _HIDE_FILE = range(8)
@@ -58,19 +81,6 @@ def _allowed_runtime_sockets(policy: Policy) -> list[str]:
     return out
 
 
-def box_env(policy: Policy, env_extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment a boxed command gets: the session's, minus provider keys, with
-    ``TMPDIR=/tmp`` (the box's /tmp is the private temp folder)."""
-    from . import env as _env
-
-    out = dict(_env.box_env(policy))
-    if env_extra:
-        out.update(env_extra)
-    out["TMPDIR"] = "/tmp"
-    # Scrubbed again after the caller's additions: no path into the box carries a key.
-    return _env.scrub(out)
-
-
 def plan(
     policy: Policy,
     argv: Sequence[str],
@@ -93,6 +103,12 @@ def plan(
         env=box_env(policy, env_extra),
         cwd=policy.project,
         description=shlex.join(argv),
+        # No marker, no watchdog: bwrap dies with its parent (--die-with-parent) and its
+        # PID namespace ends everything inside when it does; a one-shot run pays for
+        # no watchdog. The box's processes die with bwrap a little later than a group.
+        watched=False,
+        drain_idle=0.25,
+        drain_max=1.0,
     )
 
 
@@ -221,3 +237,59 @@ def box_args(
     args += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     args += ["--chdir", policy.project]
     return tuple(args)
+
+
+class BwrapBackend:
+    """The Linux box of one session. bwrap is found once (by absolute path, outside every
+    folder the box can write) and the mounts are computed once: they stat every
+    protected and hidden path."""
+
+    name: BackendName = "bwrap"
+
+    def __init__(self, policy: Policy, *, bwrap: str | None = None,
+                 features: Collection[str] | None = None) -> None:
+        self.policy = policy
+        self._bwrap = bwrap
+        self._features = features
+        self._prefix: tuple[str, ...] | None = None
+        self._lock = threading.Lock()
+
+    def program(self) -> str:
+        """bwrap's absolute path, found once. Raises :class:`SandboxUnavailable`."""
+        if self._bwrap is None:
+            from sandbox.probe import require_box
+
+            with self._lock:
+                if self._bwrap is None:
+                    self._bwrap = require_box(self.policy)
+        return self._bwrap
+
+    def check(self) -> None:
+        self.program()
+
+    def plan(self, argv: Sequence[str], env_extra: Mapping[str, str] | None = None
+             ) -> LaunchPlan:
+        if self._prefix is None:
+            self._prefix = box_args(self.policy, bwrap=self.program(), features=self._features)
+        return plan(self.policy, argv, bwrap=self.program(), features=self._features,
+                    env_extra=env_extra, prefix=self._prefix)
+
+    def read(self, result: RunResult) -> RunResult:
+        """bwrap's own failures out of the command's result: bwrap that could not start
+        at all, its execvp line (the command could not start: ``failed_to_start``), and
+        a namespace error (raised, with the cause and the fix)."""
+        if result.outcome == "failed_to_start":
+            program = result.plan.argv[0] if result.plan else "bwrap"
+            raise SandboxUnavailable(f"{program} could not start: {result.error}",
+                                     "install the bubblewrap package: "
+                                     "sudo apt-get install bubblewrap")
+        if result.outcome == "exited" and result.returncode == 1:
+            failed = exec_failure(result)
+            if failed is not None:
+                return failed
+            from sandbox.probe import diagnose_start_failure, namespace_error
+
+            error = namespace_error(result.stderr)
+            if error is not None:
+                raise diagnose_start_failure(error)
+        return result

@@ -33,10 +33,9 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-from .env import scrub
-from .plan import LaunchPlan
-from .policy import Policy
-from .sockets import without_shut_sockets
+from sandbox.env import box_env
+from sandbox.plan import BackendName, LaunchPlan, RunResult
+from sandbox.policy import Policy
 
 SANDBOX_EXEC = "/usr/bin/sandbox-exec"
 
@@ -310,17 +309,6 @@ def _socket_rules(policy: Policy, param: Callable[[str, Sequence[str]], list[str
     return "".join(out)
 
 
-def box_env(policy: Policy, env_extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The box's environment: no provider keys, temp files in the private temp folder."""
-    env = scrub(policy.env)
-    if env_extra:
-        # Scrubbed too: no caller can hand a provider key to the box by accident.
-        env.update(scrub(env_extra))
-    env = without_shut_sockets(env, policy.allow_unix_sockets)
-    env["TMPDIR"] = canonical(policy.private_tmp)
-    return env
-
-
 def plan(
     policy: Policy,
     argv: Sequence[str],
@@ -340,7 +328,31 @@ def plan(
     return LaunchPlan(
         backend="seatbelt",
         argv=(SANDBOX_EXEC, "-p", prof.text, *prof.definitions(), "--", *args),
-        env=box_env(policy, env_extra),
+        env=box_env(policy, env_extra, tmpdir=canonical(policy.private_tmp)),
         cwd=policy.project,
         description=shlex.join(args),
     )
+
+
+class SeatbeltBackend:
+    """The macOS box of one session: ``/usr/bin/sandbox-exec``, always that path."""
+
+    name: BackendName = "seatbelt"
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+
+    def check(self) -> None:
+        """Once, at session start: ``/usr/bin/sandbox-exec`` is there, and this process
+        is not already inside a Seatbelt sandbox, where no profile can be applied and
+        every command would fail (see :mod:`sandbox.darwin`)."""
+        from sandbox.darwin import require_seatbelt
+
+        require_seatbelt()
+
+    def plan(self, argv: Sequence[str], env_extra: Mapping[str, str] | None = None
+             ) -> LaunchPlan:
+        return plan(self.policy, argv, env_extra=env_extra)
+
+    def read(self, result: RunResult) -> RunResult:
+        return result

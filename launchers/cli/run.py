@@ -12,6 +12,8 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from launchers.cli.common import load_user_config, policy_error_line, say
+
 if TYPE_CHECKING:
     import argparse
 
@@ -23,8 +25,7 @@ EXIT_CANCELLED = 130
 
 
 def _say(message: str) -> None:
-    sys.stderr.write(f"harness-sandbox: {message}\n")
-    sys.stderr.flush()
+    say(message, named=True)
 
 
 def _stdin() -> bytes:
@@ -37,7 +38,7 @@ def _stdin() -> bytes:
 
 def cmd_run(args: argparse.Namespace) -> int:
     # Imported here: `run` is on the hot path and pays only for what it uses.
-    from launchers.config import ConfigError, load, locate
+    from launchers.config import ConfigError
     from sandbox.errors import PolicyError, SandboxUnavailable
     from sandbox.session import Session
 
@@ -50,11 +51,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     project = os.path.abspath(args.project)
     try:
-        found = locate(os.environ, explicit=args.config)
-        config = load(found.path if found else None, project=project,
-                      source=found.source if found else None)
+        config, _ = load_user_config(args.config, project)
     except ConfigError as err:
-        _say(f"{err.file}: {err.message}")
+        _say(str(err))
         return EXIT_NO_BOX
 
     stdin = _stdin()
@@ -73,9 +72,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             elif args.host:
                 argv[0] = os.path.abspath(argv[0])
             result = session.run(argv, stdin=stdin, timeout=args.timeout, host=args.host)
-    except (SandboxUnavailable, PolicyError) as err:
-        _say(str(err) if not isinstance(err, SandboxUnavailable)
-             else "; ".join(x for x in (err.diagnosis, err.fix) if x))
+    except PolicyError as err:
+        _say(policy_error_line(err, config))
+        return EXIT_NO_BOX
+    except SandboxUnavailable as err:
+        _say(str(err))
         return EXIT_NO_BOX
 
     if result.outcome == "failed_to_start":

@@ -13,8 +13,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-FIXTURES = Path(__file__).parent / "fixtures" / "hooks"
-SCRIPTS = Path(__file__).parent.parent / "scripts" / "hooks"
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "hooks"
+SCRIPTS = Path(__file__).parent.parent.parent / "scripts" / "hooks"
 NOT_EXECUTABLE = "not-executable.sh"
 
 

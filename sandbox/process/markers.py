@@ -1,39 +1,26 @@
-"""Finding and killing what a run left behind; the watchdog that outlives the harness.
+"""Run markers: finding and killing what a run left behind by the mark it carries.
 
 Every host run carries a marker in its environment, ``HARNESS_SANDBOX_RUN=<instance>.<n>``:
 ``<instance>`` names the harness process, ``<n>`` the run. Children inherit the
 environment, so a process that left the run's process group (``setsid``, a double fork)
 still carries the marker unless it replaced its environment.
 
-Run as a program (``python -I reaper.py <instance> <parent pid>``) this module is the
-watchdog: one per harness process, started on the first run. It reads one line per run
-event on stdin:
-
-    + <pgid>             a run started; its process group is <pgid>
-    - <pgid> <marker>    the run ended; kill whatever still carries <marker> (or "-")
-
-and when stdin reaches end of file (the harness died, however it died) it kills every
-process group still running and every process carrying one of the instance's markers,
-then exits. This file imports only the standard library (and psutil where /proc is
-missing) so the watchdog starts fast and runs outside the package.
+This module imports only the standard library (and psutil where /proc is missing): the
+watchdog program (:mod:`sandbox.process.watchdog_main`) imports it with nothing else on
+its path.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import select
 import signal
-import sys
 import time
 from collections.abc import Callable
 
 MARKER_VAR = "HARNESS_SANDBOX_RUN"
 _NEEDLE = MARKER_VAR.encode() + b"="
 
-# How long the watchdog waits after a run ends before it sweeps, so that the runs
-# ending close together share one scan of the process table.
-SWEEP_DELAY = 0.05
 # How long a kill loop keeps looking for stragglers (a process forking while we kill).
 KILL_BOUND = 1.0
 
@@ -155,77 +142,7 @@ def _kill_marked_psutil(match: Callable[[str], bool], own: int) -> tuple[int, in
     return found, killed
 
 
-def _killpg(pgid: int) -> None:
+def killpg(pgid: int) -> None:
+    """SIGKILL process group ``pgid``; ESRCH (already empty) is the usual answer."""
     with contextlib.suppress(OSError):
         os.killpg(pgid, signal.SIGKILL)
-
-
-class _Watchdog:
-    """The state of the watchdog program."""
-
-    def __init__(self, instance: str) -> None:
-        self.prefix = instance + "."
-        self.groups: set[int] = set()
-        self.finished: set[str] = set()
-        self.sweep_at: float | None = None
-
-    def handle(self, line: bytes) -> None:
-        parts = line.split()
-        if len(parts) == 2 and parts[0] == b"+":
-            self.groups.add(int(parts[1]))
-        elif len(parts) == 3 and parts[0] == b"-":
-            self.groups.discard(int(parts[1]))
-            marker = parts[2].decode("ascii", "replace")
-            if marker != "-":
-                self.finished.add(marker)
-                if self.sweep_at is None:
-                    self.sweep_at = time.monotonic() + SWEEP_DELAY
-
-    def sweep(self) -> None:
-        finished, self.finished, self.sweep_at = self.finished, set(), None
-        kill_marked(finished.__contains__)
-
-    def last_rites(self) -> None:
-        for pgid in self.groups:
-            _killpg(pgid)
-        prefix = self.prefix
-        kill_marked(lambda m: m.startswith(prefix), bound=2 * KILL_BOUND)
-        # Groups once more: a member that replaced its environment was missed above.
-        for pgid in self.groups:
-            _killpg(pgid)
-
-
-def main(argv: list[str]) -> int:
-    instance, parent = argv[1], int(argv[2])
-    # A terminal's ^C or hang-up must not end the watchdog before the harness.
-    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGPIPE):
-        signal.signal(sig, signal.SIG_IGN)
-    dog = _Watchdog(instance)
-    poller = select.poll()
-    poller.register(0, select.POLLIN)
-    pending = b""
-    alive = os.getppid() == parent
-    while alive:
-        wait = 0.25
-        if dog.sweep_at is not None:
-            wait = max(0.0, min(wait, dog.sweep_at - time.monotonic()))
-        if poller.poll(int(wait * 1000)):
-            chunk = os.read(0, 1 << 16)
-            if not chunk:
-                alive = False
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            for line in lines:
-                dog.handle(line)
-        # The pipe may be held open by a process the harness forked without exec;
-        # being reparented is then the sign that the harness is gone.
-        if os.getppid() != parent:
-            alive = False
-        if dog.sweep_at is not None and (not alive or time.monotonic() >= dog.sweep_at):
-            dog.sweep()
-    dog.last_rites()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv))

@@ -13,32 +13,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import threading
 from typing import Any
 
-from launchers.config import Config, ConfigError, Event, load, locate
+from launchers.cli.common import JSON_VERSION, load_user_config, policy_error_line, say
+from launchers.cli.interrupt import run_interruptible
+from launchers.config import ConfigError, Event
+from launchers.errors import UsageError
 from launchers.hooks import Decision, HookRefused, HookRunner, new_session_id
-from launchers.interrupt import run_interruptible
 from launchers.protocol import NO_HOOKS_BANNER
 
-JSON_VERSION = 1
 EVENTS: tuple[Event, ...] = ("PreToolUse", "UserPromptSubmit")
 
 
-class UsageError(Exception):
-    """The options do not describe an event that can be fired."""
 
-
-def _say(text: str) -> None:
-    print(text, file=sys.stderr)
-
-
-def _load(args: argparse.Namespace, project: str) -> Config:
-    found = locate(os.environ, explicit=args.config)
-    if found is None:
-        return Config(path=None)
-    return load(found.path, project=project, source=found.source)
 
 
 def _event(args: argparse.Namespace) -> tuple[Event, dict[str, Any]]:
@@ -86,25 +74,25 @@ def _fire(runner: HookRunner, event: Event, fields: dict[str, Any], mode: str) -
 
 def cmd_hook(args: argparse.Namespace) -> int:
     if getattr(args, "openharness", None):
-        from launchers import openharness
+        from launchers.cli.hook_openharness import cmd_hook_openharness
 
-        return int(openharness.cmd_hook(args))
+        return cmd_hook_openharness(args)
 
-    from sandbox.errors import SandboxError
+    from sandbox.errors import PolicyError, SandboxError
     from sandbox.session import Session
 
     project = os.path.abspath(args.project or ".")
     try:
         event, fields = _event(args)
-        config = _load(args, project)
+        config, _ = load_user_config(args.config, project)
     except (UsageError, ConfigError) as err:
-        _say(str(err))
+        say(str(err))
         return 2
     for warning in config.warnings:
-        _say(warning)
+        say(warning)
     no_hooks = bool(args.no_hooks)
     if no_hooks:
-        _say(NO_HOOKS_BANNER)
+        say(NO_HOOKS_BANNER)
 
     try:
         with Session.open(project, config.sandbox, sandboxed=not args.no_sandbox) as session:
@@ -113,18 +101,21 @@ def cmd_hook(args: argparse.Namespace) -> int:
             decision = _fire(runner, event, fields, args.permission_mode)
     except HookRefused as err:
         for message in err.messages:
-            _say(message)
+            say(message)
+        return 2
+    except PolicyError as err:
+        say(policy_error_line(err, config))
         return 2
     except SandboxError as err:
-        _say(str(err))
+        say(str(err))
         return 2
 
     for warning in decision.warnings:
-        _say(warning)
+        say(warning)
     if decision.outcome == "interrupted":
-        _say(f"interrupted while hook {decision.hook} ran; nothing was sent")
+        say(f"interrupted while hook {decision.hook} ran; nothing was sent")
     elif decision.message is not None:
-        _say(decision.message)
+        say(decision.message)
 
     if args.json:
         print(json.dumps({

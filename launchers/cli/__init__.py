@@ -1,0 +1,1 @@
+"""``harness-sandbox``: the command line. :func:`launchers.cli.main.main` is the entry."""

@@ -1,0 +1,7 @@
+"""``python -m launchers.cli``: the ``harness-sandbox`` command."""
+
+import sys
+
+from launchers.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,46 @@
+"""What every command shares: loading the user config, saying things, the JSON version,
+and the one line each error is told with.
+
+Messages to people go to stderr. ``run`` and ``hook --openharness`` put the program's
+name before their own lines (``harness-sandbox: ...``): the first shares stderr with the
+command it ran, the second has always spoken so. The seed's texts (refusals, blocks,
+warnings) are printed as the seed has them.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from launchers.config import Config, Located, load, locate
+
+if TYPE_CHECKING:
+    from sandbox.errors import PolicyError
+
+PROG = "harness-sandbox"
+# The version of every ``--json`` document; it changes when a document's shape does.
+JSON_VERSION = 1
+
+
+def say(text: str, *, named: bool = False) -> None:
+    """One line for people, on stderr; ``named`` puts the program's name first."""
+    sys.stderr.write(f"{PROG}: {text}\n" if named else f"{text}\n")
+    sys.stderr.flush()
+
+
+def load_user_config(explicit: str | None, project: str) -> tuple[Config, Located | None]:
+    """The user config ``--config`` or the environment names (an empty one when no file
+    exists), and where it was looked for. Raises :class:`~launchers.errors.ConfigError`."""
+    found = locate(os.environ, explicit=explicit)
+    if found is None:
+        return Config(path=None), None
+    return load(found.path, project=project, source=found.source), found
+
+
+def policy_error_line(err: PolicyError, config: Config) -> str:
+    """A policy that cannot be built, in one line. Only the project is checked before
+    ``[sandbox]``'s paths, and those come from the config, so they name it."""
+    about_project = str(err).startswith("the project ")
+    where = "" if about_project or config.path is None else f"{config.path}: [sandbox]: "
+    return f"{where}{err}."

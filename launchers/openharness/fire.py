@@ -1,0 +1,222 @@
+"""One openHarness event through its hooks, over the session's runner.
+
+Command hooks run through the session: on the host (from ``/``, provider keys removed,
+PATH pruned) by default, in the box with ``sandbox: true``. Every command hook's words
+are checked by pathguard before anything runs (:func:`check`), exactly as a
+``[[hooks]]`` hook is.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from launchers.admission import Admission
+from launchers.openharness.answers import OhAnswer, answer_of_http, answer_of_run
+from launchers.openharness.config import (
+    CONTEXT_EVENTS,
+    EVENTS,
+    GATING_EVENTS,
+    TOOL_EVENTS,
+    OhConfig,
+    OhHook,
+)
+from launchers.openharness.envelope import Context, env_vars, envelope
+from launchers.openharness.http import post_json
+from sandbox.plan import RunResult
+
+if TYPE_CHECKING:
+    from pathguard.argv import CommandVerdict
+    from sandbox.policy import Policy
+    from sandbox.session import Session
+
+OhDecision = Literal["allow", "deny", "ask"]
+
+
+class CommandRunner(Protocol):
+    """Runs one command hook to its end: boxed (in the project) or on the host."""
+
+    def __call__(
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: bytes,
+        timeout: float,
+        env_extra: Mapping[str, str],
+        boxed: bool,
+        cancel: threading.Event | None,
+    ) -> RunResult: ...
+
+
+def session_runner(session: Session) -> CommandRunner:
+    """Run command hooks through ``session``: a ``sandbox: true`` hook in its box when
+    the session has one, every other hook on the host."""
+
+    def run(
+        argv: Sequence[str],
+        *,
+        stdin: bytes,
+        timeout: float,
+        env_extra: Mapping[str, str],
+        boxed: bool,
+        cancel: threading.Event | None,
+    ) -> RunResult:
+        in_box = boxed and session.policy.sandboxed
+        return session.run(
+            argv,
+            stdin=stdin,
+            timeout=timeout,
+            cancel=cancel,
+            host=not in_box,
+            env_extra=env_extra,
+        )
+
+    return run
+
+
+@dataclass(frozen=True)
+class Result:
+    """An event's outcome after its hooks ran.
+
+    ``decision`` is None when no hook gave one, and always None on a non-gating event.
+    ``ran`` names each hook that ran, in order; ``decided_by`` the hook whose answer is
+    the decision (deny, a hookSpecificOutput allow, or the first ask). ``warnings`` say
+    which hooks failed.
+    """
+
+    event: str
+    decision: OhDecision | None = None
+    reason: str | None = None
+    additional_context: str | None = None
+    ran: tuple[str, ...] = ()
+    decided_by: str | None = None
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def denied(self) -> bool:
+        return self.decision == "deny"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": 1,
+            "event": self.event,
+            "decision": self.decision,
+            "reason": self.reason,
+            "additionalContext": self.additional_context,
+            "ran": list(self.ran),
+        }
+
+
+def run_hook(
+    hook: OhHook,
+    ctx: Context,
+    *,
+    runner: CommandRunner,
+    cancel: threading.Event | None = None,
+) -> OhAnswer:
+    """Run one hook and say what its answer is."""
+    timeout = hook.timeout_ms / 1000
+    if hook.http is not None:
+        body = json.dumps(envelope(hook.event, ctx), ensure_ascii=False).encode("utf-8")
+        data, error = post_json(hook.http, body, timeout, cancel)
+        return answer_of_http(hook, data, error)
+    assert hook.command is not None
+    stdin = b""
+    if hook.json_io:
+        stdin = json.dumps(envelope(hook.event, ctx), ensure_ascii=False).encode("utf-8")
+    result = runner(
+        ("/bin/sh", "-c", hook.command),
+        stdin=stdin,
+        timeout=timeout,
+        env_extra=env_vars(hook.event, ctx),
+        boxed=hook.sandbox,
+        cancel=cancel,
+    )
+    return answer_of_run(hook, result)
+
+
+def fire(
+    config: OhConfig,
+    event: str,
+    ctx: Context,
+    *,
+    runner: CommandRunner,
+    cancel: threading.Event | None = None,
+) -> Result:
+    """Run ``event``'s hooks in list order and merge their answers.
+
+    The first deny ends the run (later hooks do not run), as does the first
+    ``hookSpecificOutput.decision: "allow"``; ``additionalContext`` values join with a
+    blank line in list order; "ask" when a hook asked and none denied or allowed; else
+    "allow" when a hook allowed, else None. On a non-gating event every matching hook
+    runs and the decision stays None.
+    """
+    if event not in EVENTS:
+        raise ValueError(f'unknown openHarness event "{event}"')
+    gating = event in GATING_EVENTS
+    ran: list[str] = []
+    contexts: list[str] = []
+    warnings: list[str] = []
+    first_ask: tuple[str, OhAnswer] | None = None
+    allowed = False
+
+    def result(decision: OhDecision | None, reason: str | None, by: str | None) -> Result:
+        return Result(
+            event=event,
+            decision=decision,
+            reason=reason,
+            additional_context="\n\n".join(contexts) if contexts else None,
+            ran=tuple(ran),
+            decided_by=by,
+            warnings=tuple(warnings),
+        )
+
+    for hook in config.for_event(event):
+        if event in TOOL_EVENTS and not hook.matches(ctx.tool_name):
+            continue
+        if cancel is not None and cancel.is_set():
+            # Nothing more starts; on a gating event an unfinished run is a deny.
+            if gating:
+                return result("deny", "cancelled", None)
+            break
+        answer = run_hook(hook, ctx, runner=runner, cancel=cancel)
+        ran.append(hook.label)
+        if answer.failure is not None:
+            warnings.append(f"hook {hook.label} failed ({answer.failure})")
+        if not gating:
+            continue
+        if answer.additional_context and event in CONTEXT_EVENTS:
+            contexts.append(answer.additional_context)
+        if answer.kind == "deny":
+            return result("deny", answer.reason or f"denied by hook {hook.label}", hook.label)
+        if answer.kind == "allow!":
+            return result("allow", answer.reason, hook.label)
+        if answer.kind == "ask" and first_ask is None:
+            first_ask = (hook.label, answer)
+        if answer.kind == "allow":
+            allowed = True
+    if first_ask is not None:
+        return result("ask", first_ask[1].reason, first_ask[0])
+    if allowed:
+        return result("allow", None, None)
+    return result(None, None, None)
+
+
+def check(config: OhConfig, *, policy: Policy) -> list[tuple[str, CommandVerdict]]:
+    """The guard's verdict on every command hook of ``config``.
+
+    A ``sandbox: true`` hook is checked as a boxed ``[[hooks]]`` hook (the box's ``/tmp``
+    and hidden folders count), any other as a host hook.
+    """
+
+    admission = Admission(policy)
+    out: list[tuple[str, CommandVerdict]] = []
+    for hook in config.all_hooks():
+        if hook.command is None:
+            continue
+        _, verdict = admission.check(hook.label, hook.words, sandbox=hook.sandbox)
+        out.append((hook.label, verdict))
+    return out

@@ -1,0 +1,264 @@
+"""Run any :class:`~sandbox.plan.LaunchPlan` to its end, and everything it started with it.
+
+One spawn point for every backend. The process starts in a session of its own (so it
+has no terminal and its process group is its pid), with pipes for stdin, stdout and
+stderr and exactly the plan's environment, plus a run marker for watched plans. Its
+stdin is written (the envelope) and closed; stdout and stderr are read together, each
+capped (:mod:`sandbox.process.pipes`).
+
+The run ends when the main process exits, times out or is cancelled; it does not wait
+for the pipes to close, since a leftover background process may hold them forever.
+Then, on every path:
+
+1. the process group is killed with SIGKILL (no SIGTERM grace: a hook that ignores
+   SIGTERM must still be gone within a second);
+2. the pipes are drained briefly (the plan says how long): normally they are at end of
+   file at once; if not, someone outside the group still holds them;
+3. on timeout, cancel, or pipes still held, every process carrying the run's marker is
+   found and killed (processes that left the group with ``setsid`` or a double fork;
+   :mod:`sandbox.process.markers`);
+4. the main process is reaped; the watchdog (:mod:`sandbox.process.watchdog`) is told
+   the run ended and sweeps the marker once more shortly after, off this thread (a
+   leftover that closed its pipes and left the group);
+5. with :func:`enable_subreaper`, children adopted from the run are killed and reaped
+   (:mod:`sandbox.process.subreaper`).
+
+The plan says whether the run is watched (marker, watchdog, scans) and how long its
+pipes drain; the supervisor never asks which backend made it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import select
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping
+
+from sandbox.plan import LaunchPlan, Outcome, RunResult
+from sandbox.process import subreaper
+from sandbox.process.markers import MARKER_VAR, kill_marked
+from sandbox.process.pipes import Pipes
+from sandbox.process.subreaper import enable_subreaper, subreaper_enabled
+from sandbox.process.watchdog import watchdog, watchdog_pid
+
+__all__ = ["MARKER_VAR", "enable_subreaper", "run", "subreaper_enabled", "watchdog_pid"]
+
+DEFAULT_OUTPUT_CAP = 1 << 20
+
+# While cancel may be set, the wait wakes this often to look at it (an Event has no fd).
+_CANCEL_SLICE = 0.02
+# After the stragglers are killed, how long their pipes may take to close.
+_DRAIN_AFTER_KILL = 0.25
+# On platforms without pidfds the exit is noticed by polling, this often at most.
+_EXIT_POLL_MAX = 0.02
+
+_HAVE_PIDFD = hasattr(os, "pidfd_open")
+
+
+def _os_error_text(err: OSError) -> str:
+    if err.errno:
+        return os.strerror(err.errno)
+    return str(err)
+
+
+def _killpg(pgid: int) -> None:
+    # ESRCH is the usual answer: the group is already empty.
+    with contextlib.suppress(OSError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def run(
+    plan: LaunchPlan,
+    *,
+    stdin: bytes = b"",
+    timeout: float | None = None,
+    cancel: threading.Event | None = None,
+    output_cap: int = DEFAULT_OUTPUT_CAP,
+) -> RunResult:
+    """Run ``plan`` to its end and return how it ended.
+
+    ``stdin`` is written then closed. ``timeout`` (seconds) and ``cancel`` (set from
+    any thread) end the run and everything it started. Output past ``output_cap``
+    bytes per stream is drained and dropped. A program that cannot start gives the
+    outcome ``failed_to_start`` with the OS error ("No such file or directory",
+    "Permission denied", ...); nothing is raised for it.
+    """
+    started = time.monotonic()
+    if cancel is not None and cancel.is_set():
+        return RunResult("cancelled", elapsed=0.0, plan=plan)
+    watched = plan.watched
+    marker: str | None = None
+    env: Mapping[str, str] = plan.env
+    if watched:
+        watchdog.ensure()
+        marker = watchdog.marker()
+        env = {**plan.env, MARKER_VAR: marker}
+
+    try:
+        if subreaper_enabled():
+            # Held so the adopted-children sweep of another run never sees this child
+            # between its fork and its registration.
+            with subreaper.spawn_lock:
+                proc = _spawn(plan, env)
+                subreaper.running.add(proc.pid)
+        else:
+            proc = _spawn(plan, env)
+    except OSError as err:
+        return RunResult(
+            "failed_to_start",
+            error=_os_error_text(err),
+            errno=err.errno,
+            elapsed=time.monotonic() - started,
+            plan=plan,
+        )
+    pid = proc.pid
+    if watched:
+        watchdog.send(b"+ %d\n" % pid)
+    try:
+        return _supervise(plan, proc, marker, stdin, timeout, cancel, output_cap, started)
+    finally:
+        if watched:
+            watchdog.send(b"- %d %s\n" % (pid, (marker or "-").encode()))
+        if subreaper_enabled():
+            with subreaper.spawn_lock:
+                subreaper.running.discard(pid)
+
+
+def _spawn(plan: LaunchPlan, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+    # No preexec_fn: it forces the slow fork path. A new session gives the process no
+    # controlling terminal and a process group of its own to kill.
+    return subprocess.Popen(
+        plan.argv,
+        bufsize=0,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=plan.cwd,
+        close_fds=True,
+        pass_fds=plan.pass_fds,
+        start_new_session=True,
+    )
+
+
+def _supervise(
+    plan: LaunchPlan,
+    proc: subprocess.Popen[bytes],
+    marker: str | None,
+    data: bytes,
+    timeout: float | None,
+    cancel: threading.Event | None,
+    cap: int,
+    started: float,
+) -> RunResult:
+    pid = proc.pid
+    pidfd = -1
+    streams: Pipes | None = None
+    rc: int | None = None
+    try:
+        start_ticks = subreaper.start_ticks(pid) if subreaper_enabled() else 0
+        streams = Pipes(proc, data, cap)
+        if _HAVE_PIDFD:
+            # Readable when the main process exits: the wait below needs no polling.
+            # A kernel without pidfds (before 5.3) falls back to polling the exit.
+            with contextlib.suppress(OSError):
+                pidfd = os.pidfd_open(pid)
+                streams.poller.register(pidfd, select.POLLIN)
+        deadline = None if timeout is None else started + timeout
+        outcome = _wait(proc, streams, pidfd, deadline, cancel)
+        if pidfd >= 0:
+            streams.poller.unregister(pidfd)
+
+        # The main process is gone (or about to be): end its group before reaping it,
+        # while the zombie still pins the group's id.
+        _killpg(pid)
+        streams.close_stdin()
+        idle = plan.drain_idle
+        ended = streams.drain(idle, time.monotonic() + plan.drain_max)
+        if marker is not None and (outcome != "exited" or not ended):
+            kill_marked(marker.__eq__)
+            streams.drain(idle, time.monotonic() + _DRAIN_AFTER_KILL)
+        streams.close()
+        rc = proc.wait()
+        if subreaper_enabled():
+            subreaper.reap_adopted(start_ticks, watchdog.pid)
+    except BaseException:
+        # Whatever went wrong here (KeyboardInterrupt included), leave nothing behind.
+        # Once the main process is reaped its pid may be reused: no group kill then.
+        if rc is None:
+            _killpg(pid)
+        if marker is not None:
+            kill_marked(marker.__eq__)
+        if streams is not None:
+            streams.close()
+        proc.wait()
+        raise
+    finally:
+        if pidfd >= 0:
+            os.close(pidfd)
+
+    returncode: int | None = None
+    signum: int | None = None
+    if outcome == "exited":
+        if rc < 0:
+            outcome, signum = "signaled", -rc
+        else:
+            returncode = rc
+    return RunResult(
+        outcome,
+        returncode=returncode,
+        signal=signum,
+        stdout=bytes(streams.bufs[streams.out_fd]),
+        stderr=bytes(streams.bufs[streams.err_fd]),
+        stdout_capped=streams.capped[streams.out_fd],
+        stderr_capped=streams.capped[streams.err_fd],
+        elapsed=time.monotonic() - started,
+        plan=plan,
+    )
+
+
+def _wait(
+    proc: subprocess.Popen[bytes],
+    streams: Pipes,
+    pidfd: int,
+    deadline: float | None,
+    cancel: threading.Event | None,
+) -> Outcome:
+    """Serve the pipes until the main process exits, the deadline passes or cancel is set.
+
+    Returns "exited" for an exit (the caller tells exit from signal), else the outcome.
+    """
+    poll = streams.poller.poll
+    exit_wait = 0.0005
+    while True:
+        wait: float | None = None
+        if deadline is not None:
+            wait = max(0.0, deadline - time.monotonic())
+        if cancel is not None:
+            wait = _CANCEL_SLICE if wait is None else min(wait, _CANCEL_SLICE)
+        if pidfd < 0:
+            # No pidfd (macOS): look at the process between short waits.
+            exit_wait = min(exit_wait * 2, _EXIT_POLL_MAX)
+            wait = exit_wait if wait is None else min(wait, exit_wait)
+        events = poll(None if wait is None else math.ceil(wait * 1000))
+        exited = False
+        for fd, event in events:
+            if fd == pidfd:
+                exited = True
+            else:
+                streams.handle(fd, event)
+        if exited or (pidfd < 0 and proc.poll() is not None):
+            return "exited"
+        if cancel is not None and cancel.is_set():
+            return "cancelled"
+        if deadline is not None and time.monotonic() >= deadline:
+            return "timed_out"
+
+
+
+

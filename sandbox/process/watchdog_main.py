@@ -1,0 +1,98 @@
+"""The watchdog program: one per harness process, started on its first host run.
+
+Started as ``python -I -S -c <bootstrap> <instance> <parent pid>`` (see
+:mod:`sandbox.process.watchdog`), it reads one line per run event on stdin:
+
+    + <pgid>             a run started; its process group is <pgid>
+    - <pgid> <marker>    the run ended; kill whatever still carries <marker> (or "-")
+
+and when stdin reaches end of file (the harness died, however it died) it kills every
+process group still running and every process carrying one of the instance's markers,
+then exits. It imports only the standard library and :mod:`sandbox.process.markers`, so
+it starts fast and runs outside the package's dependencies.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import sys
+import time
+
+from sandbox.process.markers import KILL_BOUND, kill_marked, killpg
+
+# How long the watchdog waits after a run ends before it sweeps, so that the runs
+# ending close together share one scan of the process table.
+SWEEP_DELAY = 0.05
+
+
+class WatchdogState:
+    """What the watchdog program knows: running groups, finished runs to sweep."""
+
+    def __init__(self, instance: str) -> None:
+        self.prefix = instance + "."
+        self.groups: set[int] = set()
+        self.finished: set[str] = set()
+        self.sweep_at: float | None = None
+
+    def handle(self, line: bytes) -> None:
+        parts = line.split()
+        if len(parts) == 2 and parts[0] == b"+":
+            self.groups.add(int(parts[1]))
+        elif len(parts) == 3 and parts[0] == b"-":
+            self.groups.discard(int(parts[1]))
+            marker = parts[2].decode("ascii", "replace")
+            if marker != "-":
+                self.finished.add(marker)
+                if self.sweep_at is None:
+                    self.sweep_at = time.monotonic() + SWEEP_DELAY
+
+    def sweep(self) -> None:
+        finished, self.finished, self.sweep_at = self.finished, set(), None
+        kill_marked(finished.__contains__)
+
+    def last_rites(self) -> None:
+        for pgid in self.groups:
+            killpg(pgid)
+        prefix = self.prefix
+        kill_marked(lambda m: m.startswith(prefix), bound=2 * KILL_BOUND)
+        # Groups once more: a member that replaced its environment was missed above.
+        for pgid in self.groups:
+            killpg(pgid)
+
+
+def main(argv: list[str]) -> int:
+    instance, parent = argv[1], int(argv[2])
+    # A terminal's ^C or hang-up must not end the watchdog before the harness.
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_IGN)
+    dog = WatchdogState(instance)
+    poller = select.poll()
+    poller.register(0, select.POLLIN)
+    pending = b""
+    alive = os.getppid() == parent
+    while alive:
+        wait = 0.25
+        if dog.sweep_at is not None:
+            wait = max(0.0, min(wait, dog.sweep_at - time.monotonic()))
+        if poller.poll(int(wait * 1000)):
+            chunk = os.read(0, 1 << 16)
+            if not chunk:
+                alive = False
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                dog.handle(line)
+        # The pipe may be held open by a process the harness forked without exec;
+        # being reparented is then the sign that the harness is gone.
+        if os.getppid() != parent:
+            alive = False
+        if dog.sweep_at is not None and (not alive or time.monotonic() >= dog.sweep_at):
+            dog.sweep()
+    dog.last_rites()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,2 @@
+"""Shared fixtures. ``tests/`` is on ``sys.path`` (pytest puts a conftest's folder
+there), so the helpers import as ``helpers.*``."""
