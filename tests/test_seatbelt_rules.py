@@ -507,3 +507,13 @@ def test_policy_allow_unix_sockets_are_absolute_with_home_expanded(tmp_path: Pat
                            env=dict(ENV), platform="darwin",
                            allow_unix_sockets=["~/.colima/docker.sock", "/run/x"])
     assert policy.allow_unix_sockets == ("/Users/dana/.colima/docker.sock", "/run/x")
+
+
+def test_allow_unix_sockets_flows_from_the_sandbox_table_to_the_policy(tmp_path: Path) -> None:
+    from sandbox.settings import SandboxSettings
+
+    project = make_project(tmp_path, "p3")
+    settings = SandboxSettings(hide_defaults=False, allow_unix_sockets=("~/.colima",))
+    policy = Policy.from_settings(str(project), settings, private_tmp=str(tmp_path),
+                                  env=dict(ENV, HOME=str(tmp_path / "home")))
+    assert policy.allow_unix_sockets == (str(tmp_path / "home" / ".colima"),)
