@@ -217,6 +217,15 @@ def test_preferences_are_read_not_written(tree: Tree) -> None:
                        timeout=TIMEOUT)
 
 
+def test_xcruns_cache_in_the_user_temp_folder_cannot_be_planted(tree: Tree) -> None:
+    cache = Path(tree.policy.tmpdir) / "xcrun_db"
+    before = cache.read_bytes() if cache.exists() else None
+    result = tree.sh(f"echo planted > {cache}.new && mv -f {cache}.new {cache}")
+    assert result.returncode != 0, result
+    assert (cache.read_bytes() if cache.exists() else None) == before
+    Path(f"{cache}.new").unlink(missing_ok=True)
+
+
 def test_a_power_assertion_can_be_taken(tree: Tree) -> None:
     result = tree.run(["/usr/bin/caffeinate", "-i", "/usr/bin/true"])
     assert result.ok, result

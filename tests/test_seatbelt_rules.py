@@ -517,3 +517,17 @@ def test_allow_unix_sockets_flows_from_the_sandbox_table_to_the_policy(tmp_path:
     policy = Policy.from_settings(str(project), settings, private_tmp=str(tmp_path),
                                   env=dict(ENV, HOME=str(tmp_path / "home")))
     assert policy.allow_unix_sockets == (str(tmp_path / "home" / ".colima"),)
+
+
+def test_xcruns_cache_in_the_user_temp_folder_cannot_be_written(tmp_path: Path) -> None:
+    # /usr/bin/git, cc and make are xcrun shims that look tools up in this cache.
+    got = parts(seatbelt.plan(make_policy(tmp_path), ("/bin/true",)))
+    (deny,) = rules(got.session, "deny", "file-write*")
+    cache = seatbelt.canonical(os.path.join(got_user_tmp(tmp_path), "xcrun_db"))
+    assert got.matches(deny, cache)
+    assert not got.matches(deny, cache + "-x1")
+    assert not got.matches(deny, os.path.dirname(cache) + "/other")
+
+
+def got_user_tmp(tmp_path: Path) -> str:
+    return make_policy(tmp_path).tmpdir

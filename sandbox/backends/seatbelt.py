@@ -39,6 +39,12 @@ from sandbox.policy import Policy
 
 SANDBOX_EXEC = "/usr/bin/sandbox-exec"
 
+# Files in the user temp folder (writable in the box, shared with the host) that host
+# programs trust to decide what to run: xcrun's cache of where each developer tool lives
+# (/usr/bin/git, cc, make are xcrun shims). The box's own xcrun keeps its cache in the
+# box's TMPDIR, the private temp folder.
+USER_TMP_PROTECTED = ("xcrun_db",)
+
 # macOS keeps these three at the top only as links into /private. Seatbelt compares
 # against where a path really is, so a rule for /tmp/x would never match anything.
 _PRIVATE_LINKS = ("/tmp", "/var", "/etc")
@@ -185,8 +191,10 @@ def hidden_paths(policy: Policy) -> list[str]:
 def protected_paths(policy: Policy) -> list[str]:
     """Protected paths, canonical, both spellings as for :func:`hidden_paths`: a link
     at ``.git/hooks`` must not be replaceable any more than the folder it leads to.
-    A ``.git/hooks`` that does not exist yet is denied too, so it cannot be created."""
-    paths = (*policy.protected_paths(), *policy.missing_hook_dirs())
+    A ``.git/hooks`` that does not exist yet is denied too, so it cannot be created;
+    so are :data:`USER_TMP_PROTECTED` (``protect = false`` drops them all)."""
+    paths = (*policy.protected_paths(), *policy.missing_hook_dirs(),
+             *(os.path.join(policy.tmpdir, n) for n in USER_TMP_PROTECTED if policy.protect))
     return _unique(q for p in paths for q in (_where_name_lives(p), canonical(p)))
 
 
