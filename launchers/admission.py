@@ -3,7 +3,7 @@
 One place for the rule that ``audit``, the hook runner and the openHarness front end
 share: a hook runs boxed only when it asks for the box and the session has one; its
 command is checked by pathguard against the folders the agent can write (and, boxed,
-the folders the box hides); a host hook in a sandboxed session looks its program up on
+the folders the box hides); a host hook in a boxed session looks its program up on
 the PATH it will run with (pruned of the agent's folders), a boxed one on the session's.
 """
 
@@ -28,19 +28,19 @@ class Admission:
 
     def boxed(self, sandbox: bool) -> bool:
         """Whether a hook with ``sandbox = <sandbox>`` runs in the box this session."""
-        return sandbox and self.policy.sandboxed
+        return sandbox and self.policy.boxed
 
     def guard(self, boxed: bool) -> Guard:
         guard = self._guards.get(boxed)
         if guard is None:
-            guard = self._guards[boxed] = self.policy.guard(hook_sandboxed=boxed)
+            guard = self._guards[boxed] = self.policy.guard(boxed=boxed)
         return guard
 
     def path_env(self, boxed: bool) -> str | None:
         """The PATH a bare ``command[0]`` is looked up on, once, at start."""
         if boxed not in self._paths:
             path = self.policy.env.get("PATH")
-            if not boxed and self.policy.sandboxed:
+            if not boxed and self.policy.boxed:
                 path = prune_path(path, self.guard(False))
             self._paths[boxed] = path
         return self._paths[boxed]

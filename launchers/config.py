@@ -408,17 +408,17 @@ _ENV_PATTERN = re.compile(r"[A-Za-z0-9_*?]+")
 
 # -- the banner -----------------------------------------------------------------------
 
-def banner(config: Config, *, no_hooks: bool = False, sandboxed_session: bool = True) -> str:
+def banner(config: Config, *, no_hooks: bool = False, boxed: bool = True) -> str:
     """The ``hooks:`` line a session starts with.
 
     A hook runs on the host when it sets ``sandbox = false`` or the session has no
-    sandbox (``sandboxed_session`` False, or ``[sandbox] enabled = false``).
+    sandbox (``boxed`` False, or ``[sandbox] enabled = false``).
     """
     if no_hooks:
         return "hooks: off (--no-hooks)"
     if not config.hooks:
         return "hooks: none"
-    boxed_session = sandboxed_session and config.sandbox.enabled
+    boxed_session = boxed and config.sandbox.enabled
     parts: list[str] = []
     for spec in config.hooks:
         if spec.event == "UserPromptSubmit":

@@ -41,7 +41,7 @@ class SessionLike(Protocol):
 
     def run(
         self, argv: Sequence[str], *, stdin: bytes = b"", timeout: float | None = None,
-        cancel: threading.Event | None = None, host: bool = False,
+        cancel: threading.Event | None = None, boxed: bool = True,
         env_extra: Mapping[str, str] | None = None,
     ) -> RunResult: ...
 
@@ -72,7 +72,7 @@ class Decision:
 class _Hook:
     spec: HookSpec
     argv: tuple[str, ...]
-    host: bool
+    boxed: bool
 
 
 def guard_hooks(hooks: Sequence[HookSpec], policy: Policy) -> tuple[tuple[_Hook, ...], list[str]]:
@@ -85,7 +85,7 @@ def guard_hooks(hooks: Sequence[HookSpec], policy: Policy) -> tuple[tuple[_Hook,
         if verdict.refusals:
             refusals.extend(verdict.refusals)
             continue
-        out.append(_Hook(spec, tuple(verdict.argv), host=not boxed))
+        out.append(_Hook(spec, tuple(verdict.argv), boxed=boxed))
     return tuple(out), refusals
 
 
@@ -218,7 +218,7 @@ class HookRunner:
             return RunResult(outcome="cancelled")
         self._write(rec.started_record(hook.spec.name, event, tool, key))
         result = self.session.run(hook.argv, stdin=envelope, timeout=hook.spec.timeout,
-                                  cancel=cancel, host=hook.host)
+                                  cancel=cancel, boxed=hook.boxed)
         self._emit(d, rec.effect_record(hook.spec.name, key, result))
         return result
 
@@ -242,7 +242,7 @@ class HookRunner:
             if envelope is None:
                 envelope = make_envelope()
             result = self._run_one(hook, event, tool, envelope, cancel, d)
-            answer = protocol.parse(result, event, timeout=spec.timeout, boxed=not hook.host)
+            answer = protocol.parse(result, event, timeout=spec.timeout, boxed=hook.boxed)
 
             if answer.kind == "interrupted":
                 self._emit(d, rec.decided_record(spec.name, event, tool, "interrupt"))

@@ -100,12 +100,12 @@ def user_temp_dir() -> str:
     return check_user_temp_dir(found, uid=os.getuid())
 
 
-def session_user_tmp(env: Mapping[str, str], *, platform: str, sandboxed: bool,
+def session_user_tmp(env: Mapping[str, str], *, platform: str, boxed: bool,
                      fallback: str) -> str:
     """The policy's user temp folder: asked of macOS for a sandboxed session on a Mac;
     elsewhere (no sandbox, or a macOS plan built on another system) ``TMPDIR`` or
     ``fallback``, as the guard's rules for the system temp folders expect."""
-    if platform == "darwin" and sandboxed and sys.platform == "darwin":
+    if platform == "darwin" and boxed and sys.platform == "darwin":
         return user_temp_dir()
     return env.get("TMPDIR") or fallback
 

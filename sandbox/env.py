@@ -86,11 +86,11 @@ def host_env(policy: Policy) -> dict[str, str]:
     agent's commands can write anywhere, so pruning would protect nothing.
     """
     env = scrub(policy.env)
-    if policy.sandboxed:
-        # Imported here: pathguard is only needed for a sandboxed session's host hooks.
+    if policy.boxed:
+        # Imported here: pathguard is only needed for a boxed session's host hooks.
         from pathguard.argv import prune_path
 
-        pruned = prune_path(env.get("PATH"), policy.guard(hook_sandboxed=False))
+        pruned = prune_path(env.get("PATH"), policy.guard(boxed=False))
         if pruned is None:
             env.pop("PATH", None)
         else:

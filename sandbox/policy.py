@@ -205,7 +205,7 @@ class Policy(NamedTuple):
     ``project`` and ``private_tmp`` are canonical (real) absolute paths.
     ``project_as_written`` is the absolute path the caller gave. ``writable`` holds
     ``[sandbox] writable`` entries (absolute, as written); ``hidden`` the hidden paths
-    that exist. ``sandboxed`` is False for a session with no sandbox at all.
+    that exist. ``boxed`` is False for a session with no sandbox at all.
     """
 
     project: str
@@ -216,7 +216,7 @@ class Policy(NamedTuple):
     hidden: tuple[str, ...] = ()
     protect: bool = True
     network: bool = False
-    sandboxed: bool = True
+    boxed: bool = True
     platform: str = sys.platform
     # Filled in by create(): build policies with it, not directly.
     home: str = ""
@@ -240,7 +240,7 @@ class Policy(NamedTuple):
         hide_defaults: bool = True,
         protect: bool = True,
         network: bool = False,
-        sandboxed: bool = True,
+        boxed: bool = True,
         env: Mapping[str, str] | None = None,
         scrub: Iterable[str] = (),
         home: str | None = None,
@@ -286,7 +286,7 @@ class Policy(NamedTuple):
         from .darwin import session_user_tmp
 
         # On a Mac, asked of the system and checked: never TMPDIR (see sandbox/darwin.py).
-        user_tmp = session_user_tmp(env, platform=platform, sandboxed=sandboxed,
+        user_tmp = session_user_tmp(env, platform=platform, boxed=boxed,
                                     fallback=tempfile.gettempdir())
         tmp = private_tmp if private_tmp is not None else private_tmp_root()
         common = git_common_dir(real_project)
@@ -302,7 +302,7 @@ class Policy(NamedTuple):
             hidden=tuple(shown),
             protect=protect,
             network=network,
-            sandboxed=sandboxed,
+            boxed=boxed,
             platform=platform,
             home=home,
             tmpdir=user_tmp,
@@ -331,11 +331,11 @@ class Policy(NamedTuple):
         return cls.create(
             project, private_tmp=private_tmp, writable=s.writable, hidden=s.hidden,
             hide_defaults=s.hide_defaults, protect=s.protect, network=s.network,
-            sandboxed=boxed and s.enabled, env=env, scrub=s.scrub, output_cap=output_cap,
+            boxed=boxed and s.enabled, env=env, scrub=s.scrub, output_cap=output_cap,
             allow_unix_sockets=s.allow_unix_sockets,
         )
 
-    def writable_zones(self, *, hook_sandboxed: bool) -> tuple[Zone, ...]:
+    def writable_zones(self, *, boxed: bool) -> tuple[Zone, ...]:
         """W: every folder the agent can write, for a hook run boxed or on the host.
 
         A hook is boxed only when it asks for it *and* the session has a sandbox.
@@ -350,28 +350,28 @@ class Policy(NamedTuple):
         macos = self.platform == "darwin"
         if macos:
             out.append(Zone(self.tmpdir, "writable", z.USER_TMP))
-        boxed = hook_sandboxed and self.sandboxed
-        if not self.sandboxed or (boxed and not macos):
+        boxed = boxed and self.boxed
+        if not self.boxed or (boxed and not macos):
             # Under bubblewrap the box's /tmp is the agent's; with no sandbox at all the
             # agent's commands write the real one.
             out.append(Zone("/tmp", "writable", z.SYSTEM_TMP))
-        if not self.sandboxed and macos:
+        if not self.boxed and macos:
             out.append(Zone("/private/tmp", "writable", z.SYSTEM_TMP))
         return tuple(out)
 
-    def hidden_zones(self, *, hook_sandboxed: bool) -> tuple[Zone, ...]:
+    def hidden_zones(self, *, boxed: bool) -> tuple[Zone, ...]:
         """H: what a boxed hook could not read. Empty for host hooks."""
-        if not (hook_sandboxed and self.sandboxed):
+        if not (boxed and self.boxed):
             return ()
         return tuple(Zone(h, "hidden", z.HIDDEN) for h in self.hidden)
 
-    def guard(self, *, hook_sandboxed: bool) -> Guard:
+    def guard(self, *, boxed: bool) -> Guard:
         """pathguard's Guard over W and H for a hook run boxed or on the host. Build it
         once per kind and share it: it caches what it has walked."""
         from pathguard.guard import Guard
 
-        return Guard(self.writable_zones(hook_sandboxed=hook_sandboxed),
-                     self.hidden_zones(hook_sandboxed=hook_sandboxed),
+        return Guard(self.writable_zones(boxed=boxed),
+                     self.hidden_zones(boxed=boxed),
                      casefold=self.platform == "darwin")
 
     def protected_paths(self) -> tuple[str, ...]:

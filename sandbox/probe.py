@@ -83,7 +83,7 @@ def _inside(path: str, root: str) -> bool:
 def writable_refusal(bwrap: str, policy: Policy) -> SandboxUnavailable | None:
     """A bwrap the boxed commands could replace is refused: it would build the next box."""
     real = os.path.realpath(bwrap)
-    for zone in policy.writable_zones(hook_sandboxed=True):
+    for zone in policy.writable_zones(boxed=True):
         for root in {zone.path, os.path.realpath(zone.path)}:
             if _inside(bwrap, root) or _inside(real, root):
                 return SandboxUnavailable(
@@ -202,7 +202,8 @@ def require_box(policy: Policy | None = None, *, env: Mapping[str, str] | None =
 
 class Probe(NamedTuple):
     """What ``doctor`` reports. ``links`` are the network links a box sees (None when
-    no box could start); ``error`` is the diagnosis when the box cannot be built."""
+    no box could start); ``diagnosis`` says why the box cannot be built. ``backend`` and
+    ``program`` name what builds the box (bwrap on Linux, sandbox-exec on macOS)."""
 
     bwrap: str | None
     version: str | None = None
@@ -216,6 +217,8 @@ class Probe(NamedTuple):
     euid: int = -1
     diagnosis: str | None = None
     fix: str | None = None
+    backend: str = "bwrap"
+    program: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -225,6 +228,8 @@ class Probe(NamedTuple):
     def verdict(self) -> str:
         if self.diagnosis is not None:
             return f"the box cannot be built: {self.diagnosis}"
+        if self.backend != "bwrap":
+            return f"the box works: {self.backend} at {self.program}"
         links = ", ".join(self.links or ())
         return f"the box works: {self.version} at {self.bwrap}, network links inside: {links}"
 
@@ -232,6 +237,8 @@ class Probe(NamedTuple):
         return {
             "ok": self.ok,
             "verdict": self.verdict,
+            "backend": self.backend,
+            "program": self.program if self.backend != "bwrap" else self.bwrap,
             "bwrap": self.bwrap,
             "version": self.version,
             "features": list(self.features),
@@ -275,9 +282,43 @@ def _run(argv: Sequence[str], timeout: float = 10.0) -> subprocess.CompletedProc
                           timeout=timeout, check=False, cwd="/")
 
 
-def probe(env: Mapping[str, str] | None = None) -> Probe:
-    """Find bwrap, ask its version and options, start a trial box and list the network
+def probe(env: Mapping[str, str] | None = None, platform: str = sys.platform) -> Probe:
+    """What builds the box on ``platform`` (:func:`sandbox.backends.box_name`), and
+    whether it works: for bwrap, its version and options, a trial box and the network
     links a box sees. Starts processes: for ``doctor``, not for every run."""
+    from .backends import box_name
+
+    if box_name(platform) == "seatbelt":
+        return probe_seatbelt()
+    return probe_bwrap(env)
+
+
+# The smallest Seatbelt profile: a trial that sandbox-exec itself works.
+_SEATBELT_TRIAL = "(version 1)(allow default)"
+SEATBELT_MISSING_FIX = "sandbox-exec is part of macOS; check that /usr/bin is intact"
+
+
+def probe_seatbelt() -> Probe:
+    """sandbox-exec (always ``/usr/bin/sandbox-exec``) and a trial run under it."""
+    from .backends.seatbelt import SANDBOX_EXEC
+
+    euid = os.geteuid()
+    base = Probe(None, euid=euid, backend="sandbox-exec", program=SANDBOX_EXEC)
+    if not os.path.exists(SANDBOX_EXEC):
+        return base._replace(diagnosis=f"{SANDBOX_EXEC} is not there",
+                             fix=SEATBELT_MISSING_FIX)
+    t = _run([SANDBOX_EXEC, "-p", _SEATBELT_TRIAL, "/usr/bin/true"])
+    if t.returncode != 0:
+        lines = t.stderr.decode(errors="replace").strip().splitlines()
+        error = lines[0] if lines else f"exit status {t.returncode}"
+        return base._replace(diagnosis=f"sandbox-exec could not start a trial box: {error}",
+                             fix=DOCTOR_FIX)
+    return base
+
+
+def probe_bwrap(env: Mapping[str, str] | None = None) -> Probe:
+    """Find bwrap, ask its version and options, start a trial box and list the network
+    links a box sees."""
     s = sysctls()
     euid = os.geteuid()
     bwrap = find_bwrap((os.environ if env is None else env).get("PATH"))

@@ -85,7 +85,7 @@ class Session:
         self.policy = policy
         self._host = HostBackend(policy)
         self._box: Backend | None = (
-            choose(policy, bwrap=bwrap, features=features) if policy.sandboxed else None)
+            choose(policy, bwrap=bwrap, features=features) if policy.boxed else None)
         # Said when the session ends (see :meth:`open`); read them after the with-block.
         self.warnings: list[str] = []
 
@@ -96,7 +96,7 @@ class Session:
         project: str,
         settings: SandboxSettings | None = None,
         *,
-        sandboxed: bool = True,
+        boxed: bool = True,
         env: Mapping[str, str] | None = None,
         output_cap: int = DEFAULT_OUTPUT_CAP,
     ) -> Iterator[Session]:
@@ -110,21 +110,21 @@ class Session:
         cannot stop its creation, and git run on the host would use its hooks.
         """
         settings = settings if settings is not None else SandboxSettings()
-        sandboxed = sandboxed and settings.enabled
+        boxed = boxed and settings.enabled
         root = make_private_root(private_tmp_root())
         tmp = tempfile.mkdtemp(prefix="session-", dir=root)
         pinned: tuple[str, ...] = ()
         try:
-            if sandboxed and settings.protect and os.path.isdir(project):
+            if boxed and settings.protect and os.path.isdir(project):
                 pinned = pin_commondirs(project)
-            policy = Policy.from_settings(project, settings, boxed=sandboxed, private_tmp=tmp,
+            policy = Policy.from_settings(project, settings, boxed=boxed, private_tmp=tmp,
                                           env=env, output_cap=output_cap)
             session = cls(policy)
             if session._box is not None:
                 session._box.check()  # fail now, before anything runs, if there is no box
             before = set(git_dirs(policy.project, policy.common_dir))
             yield session
-            if sandboxed and settings.protect:
+            if boxed and settings.protect:
                 session.warnings += new_git_folders(policy, before)
         finally:
             unpin_commondirs(pinned)
@@ -133,18 +133,18 @@ class Session:
 
     def host_env(self) -> Mapping[str, str]:
         """The environment a host command starts from (provider keys gone, PATH pruned
-        in a sandboxed session), computed once: pruning PATH walks every entry."""
+        in a boxed session), computed once: pruning PATH walks every entry."""
         return self._host.env()
 
-    def _backend(self, host: bool) -> Backend:
-        return self._host if host or self._box is None else self._box
+    def _backend(self, boxed: bool) -> Backend:
+        return self._box if boxed and self._box is not None else self._host
 
-    def plan(self, argv: Sequence[str], *, host: bool = False,
+    def plan(self, argv: Sequence[str], *, boxed: bool = True,
              env_extra: Mapping[str, str] | None = None) -> LaunchPlan:
-        """The plan that runs ``argv``: on the host (``host=True`` or a session with no
-        sandbox; ``argv[0]`` must be absolute) or in the box (``argv[0]`` may be a bare
-        name, looked up on PATH inside the box)."""
-        return self._backend(host).plan(argv, env_extra)
+        """The plan that runs ``argv``: in the box (``argv[0]`` may be a bare name, looked
+        up on PATH inside the box), or on the host (``boxed=False`` or a session with no
+        box; ``argv[0]`` must be absolute)."""
+        return self._backend(boxed).plan(argv, env_extra)
 
     def run(
         self,
@@ -153,7 +153,7 @@ class Session:
         stdin: bytes = b"",
         timeout: float | None = None,
         cancel: threading.Event | None = None,
-        host: bool = False,
+        boxed: bool = True,
         env_extra: Mapping[str, str] | None = None,
     ) -> RunResult:
         """Run ``argv`` to its end (and everything it started) and say how it ended.
@@ -165,7 +165,7 @@ class Session:
         """
         from .process import supervisor
 
-        backend = self._backend(host)
+        backend = self._backend(boxed)
         plan = backend.plan(argv, env_extra)
         result = supervisor.run(plan, stdin=stdin, timeout=timeout, cancel=cancel,
                                 output_cap=self.policy.output_cap)

@@ -21,13 +21,6 @@ from launchers.config import (
 )
 
 
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    p = tmp_path / "proj"
-    p.mkdir()
-    return p
-
-
 def write(tmp_path: Path, text: str, name: str = "config.toml") -> str:
     d = tmp_path / "cfg"
     d.mkdir(exist_ok=True)
@@ -613,7 +606,7 @@ def test_every_hook_is_on_the_host_in_a_session_without_a_sandbox() -> None:
     config = Config(path="/c", hooks=(spec("keywords", event="UserPromptSubmit"),
                                       spec("a", tools=("bash",))))
     expected = "hooks: keywords (prompts, on the host) · a (bash, on the host)"
-    assert banner(config, sandboxed_session=False) == expected
+    assert banner(config, boxed=False) == expected
     off = Config(path="/c", hooks=config.hooks, sandbox=SandboxSettings(enabled=False))
     assert banner(off) == expected
 

@@ -14,11 +14,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# Hooks run in the real box.
+pytestmark = pytest.mark.isolation
+
 
 @pytest.fixture
 def home() -> Iterator[Path]:
     # Outside /tmp: the demo installs its hooks under the home's data folder, and a
-    # sandboxed hook under /tmp would be refused (the box's /tmp is the agent's).
+    # boxed hook under /tmp would be refused (the box's /tmp is the agent's).
     path = Path(tempfile.mkdtemp(prefix="hs-demo-home-", dir="/var/tmp"))
     yield path
     shutil.rmtree(path, ignore_errors=True)

@@ -81,25 +81,25 @@ def test_desktop_variables_are_the_four_named() -> None:
     )
 
 
-def _policy(tmp_path: Path, env: dict[str, str], *, sandboxed: bool = True) -> Policy:
+def _policy(tmp_path: Path, env: dict[str, str], *, boxed: bool = True) -> Policy:
     (tmp_path / "proj").mkdir(exist_ok=True)
     (tmp_path / "ptmp").mkdir(exist_ok=True)
     return Policy.create(
-        str(tmp_path / "proj"), private_tmp=str(tmp_path / "ptmp"), env=env, sandboxed=sandboxed
+        str(tmp_path / "proj"), private_tmp=str(tmp_path / "ptmp"), env=env, boxed=boxed
     )
 
 
-@pytest.mark.parametrize("sandboxed", [True, False])
-def test_desktop_variables_pass_through_to_host_hooks(tmp_path: Path, sandboxed: bool) -> None:
+@pytest.mark.parametrize("boxed", [True, False])
+def test_desktop_variables_pass_through_to_host_hooks(tmp_path: Path, boxed: bool) -> None:
     desktop = {name: f"value of {name}" for name in DESKTOP_VARS}
-    env = host_env(_policy(tmp_path, {**desktop, "ANTHROPIC_API_KEY": "k"}, sandboxed=sandboxed))
+    env = host_env(_policy(tmp_path, {**desktop, "ANTHROPIC_API_KEY": "k"}, boxed=boxed))
     assert {k: env[k] for k in DESKTOP_VARS} == desktop
     assert "ANTHROPIC_API_KEY" not in env
 
 
 def test_with_no_sandbox_path_is_unchanged(tmp_path: Path) -> None:
     path = f".::relative:{tmp_path / 'proj'}:/usr/bin"
-    env = host_env(_policy(tmp_path, {"PATH": path}, sandboxed=False))
+    env = host_env(_policy(tmp_path, {"PATH": path}, boxed=False))
     assert env["PATH"] == path
 
 

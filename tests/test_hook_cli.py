@@ -9,26 +9,15 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers.hook_programs import install_hooks
 from helpers.procs import left_after, running_with
 
 REPO = Path(__file__).resolve().parent.parent
 
-
-@pytest.fixture(scope="module")
-def programs() -> Iterator[Path]:
-    yield from install_hooks()
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    p = tmp_path / "proj"
-    p.mkdir()
-    return p
+# Hooks run in the real box.
+pytestmark = pytest.mark.isolation
 
 
 def toml_hook(name: str, command: list[str], **extra: object) -> str:

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.hook_programs import install_hooks
 from helpers.procs import left_after, running_with
 
 from launchers import records as rec
@@ -30,21 +29,16 @@ PUSH = {"command": "git push --force origin main"}
 PULL = {"command": "git pull"}
 
 
-@pytest.fixture(scope="module")
-def programs() -> Iterator[Path]:
-    yield from install_hooks()
-
-
-@pytest.fixture(params=["boxed", "host"])
+@pytest.fixture(params=[pytest.param("boxed", marks=pytest.mark.isolation), "host"])
 def where(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> Path:
-    p = tmp_path / "proj"
-    (p / "src").mkdir(parents=True)
-    return p
+def project(project: Path) -> Path:
+    """The shared project, with a src folder."""
+    (project / "src").mkdir()
+    return project
 
 
 class Hooks:

@@ -38,13 +38,13 @@ def plant(folder: Path, name: str, says: str) -> None:
     prog.chmod(0o755)
 
 
-def policy(tree: Path, env: dict[str, str], *, sandboxed: bool = True) -> Policy:
+def policy(tree: Path, env: dict[str, str], *, boxed: bool = True) -> Policy:
     return Policy.create(
         str(tree / "proj"),
         private_tmp=str(tree / "ptmp"),
         writable=[str(tree / "extra")],
         env=env,
-        sandboxed=sandboxed,
+        boxed=boxed,
     )
 
 
@@ -59,8 +59,8 @@ def hook_env(pol: Policy) -> dict[str, str]:
     return dict(item.split("=", 1) for item in out.split("\0") if item)
 
 
-def hook_path(tree: Path, path: str, *, sandboxed: bool = True) -> str | None:
-    return hook_env(policy(tree, {"PATH": path}, sandboxed=sandboxed)).get("PATH")
+def hook_path(tree: Path, path: str, *, boxed: bool = True) -> str | None:
+    return hook_env(policy(tree, {"PATH": path}, boxed=boxed)).get("PATH")
 
 
 # -- the plan --------------------------------------------------------------------------------
@@ -120,8 +120,8 @@ def test_a_relative_name_in_a_host_hook_does_not_find_the_projects_file(tree: Pa
 # -- PATH in a session with a sandbox ---------------------------------------------------------
 
 
-def finds_planted(tree: Path, path: str, *, sandboxed: bool = True) -> bytes:
-    pol = policy(tree, {"PATH": path}, sandboxed=sandboxed)
+def finds_planted(tree: Path, path: str, *, boxed: bool = True) -> bytes:
+    pol = policy(tree, {"PATH": path}, boxed=boxed)
     return run(pol, SH, "-c", f"{PROBE} || echo none").stdout
 
 
@@ -182,5 +182,5 @@ def test_with_no_path_given_the_hook_has_no_path(tree: Path) -> None:
 
 def test_with_no_sandbox_path_is_passed_unchanged(tree: Path) -> None:
     path = f".::{tree / 'proj/bin'}:{tree / 'ptmp'}:{SYSTEM_PATH}"
-    assert hook_path(tree, path, sandboxed=False) == path
-    assert finds_planted(tree, path, sandboxed=False) == b"planted in proj/bin\n"
+    assert hook_path(tree, path, boxed=False) == path
+    assert finds_planted(tree, path, boxed=False) == b"planted in proj/bin\n"

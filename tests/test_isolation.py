@@ -543,7 +543,7 @@ def test_names_listed_in_scrub_reach_neither_the_box_nor_a_host_hook() -> None:
         settings = SandboxSettings(hide_defaults=False, scrub=("GITHUB_TOKEN", "*_SECRET"))
         with Session.open(str(project), settings, env=env) as session:
             boxed = session.run(["env"])
-            host = session.run(["/usr/bin/env"], host=True)
+            host = session.run(["/usr/bin/env"], boxed=False)
         for r in (boxed, host):
             assert r.ok, explain(r)
             assert b"secret" not in r.stdout

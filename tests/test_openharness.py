@@ -8,10 +8,8 @@ import contextlib
 import json
 import os
 import shlex
-import shutil
 import signal
 import socket
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -41,13 +39,6 @@ from sandbox.session import Session
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> Path:
-    p = tmp_path / "proj"
-    p.mkdir()
-    return p
-
-
-@pytest.fixture
 def policy(tmp_path: Path, project: Path) -> Policy:
     private = tmp_path / "private-tmp"
     private.mkdir()
@@ -67,17 +58,6 @@ def session(project: Path) -> Iterator[Session]:
 def runner(session: Session) -> oh.CommandRunner:
     """The runner a session uses: host hooks from /, boxed ones in its box."""
     return oh.session_runner(session)
-
-
-@pytest.fixture
-def outside() -> Iterator[Path]:
-    """A folder outside /tmp and the project, where a boxed hook's program may live."""
-    d = Path(tempfile.mkdtemp(prefix="oh-hooks-", dir="/var/tmp"))
-    os.chmod(d, 0o755)
-    try:
-        yield d
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
 
 
 def write(tmp_path: Path, text: str, name: str = "config.yaml") -> str:

@@ -344,7 +344,7 @@ def test_a_linked_worktrees_common_dir_is_refused(tmp_path: Path) -> None:
     assert pol.common_dir == common
     hook = touch(main / ".git" / "check.sh")
     # A host hook: the system /tmp (where tmp_path may be) is not in W for it.
-    guard = Guard(pol.writable_zones(hook_sandboxed=False), [])
+    guard = Guard(pol.writable_zones(boxed=False), [])
     assert guard.check(str(hook), "/").refusal("h") == (
         f"hook h: {hook} is in the worktree's common directory ({common}), "
         f"so the agent could change it. {FIX_W}"
@@ -363,17 +363,17 @@ def system_tmp_hook() -> Iterator[Path]:
 
 
 @pytest.mark.parametrize(
-    ("sandboxed", "hook_sandboxed", "refused"),
+    ("session_boxed", "boxed", "refused"),
     [(True, True, True), (True, False, False), (False, True, True), (False, False, True)],
 )
 def test_a_hook_under_tmp_is_refused_for_a_boxed_hook_or_with_no_sandbox(
-    tmp_path: Path, system_tmp_hook: Path, sandboxed: bool, hook_sandboxed: bool,
+    tmp_path: Path, system_tmp_hook: Path, session_boxed: bool, boxed: bool,
     refused: bool,
 ) -> None:
     root = tmp_path.resolve()
     (root / "proj").mkdir()
-    pol = policy(root / "proj", root, sandboxed=sandboxed)
-    guard = Guard(pol.writable_zones(hook_sandboxed=hook_sandboxed), [])
+    pol = policy(root / "proj", root, boxed=session_boxed)
+    guard = Guard(pol.writable_zones(boxed=boxed), [])
     v = guard.check(str(system_tmp_hook), "/")
     assert v.ok is not refused
     if refused:
@@ -388,7 +388,7 @@ def test_the_policys_private_temp_folder_is_refused(tmp_path: Path) -> None:
     (root / "proj").mkdir()
     pol = policy(root / "proj", root)
     hook = touch(root / "ptmp" / "check.sh")
-    v = Guard(pol.writable_zones(hook_sandboxed=False), []).check(str(hook), "/")
+    v = Guard(pol.writable_zones(boxed=False), []).check(str(hook), "/")
     assert v.zone is not None and v.zone.label == "the private temp folder"
 
 
@@ -397,8 +397,8 @@ def test_the_policys_hidden_folders_apply_to_boxed_hooks_only(tmp_path: Path) ->
     (root / "proj").mkdir()
     hook = touch(root / "home" / ".claude" / "check.sh")
     pol = policy(root / "proj", root)
-    boxed = Guard([], pol.hidden_zones(hook_sandboxed=True))
-    host = Guard([], pol.hidden_zones(hook_sandboxed=False))
+    boxed = Guard([], pol.hidden_zones(boxed=True))
+    host = Guard([], pol.hidden_zones(boxed=False))
     assert boxed.check(str(hook), "/").refusal("no-force-push") == (
         f"hook no-force-push: {hook} is in a folder the sandbox hides "
         f"({root / 'home' / '.claude'}), so the hook could not read it. {FIX_H}"
@@ -411,7 +411,7 @@ def test_the_policys_project_through_a_link_is_guarded_both_ways(tmp_path: Path)
     (root / "proj").mkdir()
     plink = link(root / "plink", root / "proj")
     hook = touch(root / "proj" / "check.sh")
-    guard = Guard(policy(plink, root).writable_zones(hook_sandboxed=False), [])
+    guard = Guard(policy(plink, root).writable_zones(boxed=False), [])
     assert not guard.check(str(hook), "/").ok
     assert not guard.check(str(plink / "check.sh"), "/").ok
 

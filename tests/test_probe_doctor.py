@@ -7,7 +7,9 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -17,8 +19,15 @@ from sandbox.policy import Policy
 
 CLI = os.path.join(os.path.dirname(sys.executable), "harness-sandbox")
 SYSTEM_BWRAP = shutil.which("bwrap")
-needs_bwrap = pytest.mark.skipif(SYSTEM_BWRAP is None or not sys.platform.startswith("linux"),
+_bwrap_here = pytest.mark.skipif(SYSTEM_BWRAP is None or not sys.platform.startswith("linux"),
                                  reason="needs bubblewrap on Linux")
+F = TypeVar("F", bound=Callable[..., object])
+
+
+def needs_bwrap(test: F) -> F:
+    """A test that starts the real box (marked isolation)."""
+    marked: F = pytest.mark.isolation(_bwrap_here(test))
+    return marked
 
 # Messages exactly as real bwrap 0.8 prints them.
 NO_PERMISSION = ("bwrap: No permissions to create new namespace, likely because the kernel "
@@ -193,13 +202,31 @@ def test_doctor_json_is_one_document_on_stdout() -> None:
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["ok"] is True
-    assert doc["bwrap"] == SYSTEM_BWRAP
+    assert doc["bwrap"] == doc["program"] == SYSTEM_BWRAP
+    assert doc["backend"] == "bwrap"
     assert doc["links"] == ["lo"]
     assert doc["userns_ok"] is True
     assert "--cap-drop" in doc["features"]
     assert set(doc["sysctls"]) == {"kernel.apparmor_restrict_unprivileged_userns",
                                    "user.max_user_namespaces",
                                    "kernel.unprivileged_userns_clone"}
+
+
+@pytest.mark.skipif(sys.platform == "darwin", reason="checks the macOS report off macOS")
+def test_doctor_for_macos_speaks_of_sandbox_exec_not_bwrap() -> None:
+    # Off macOS /usr/bin/sandbox-exec is absent: the report names it and nothing of bwrap.
+    from launchers.cli.doctor import report
+
+    p = probe.probe(platform="darwin")
+    assert (p.ok, p.backend, p.program) == (False, "sandbox-exec", "/usr/bin/sandbox-exec")
+    lines = report(p)
+    assert lines[0] == "sandbox-exec: /usr/bin/sandbox-exec"
+    assert lines[-2:] == [
+        "the box cannot be built: /usr/bin/sandbox-exec is not there",
+        "fix: sandbox-exec is part of macOS; check that /usr/bin is intact",
+    ]
+    assert not any("bwrap" in line for line in lines)
+    assert p.as_dict()["backend"] == "sandbox-exec"
 
 
 def test_doctor_without_bwrap_says_what_to_install() -> None:

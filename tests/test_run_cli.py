@@ -26,13 +26,6 @@ def home(tmp_path: Path) -> Path:
     return h
 
 
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    p = tmp_path / "project"
-    p.mkdir()
-    return p
-
-
 def run(project: Path, home: Path, *argv: str, stdin: bytes = b"",
         path: str | None = None, extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess[bytes]:
     env = {**os.environ, "HARNESS_HOME": str(home)}

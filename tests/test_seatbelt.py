@@ -642,19 +642,19 @@ def test_tmpdir_is_the_private_temp_folder(tmp_path: Path) -> None:
 # -- the macOS writable set (pathguard's zones) ----------------------------------------------
 
 
-def zone_set(policy: Policy, *, hook_sandboxed: bool) -> set[tuple[str, str]]:
-    return {(zn.path, zn.label) for zn in policy.writable_zones(hook_sandboxed=hook_sandboxed)}
+def zone_set(policy: Policy, *, boxed: bool) -> set[tuple[str, str]]:
+    return {(zn.path, zn.label) for zn in policy.writable_zones(boxed=boxed)}
 
 
 def test_on_macos_the_user_temp_folder_is_writable_for_a_sandboxed_hook(tmp_path: Path) -> None:
-    zones = zone_set(make_policy(tmp_path), hook_sandboxed=True)
+    zones = zone_set(make_policy(tmp_path), boxed=True)
     assert (user_tmp(), z.USER_TMP) in zones
 
 
 def test_on_macos_a_host_hook_in_a_sandboxed_session_counts_the_user_temp_folder(
     tmp_path: Path,
 ) -> None:
-    zones = zone_set(make_policy(tmp_path), hook_sandboxed=False)
+    zones = zone_set(make_policy(tmp_path), boxed=False)
     assert (user_tmp(), z.USER_TMP) in zones
 
 
@@ -663,20 +663,20 @@ def test_on_macos_the_system_temp_folders_do_not_count_in_a_sandboxed_session(
 ) -> None:
     # Unlike bubblewrap, the macOS box does not give the agent /tmp: a hook there is fine.
     for boxed in (True, False):
-        paths = {p for p, _ in zone_set(make_policy(tmp_path), hook_sandboxed=boxed)}
+        paths = {p for p, _ in zone_set(make_policy(tmp_path), boxed=boxed)}
         assert "/tmp" not in paths
         assert "/private/tmp" not in paths
 
 
 def test_under_bubblewrap_a_sandboxed_hooks_tmp_counts(tmp_path: Path) -> None:
     # The contrast with the test above: the rule is macOS's, not an accident.
-    zones = zone_set(make_policy(tmp_path, platform="linux"), hook_sandboxed=True)
+    zones = zone_set(make_policy(tmp_path, platform="linux"), boxed=True)
     assert ("/tmp", z.SYSTEM_TMP) in zones
     assert not [p for p, label in zones if label == z.USER_TMP]
 
 
 def test_on_macos_without_a_sandbox_tmp_private_tmp_and_tmpdir_count(tmp_path: Path) -> None:
-    zones = zone_set(make_policy(tmp_path, sandboxed=False), hook_sandboxed=True)
+    zones = zone_set(make_policy(tmp_path, boxed=False), boxed=True)
     assert ("/tmp", z.SYSTEM_TMP) in zones
     assert ("/private/tmp", z.SYSTEM_TMP) in zones
     # With no sandbox the environment's TMPDIR counts as it is (the seed's rule).
@@ -690,7 +690,7 @@ def test_every_writable_zone_of_a_macos_session_is_writable_in_the_box(tmp_path:
     policy = make_policy(tmp_path, writable=[str(extra)])
     got = parts(make_plan(policy))
     roots = writable_params(got)
-    zones = {seatbelt.canonical(zn.path) for zn in policy.writable_zones(hook_sandboxed=True)}
+    zones = {seatbelt.canonical(zn.path) for zn in policy.writable_zones(boxed=True)}
     assert roots == zones
 
 
@@ -700,7 +700,7 @@ def test_hidden_zones_of_a_macos_session_are_the_boxes_hidden_paths(tmp_path: Pa
     policy = make_policy(tmp_path, hidden=[str(secret)])
     got = parts(make_plan(policy))
     (read_deny,) = rules(got.session, "deny", "file-read*")
-    zones = {seatbelt.canonical(zn.path) for zn in policy.hidden_zones(hook_sandboxed=True)}
+    zones = {seatbelt.canonical(zn.path) for zn in policy.hidden_zones(boxed=True)}
     assert zones
     for zone in zones:
         assert got.matches(read_deny, zone)

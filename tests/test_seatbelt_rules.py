@@ -373,9 +373,9 @@ def test_a_hook_under_tmp_is_refused_once_tmp_is_writable(tmp_path: Path) -> Non
     hook.write_text("#!/bin/sh\n")
     try:
         plain = make_policy(tmp_path)
-        assert plain.guard(hook_sandboxed=True).check(str(hook), "/").ok
+        assert plain.guard(boxed=True).check(str(hook), "/").ok
         opened = make_policy(tmp_path, writable=["/tmp"])
-        verdict = opened.guard(hook_sandboxed=True).check(str(hook), "/")
+        verdict = opened.guard(boxed=True).check(str(hook), "/")
         assert not verdict.ok
         assert verdict.refusal("h") == (
             f"hook h: {hook} is in a writable folder (/tmp), so the agent could change it. "
@@ -470,9 +470,9 @@ def test_off_a_mac_a_macos_plan_keeps_the_environments_tmpdir() -> None:
     if sys.platform == "darwin":
         pytest.skip("on macOS the system is asked (test_seatbelt_macos.py)")
     got = darwin.session_user_tmp({"TMPDIR": "/var/folders/q/r/T/"}, platform="darwin",
-                                  sandboxed=True, fallback="/tmp")
+                                  boxed=True, fallback="/tmp")
     assert got == "/var/folders/q/r/T/"
-    assert darwin.session_user_tmp({}, platform="darwin", sandboxed=False,
+    assert darwin.session_user_tmp({}, platform="darwin", boxed=False,
                                    fallback="/tmp") == "/tmp"
 
 

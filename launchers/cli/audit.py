@@ -36,7 +36,7 @@ def cmd_banner(args: argparse.Namespace) -> int:
     for warning in config.warnings:
         say(warning)
     print(banner(config, no_hooks=bool(getattr(args, "no_hooks", False)),
-                 sandboxed_session=not args.no_sandbox))
+                 boxed=not args.no_sandbox))
     return 0
 
 
@@ -106,7 +106,6 @@ def cmd_audit(args: argparse.Namespace) -> int:
         policy = Policy.from_settings(args.project, config.sandbox, boxed=not args.no_sandbox)
     except PolicyError as err:
         return fail(policy_error_line(err, config))
-    sandboxed = policy.sandboxed
 
     admission = Admission(policy)
     checked: list[Checked] = []
@@ -131,7 +130,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
                                    source="openharness"))
 
     ok = not any(c.refusals for c in checked)
-    say(banner(config, sandboxed_session=sandboxed))
+    say(banner(config, boxed=policy.boxed))
     for warning in config.warnings:
         say(warning)
     for c in checked:
@@ -144,7 +143,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
             "version": JSON_VERSION,
             "config": config.path,
             "project": policy.project,
-            "sandbox": policy.sandboxed,
+            "sandbox": policy.boxed,
             "hooks": [c.as_json() for c in checked],
             "warnings": list(config.warnings),
             "ok": ok,

@@ -20,6 +20,14 @@ def report(p: object) -> list[str]:
     from sandbox.probe import Probe
 
     assert isinstance(p, Probe)
+    if p.backend != "bwrap":
+        lines = [f"{p.backend}: {p.program}"]
+        if p.euid == 0:
+            lines.append("running as root: run as a normal user where you can")
+        lines.append(p.verdict)
+        if p.fix:
+            lines.append(f"fix: {p.fix}")
+        return lines
     lines = [f"bwrap: {p.bwrap or 'not found on PATH'}"]
     if p.bwrap:
         lines.append(f"version: {p.version or 'unknown'}")

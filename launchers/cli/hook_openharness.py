@@ -116,7 +116,7 @@ def cmd_hook_openharness(args: argparse.Namespace) -> int:
     else:
         try:
             with Session.open(
-                project, user.sandbox, sandboxed=not getattr(args, "no_sandbox", False)
+                project, user.sandbox, boxed=not getattr(args, "no_sandbox", False)
             ) as session:
                 refusals = [
                     msg

@@ -71,7 +71,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 argv[0] = resolved
             elif args.host:
                 argv[0] = os.path.abspath(argv[0])
-            result = session.run(argv, stdin=stdin, timeout=args.timeout, host=args.host)
+            result = session.run(argv, stdin=stdin, timeout=args.timeout, boxed=not args.host)
     except PolicyError as err:
         _say(policy_error_line(err, config))
         return EXIT_NO_BOX

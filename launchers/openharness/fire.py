@@ -37,7 +37,8 @@ OhDecision = Literal["allow", "deny", "ask"]
 
 
 class CommandRunner(Protocol):
-    """Runs one command hook to its end: boxed (in the project) or on the host."""
+    """Runs one command hook to its end: in the box (in the project) when it asks for the
+    box (``sandbox``) and the session has one, else on the host."""
 
     def __call__(
         self,
@@ -46,7 +47,7 @@ class CommandRunner(Protocol):
         stdin: bytes,
         timeout: float,
         env_extra: Mapping[str, str],
-        boxed: bool,
+        sandbox: bool,
         cancel: threading.Event | None,
     ) -> RunResult: ...
 
@@ -61,16 +62,16 @@ def session_runner(session: Session) -> CommandRunner:
         stdin: bytes,
         timeout: float,
         env_extra: Mapping[str, str],
-        boxed: bool,
+        sandbox: bool,
         cancel: threading.Event | None,
     ) -> RunResult:
-        in_box = boxed and session.policy.sandboxed
+        boxed = sandbox and session.policy.boxed
         return session.run(
             argv,
             stdin=stdin,
             timeout=timeout,
             cancel=cancel,
-            host=not in_box,
+            boxed=boxed,
             env_extra=env_extra,
         )
 
@@ -132,7 +133,7 @@ def run_hook(
         stdin=stdin,
         timeout=timeout,
         env_extra=env_vars(hook.event, ctx),
-        boxed=hook.sandbox,
+        sandbox=hook.sandbox,
         cancel=cancel,
     )
     return answer_of_run(hook, result)

@@ -52,7 +52,7 @@ def choose(policy: Policy, *, bwrap: str | None = None,
            features: Collection[str] | None = None) -> Backend:
     """The backend for the session's boxed commands: the host runner for a session with
     no box, else the platform's box. The box's own module is imported only here."""
-    if not policy.sandboxed:
+    if not policy.boxed:
         return host_backend(policy)
     if box_name(policy.platform) == "seatbelt":
         from .seatbelt import SeatbeltBackend

@@ -1,6 +1,6 @@
 """Linux: (Policy, argv) -> LaunchPlan for bubblewrap. Pure: no I/O but stat/readlink.
 
-The box bash, exec and sandboxed hooks share. :func:`plan` builds bwrap's argv; the
+The box bash, exec and boxed hooks share. :func:`plan` builds bwrap's argv; the
 supervisor runs it. Nothing here spawns.
 """
 
