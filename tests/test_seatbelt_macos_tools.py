@@ -378,3 +378,11 @@ def test_a_harness_already_in_a_sandbox_refuses_to_start(tmp_path: Path) -> None
         b"harness-sandbox: the harness already runs inside a macOS sandbox (Seatbelt), where "
         b"sandbox-exec cannot apply the box's profile; start the harness outside any sandbox, "
         b"or set [sandbox] enabled = false to run every hook on the host with no box\n")
+
+
+def test_doctor_inside_seatbelt_names_the_cause(tmp_path: Path) -> None:
+    r = subprocess.run(["/usr/bin/sandbox-exec", "-p", "(version 1)(allow default)",
+                        CLI, "doctor", "--json"], capture_output=True, env=cli_env(tmp_path),
+                       timeout=TIMEOUT)
+    assert r.returncode == 1, r
+    assert b"already runs inside a macOS sandbox (Seatbelt)" in r.stdout, r
