@@ -1,6 +1,8 @@
 """The box and the host runner.
 
-A :class:`~sandbox.policy.Policy` is computed once per session; a backend turns
-``(policy, argv)`` into a :class:`~sandbox.plan.LaunchPlan` (pure data); the supervisor
-runs any plan. The backend is chosen once, here, by platform.
+The ``[sandbox]`` table (:mod:`sandbox.settings`) becomes a
+:class:`~sandbox.policy.Policy` once per session (:meth:`Policy.from_settings`); the
+backend is chosen once, in :func:`sandbox.backends.choose`, and turns ``(policy, argv)``
+into a :class:`~sandbox.plan.LaunchPlan` (pure data); the supervisor
+(:mod:`sandbox.process.supervisor`) runs any plan. Nothing here imports ``launchers``.
 """

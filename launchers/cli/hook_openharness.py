@@ -10,7 +10,7 @@ import sys
 import uuid
 from typing import Any
 
-from launchers.cli.common import load_user_config, policy_error_line, say
+from launchers.cli.common import JSON_VERSION, load_user_config, policy_error_line, say
 from launchers.errors import ConfigError
 from launchers.openharness.config import (
     EVENTS,
@@ -140,7 +140,7 @@ def cmd_hook_openharness(args: argparse.Namespace) -> int:
             return 130
 
     if getattr(args, "json", False):
-        print(json.dumps(result.to_json(), ensure_ascii=False))
+        print(json.dumps({"version": JSON_VERSION, **result.to_json()}, ensure_ascii=False))
     else:
         for line in describe(result):
             print(line, file=sys.stderr)

@@ -101,8 +101,8 @@ class Result:
         return self.decision == "deny"
 
     def to_json(self) -> dict[str, Any]:
+        """The outcome as ``hook --openharness --json`` prints it (after its version)."""
         return {
-            "version": 1,
             "event": self.event,
             "decision": self.decision,
             "reason": self.reason,
