@@ -209,9 +209,11 @@ def case_insensitive(path: str) -> bool:
         p = os.path.dirname(p)
     while p != "/":
         parent, name = os.path.split(p)
-        if name.swapcase() != name:
+        # ASCII letters only: the same letters the folded rules fold.
+        other = "".join(c.swapcase() if c.isascii() else c for c in name)
+        if other != name:
             try:
-                here, swapped = os.lstat(p), os.lstat(os.path.join(parent, name.swapcase()))
+                here, swapped = os.lstat(p), os.lstat(os.path.join(parent, other))
             except FileNotFoundError:
                 return False
             except OSError:
