@@ -236,9 +236,33 @@ def _hooks(file: str, raw: object, warnings: list[str]) -> tuple[HookSpec, ...]:
     return tuple(out)
 
 
+_Error = Callable[[str, str], ConfigError]
+
+
 def _hook(file: str, index: int, entry: dict[str, Any], first: dict[str, int],
           warnings: list[str]) -> HookSpec:
     # The name first, so every later error can name the hook.
+    name = _hook_name(file, index, entry, first)
+
+    def error(key: str, message: str) -> ConfigError:
+        return ConfigError(file, f'key "{key}": {message}', hook=name, key=key)
+
+    _known_keys(file, name, entry)
+    event = _event(entry, error)
+    # Checked in this order, so the first problem in the file's terms is the one told.
+    tools = _tools(entry, event, name, error, warnings)
+    return HookSpec(
+        name=name,
+        event=event,
+        command=_command(entry, error),
+        tools=tools,
+        timeout=_timeout(entry, error),
+        sandbox=_sandbox_key(entry, error),
+        on_failure=_on_failure(entry, error),
+    )
+
+
+def _hook_name(file: str, index: int, entry: dict[str, Any], first: dict[str, int]) -> str:
     if "name" not in entry:
         raise ConfigError(file, f'key "name": missing; every hook needs a name of '
                                 f"{_NAME_RULE}.", index=index, key="name")
@@ -253,10 +277,10 @@ def _hook(file: str, index: int, entry: dict[str, Any], first: dict[str, int],
         raise ConfigError(file, f'key "name": {_q(name)} is also the name of hook '
                                 f"#{first[name]}; each hook needs its own name.",
                           index=index, key="name")
+    return name
 
-    def error(key: str, message: str) -> ConfigError:
-        return ConfigError(file, f'key "{key}": {message}', hook=name, key=key)
 
+def _known_keys(file: str, name: str, entry: dict[str, Any]) -> None:
     for key in entry:
         if key in HOOK_KEYS:
             continue
@@ -266,6 +290,8 @@ def _hook(file: str, index: int, entry: dict[str, Any], first: dict[str, int],
             hint = "a hook's keys are " + ", ".join(HOOK_KEYS) + "."
         raise ConfigError(file, f'unknown key "{key}"; {hint}', hook=name, key=key)
 
+
+def _event(entry: dict[str, Any], error: _Error) -> Event:
     event = entry.get("event")
     if event is None:
         raise error("event", 'missing; use "PreToolUse" or "UserPromptSubmit".')
@@ -274,20 +300,24 @@ def _hook(file: str, index: int, entry: dict[str, Any], first: dict[str, int],
     if event not in EVENTS:
         raise error("event", f'{_q(event)} is not an event here; use "PreToolUse" or '
                              '"UserPromptSubmit".')
+    return cast(Event, event)
 
-    tools: tuple[str, ...] | None = None
-    if "tools" in entry:
-        raw_tools = entry["tools"]
-        if event != "PreToolUse":
-            raise error("tools", "only a PreToolUse hook lists tools; a UserPromptSubmit "
-                                 "hook runs for every prompt.")
-        tools = _strings(raw_tools, lambda m: error("tools", m))
-        if not tools:
-            raise error("tools", "the list is empty; leave tools out to cover every tool.")
-        for tool in tools:
-            if tool not in TOOLS:
-                warnings.append(tool_warning(name, tool))
 
+def _tools(entry: dict[str, Any], event: Event, name: str, error: _Error,
+           warnings: list[str]) -> tuple[str, ...] | None:
+    if "tools" not in entry:
+        return None
+    if event != "PreToolUse":
+        raise error("tools", "only a PreToolUse hook lists tools; a UserPromptSubmit "
+                             "hook runs for every prompt.")
+    tools = _strings(entry["tools"], lambda m: error("tools", m))
+    if not tools:
+        raise error("tools", "the list is empty; leave tools out to cover every tool.")
+    warnings.extend(tool_warning(name, tool) for tool in tools if tool not in TOOLS)
+    return tools
+
+
+def _command(entry: dict[str, Any], error: _Error) -> tuple[str, ...]:
     if "command" not in entry:
         raise error("command", "missing; give the program and its arguments as a list, "
                                'such as ["/path/to/hook.sh"].')
@@ -302,7 +332,10 @@ def _hook(file: str, index: int, entry: dict[str, Any], first: dict[str, int],
                                'such as ["/path/to/hook.sh"].')
     if not command[0]:
         raise error("command", "the program (the first element) is empty.")
+    return command
 
+
+def _timeout(entry: dict[str, Any], error: _Error) -> int:
     timeout = entry.get("timeout", 30)
     if isinstance(timeout, bool) or not isinstance(timeout, int):
         raise error("timeout", f"must be whole seconds from {TIMEOUT_MIN} to "
@@ -310,27 +343,24 @@ def _hook(file: str, index: int, entry: dict[str, Any], first: dict[str, int],
     if not TIMEOUT_MIN <= timeout <= TIMEOUT_MAX:
         raise error("timeout", f"{timeout} is out of range; use whole seconds from "
                                f"{TIMEOUT_MIN} to {TIMEOUT_MAX}.")
+    return timeout
 
+
+def _sandbox_key(entry: dict[str, Any], error: _Error) -> bool:
     sandbox = entry.get("sandbox", True)
     if not isinstance(sandbox, bool):
         raise error("sandbox", f"must be true or false, not {_a(sandbox)}.")
+    return sandbox
 
+
+def _on_failure(entry: dict[str, Any], error: _Error) -> OnFailure:
     on_failure = entry.get("on_failure", "block")
     if not isinstance(on_failure, str):
         raise error("on_failure", f'must be "block" or "continue", not {_a(on_failure)}.')
     if on_failure not in ("block", "continue"):
         raise error("on_failure", f'{_q(on_failure)} is not allowed; use "block" or '
                                   '"continue".')
-
-    return HookSpec(
-        name=name,
-        event=cast(Event, event),
-        command=command,
-        tools=tools,
-        timeout=timeout,
-        sandbox=sandbox,
-        on_failure=cast(OnFailure, on_failure),
-    )
+    return cast(OnFailure, on_failure)
 
 
 def _strings(value: object, error: Callable[[str], ConfigError]) -> tuple[str, ...]:
@@ -369,19 +399,8 @@ def _sandbox(file: str, raw: object) -> SandboxSettings:
         if key not in SANDBOX_KEYS:
             raise ConfigError(file, f'[sandbox]: unknown key "{key}"; the keys are '
                                     + ", ".join(SANDBOX_KEYS) + ".", key=key)
-    paths: dict[str, tuple[str, ...]] = {}
-    for key in ("writable", "hidden", "allow_unix_sockets"):
-        value = raw.get(key, [])
-        if not isinstance(value, list):
-            raise error(key, f"must be a list of paths, not {_a(value)}.")
-        for i, item in enumerate(value, 1):
-            if not isinstance(item, str):
-                raise error(key, f"element {i} must be a string, not {_a(item)}.")
-            # A relative path would mean whatever the current folder is at start.
-            if not (os.path.isabs(item) or item == "~" or item.startswith("~/")):
-                raise error(key, f"{_q(item)} is not an absolute path; write it from / "
-                                 "or ~/.")
-        paths[key] = tuple(value)
+    paths = {key: _sandbox_paths(raw, key, error)
+             for key in ("writable", "hidden", "allow_unix_sockets")}
     flags: dict[str, bool] = {}
     for key, default in (("hide_defaults", True), ("protect", True), ("network", False),
                          ("enabled", True)):
@@ -389,6 +408,25 @@ def _sandbox(file: str, raw: object) -> SandboxSettings:
         if not isinstance(value, bool):
             raise error(key, f"must be true or false, not {_a(value)}.")
         flags[key] = value
+    return SandboxSettings(writable=paths["writable"], hidden=paths["hidden"],
+                           scrub=_scrub_names(raw, error),
+                           allow_unix_sockets=paths["allow_unix_sockets"], **flags)
+
+
+def _sandbox_paths(raw: dict[str, Any], key: str, error: _Error) -> tuple[str, ...]:
+    value = raw.get(key, [])
+    if not isinstance(value, list):
+        raise error(key, f"must be a list of paths, not {_a(value)}.")
+    for i, item in enumerate(value, 1):
+        if not isinstance(item, str):
+            raise error(key, f"element {i} must be a string, not {_a(item)}.")
+        # A relative path would mean whatever the current folder is at start.
+        if not (os.path.isabs(item) or item == "~" or item.startswith("~/")):
+            raise error(key, f"{_q(item)} is not an absolute path; write it from / or ~/.")
+    return tuple(value)
+
+
+def _scrub_names(raw: dict[str, Any], error: _Error) -> tuple[str, ...]:
     names = raw.get("scrub", [])
     if not isinstance(names, list):
         raise error("scrub", f"must be a list of environment names, not {_a(names)}.")
@@ -398,9 +436,7 @@ def _sandbox(file: str, raw: object) -> SandboxSettings:
         if not _ENV_PATTERN.fullmatch(item):
             raise error("scrub", f"{_q(item)} is not an environment name; use letters, "
                                  "digits and _, with * or ? for any characters.")
-    return SandboxSettings(writable=paths["writable"], hidden=paths["hidden"],
-                           scrub=tuple(names), allow_unix_sockets=paths["allow_unix_sockets"],
-                           **flags)
+    return tuple(names)
 
 
 _ENV_PATTERN = re.compile(r"[A-Za-z0-9_*?]+")

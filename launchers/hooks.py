@@ -164,7 +164,8 @@ class HookRunner:
 
         def envelope() -> bytes:
             return protocol.pre_tool_use(sid, self.policy.project_as_written, permission_mode,
-                                         tool_name, tool_input, tool_use_id, roots)
+                                         tool_name, tool_input, tool_use_id=tool_use_id,
+                                         project=roots)
 
         return self._fire("PreToolUse", tool_name, envelope, cancel)
 
@@ -207,7 +208,7 @@ class HookRunner:
         d.records.append(record)
         self._write(record)
 
-    def _run_one(self, hook: _Hook, event: Event, tool: str | None, envelope: bytes,
+    def _run_one(self, hook: _Hook, event: Event, tool: str | None, envelope: bytes, *,
                  cancel: threading.Event | None, d: Decision) -> RunResult:
         key = rec.digest(envelope)
         if self.replay is not None:
@@ -228,20 +229,14 @@ class HookRunner:
         pending_context: list[tuple[str, str]] = []
         envelope: bytes | None = None
 
-        for name, definition in self._skipped.items():
-            tools = definition.get("tools")
-            if definition.get("event") == event and (
-                    tool is None or tools is None or tool in tools):
-                self._emit(d, rec.decided_record(name, event, tool, "skip",
-                                                 reason="changed in the config since recorded"))
-
+        self._record_skipped(d, event, tool)
         for hook in self.hooks:
             spec = hook.spec
             if not self._covers(spec, event, tool):
                 continue
             if envelope is None:
                 envelope = make_envelope()
-            result = self._run_one(hook, event, tool, envelope, cancel, d)
+            result = self._run_one(hook, event, tool, envelope, cancel=cancel, d=d)
             answer = protocol.parse(result, event, timeout=spec.timeout, boxed=hook.boxed)
 
             if answer.kind == "interrupted":
@@ -280,6 +275,15 @@ class HookRunner:
             self._emit(d, rec.context_record(name, kept))
             d.contexts.append(protocol.frame_context(name, kept))
         return d
+
+    def _record_skipped(self, d: Decision, event: Event, tool: str | None) -> None:
+        """A resume's skipped hooks that would have run: recorded as skipped."""
+        for name, definition in self._skipped.items():
+            tools = definition.get("tools")
+            if definition.get("event") == event and (
+                    tool is None or tools is None or tool in tools):
+                self._emit(d, rec.decided_record(name, event, tool, "skip",
+                                                 reason="changed in the config since recorded"))
 
 
 def new_session_id() -> str:

@@ -90,6 +90,7 @@ def pre_tool_use(
     permission_mode: str,
     tool_name: str,
     tool_input: Mapping[str, Any],
+    *,
     tool_use_id: str,
     project: str | Sequence[str],
 ) -> bytes:
@@ -225,15 +226,17 @@ def parse(result: RunResult, event: Event, *, timeout: float, boxed: bool = Fals
         return Answer("none")
     if result.stdout_capped:
         return Answer("failure", failure=NOT_HOOK_JSON)
+    return _read_stdout(out, event)
+
+
+def _read_stdout(out: str, event: Event) -> Answer:
+    """A hook's stdout (exit 0, not empty): hook JSON, or "not hook JSON"."""
     try:
         obj = json.loads(out)
-    except ValueError:
-        return Answer("failure", failure=NOT_HOOK_JSON)
-    if not isinstance(obj, dict):
-        return Answer("failure", failure=NOT_HOOK_JSON)
-    try:
+        if not isinstance(obj, dict):
+            raise _NotHookJson
         return _read_json(obj, event)
-    except _NotHookJson:
+    except (ValueError, _NotHookJson):
         return Answer("failure", failure=NOT_HOOK_JSON)
 
 

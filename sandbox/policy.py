@@ -11,7 +11,7 @@ import sys
 import tempfile
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pathguard import zones as z
 from pathguard.zones import Zone
@@ -190,6 +190,33 @@ def unpin_commondirs(paths: Iterable[str]) -> None:
             pass
 
 
+def _writable_paths(writable: Iterable[str], home: str) -> tuple[str, ...]:
+    """``[sandbox] writable``, absolute; each must exist."""
+    out: list[str] = []
+    for w in writable:
+        p = os.path.abspath(expand(w, home))
+        if not os.path.exists(p):
+            raise PolicyError(f"the writable path {p} does not exist")
+        out.append(p)
+    return tuple(out)
+
+
+def _hidden_paths(hidden: Iterable[str], defaults: bool, home: str) -> tuple[str, ...]:
+    """The hidden paths that exist (the defaults first, unless turned off), absolute;
+    each a file or a folder."""
+    names = [*(DEFAULT_HIDDEN if defaults else ()), *hidden]
+    shown: list[str] = []
+    for h in names:
+        p = os.path.abspath(expand(h, home))
+        if not os.path.lexists(p):
+            continue  # nothing to hide
+        if not (os.path.isdir(p) or os.path.isfile(p)):
+            raise PolicyError(f"the hidden path {p} is neither a file nor a folder")
+        if p not in shown:
+            shown.append(p)
+    return tuple(shown)
+
+
 def expand(path: str, home: str) -> str:
     """``~`` and ``~/x`` against ``home``; the result must be absolute."""
     if path == "~":
@@ -218,75 +245,51 @@ class Policy(NamedTuple):
     network: bool = False
     boxed: bool = True
     platform: str = sys.platform
-    # Filled in by create(): build policies with it, not directly.
+    # Filled in by from_settings(): build policies with it, not directly.
     home: str = ""
     tmpdir: str = ""
     env: Mapping[str, str] = MappingProxyType({})
     output_cap: int = DEFAULT_OUTPUT_CAP
-    # Found once, at create(): see git_guard_paths().
+    # Found once, at from_settings(): see git_guard_paths().
     protected: tuple[str, ...] = ()
     missing_hooks: tuple[str, ...] = ()
     # [sandbox] allow_unix_sockets: absolute, ~ expanded (see sandbox/sockets.py).
     allow_unix_sockets: tuple[str, ...] = ()
 
     @classmethod
-    def create(
+    def from_settings(
         cls,
         project: str,
+        settings: SandboxSettings | None = None,
         *,
-        private_tmp: str | None = None,
-        writable: Iterable[str] = (),
-        hidden: Iterable[str] = (),
-        hide_defaults: bool = True,
-        protect: bool = True,
-        network: bool = False,
         boxed: bool = True,
+        private_tmp: str | None = None,
         env: Mapping[str, str] | None = None,
-        scrub: Iterable[str] = (),
         home: str | None = None,
         platform: str = sys.platform,
         output_cap: int = DEFAULT_OUTPUT_CAP,
-        allow_unix_sockets: Iterable[str] = (),
     ) -> Policy:
-        """Check the paths the user named and build the policy.
+        """The policy of a session for ``project`` under the ``[sandbox]`` table: the one
+        mapping every entry point uses. ``boxed`` False (``--no-sandbox``) or
+        ``enabled = false`` gives a session with no box.
 
         Raises :class:`PolicyError` with a one-line message naming the path for: a
         project that is not a directory, a writable path that does not exist, a
         hidden path that is neither a file nor a folder.
         """
+        s = settings if settings is not None else SandboxSettings()
         # ``[sandbox] scrub``: gone from the session's environment, so from every plan
         # built on it (boxed or on the host).
-        env = drop_names(os.environ if env is None else env, tuple(scrub))
-        home = home or env.get("HOME") or os.path.expanduser("~")
+        session_env = drop_names(os.environ if env is None else env, s.scrub)
+        home = home or session_env.get("HOME") or os.path.expanduser("~")
         as_written = os.path.abspath(project)
         if not os.path.isdir(as_written):
             raise PolicyError(f"the project {as_written} is not a directory")
         real_project = os.path.realpath(as_written)
-
-        extra: list[str] = []
-        for w in writable:
-            p = os.path.abspath(expand(w, home))
-            if not os.path.exists(p):
-                raise PolicyError(f"the writable path {p} does not exist")
-            extra.append(p)
-
-        names = list(DEFAULT_HIDDEN) if hide_defaults else []
-        names += list(hidden)
-        shown: list[str] = []
-        for h in names:
-            p = os.path.abspath(expand(h, home))
-            if not os.path.lexists(p):
-                continue  # nothing to hide
-            if not (os.path.isdir(p) or os.path.isfile(p)):
-                raise PolicyError(f"the hidden path {p} is neither a file nor a folder")
-            if p not in shown:
-                shown.append(p)
-
-        sockets = tuple(os.path.abspath(expand(s, home)) for s in allow_unix_sockets)
         from .darwin import session_user_tmp
 
         # On a Mac, asked of the system and checked: never TMPDIR (see sandbox/darwin.py).
-        user_tmp = session_user_tmp(env, platform=platform, boxed=boxed,
+        user_tmp = session_user_tmp(session_env, platform=platform, boxed=boxed and s.enabled,
                                     fallback=tempfile.gettempdir())
         tmp = private_tmp if private_tmp is not None else private_tmp_root()
         common = git_common_dir(real_project)
@@ -298,42 +301,32 @@ class Policy(NamedTuple):
             project_as_written=as_written,
             private_tmp=os.path.realpath(tmp),
             common_dir=common,
-            writable=tuple(extra),
-            hidden=tuple(shown),
-            protect=protect,
-            network=network,
-            boxed=boxed,
+            writable=_writable_paths(s.writable, home),
+            hidden=_hidden_paths(s.hidden, s.hide_defaults, home),
+            protect=s.protect,
+            network=s.network,
+            boxed=boxed and s.enabled,
             platform=platform,
             home=home,
             tmpdir=user_tmp,
-            env=env,
+            env=session_env,
             output_cap=output_cap,
-            allow_unix_sockets=sockets,
+            allow_unix_sockets=tuple(os.path.abspath(expand(p, home))
+                                     for p in s.allow_unix_sockets),
         )
-
-    # -- the sets pathguard checks against ------------------------------------------
 
     @classmethod
-    def from_settings(
-        cls,
-        project: str,
-        settings: SandboxSettings | None = None,
-        *,
-        boxed: bool = True,
-        private_tmp: str | None = None,
-        env: Mapping[str, str] | None = None,
-        output_cap: int = DEFAULT_OUTPUT_CAP,
-    ) -> Policy:
-        """The policy of a session for ``project`` under the ``[sandbox]`` table: the one
-        mapping every entry point uses. ``boxed`` False (``--no-sandbox``) or
-        ``enabled = false`` gives a session with no box. Raises :class:`PolicyError`."""
-        s = settings if settings is not None else SandboxSettings()
-        return cls.create(
-            project, private_tmp=private_tmp, writable=s.writable, hidden=s.hidden,
-            hide_defaults=s.hide_defaults, protect=s.protect, network=s.network,
-            boxed=boxed and s.enabled, env=env, scrub=s.scrub, output_cap=output_cap,
-            allow_unix_sockets=s.allow_unix_sockets,
-        )
+    def create(cls, project: str, **options: Any) -> Policy:
+        """:meth:`from_settings` with the table's keys named one by one (``writable=``,
+        ``hidden=``, ``scrub=``, ...) beside its own options; for tests and callers that
+        build a policy by hand."""
+        keys = {k: options.pop(k) for k in SandboxSettings._fields if k in options}
+        for k in ("writable", "hidden", "scrub", "allow_unix_sockets"):
+            if k in keys:
+                keys[k] = tuple(keys[k])
+        return cls.from_settings(project, SandboxSettings(**keys), **options)
+
+    # -- the sets pathguard checks against ------------------------------------------
 
     def writable_zones(self, *, boxed: bool) -> tuple[Zone, ...]:
         """W: every folder the agent can write, for a hook run boxed or on the host.

@@ -458,7 +458,7 @@ def test_every_run_is_recorded_as_an_effect_under_its_input_digest(
     from launchers.protocol import pre_tool_use
 
     envelope = pre_tool_use("01MSESSION", session.policy.project_as_written, "auto", "bash",
-                            PUSH, "7EX", session.policy.project)
+                            PUSH, tool_use_id="7EX", project=session.policy.project)
     assert effect["input_digest"] == rec.digest(envelope)
     assert effect["result"]["outcome"] == "exited" and effect["result"]["returncode"] == 2
     assert effect["result"]["stderr"] == "force-push is not allowed here\n"

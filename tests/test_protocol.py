@@ -21,7 +21,8 @@ def exited(code: int, stdout: bytes | str = b"", stderr: bytes | str = b"") -> R
 
 def test_pre_tool_use_envelope_is_one_line_with_the_fields_in_order() -> None:
     raw = p.pre_tool_use("01M", "/home/p", "auto", "bash",
-                         {"command": "git push --force origin main"}, "7EX", "/home/p")
+                         {"command": "git push --force origin main"}, tool_use_id="7EX",
+                         project="/home/p")
     assert raw.endswith(b"\n") and raw.count(b"\n") == 1
     doc = json.loads(raw)
     assert list(doc) == ["session_id", "hook_event_name", "cwd", "permission_mode",
@@ -74,7 +75,8 @@ def test_the_project_where_it_leads_is_made_relative_too() -> None:
 
 def test_mcp_input_carries_server_tool_and_arguments() -> None:
     raw = p.pre_tool_use("s", "/p", "auto", "mcp",
-                         p.mcp_input("github", "create_issue", {"title": "t"}), "u", "/p")
+                         p.mcp_input("github", "create_issue", {"title": "t"}),
+                         tool_use_id="u", project="/p")
     assert json.loads(raw)["tool_input"] == {"server": "github", "tool": "create_issue",
                                              "arguments": {"title": "t"}}
 

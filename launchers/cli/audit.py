@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from launchers.admission import Admission
 from launchers.cli.common import JSON_VERSION, load_user_config, policy_error_line, say
-from launchers.config import Config, ConfigError, banner
+from launchers.config import Config, ConfigError, HookSpec, banner
 from pathguard.argv import Refusal
 from sandbox.errors import PolicyError
 from sandbox.policy import Policy
@@ -101,34 +101,45 @@ def cmd_audit(args: argparse.Namespace) -> int:
         config, found = load_user_config(args.config, args.project)
     except ConfigError as err:
         return fail(str(err))
-
     try:
         policy = Policy.from_settings(args.project, config.sandbox, boxed=not args.no_sandbox)
     except PolicyError as err:
         return fail(policy_error_line(err, config))
-
     admission = Admission(policy)
-    checked: list[Checked] = []
-    for spec in config.hooks:
-        boxed, v = admission.check(spec.name, spec.command, sandbox=spec.sandbox)
-        checked.append(Checked(spec.name, spec.event, spec.tools, boxed, v.argv, v.details))
-
+    checked = [_check_harness(admission, spec) for spec in config.hooks]
     if getattr(args, "openharness", None):
         # Imported here: only --openharness pays for the YAML front end.
         from launchers.openharness.config import OhConfigError
-        from launchers.openharness.config import load as load_openharness
 
         try:
-            oh_config = load_openharness(os.path.abspath(args.openharness))
+            checked += _check_openharness(admission, os.path.abspath(args.openharness))
         except OhConfigError as err:
             return fail(str(err))
-        for hook in oh_config.all_hooks():
-            if hook.command is None:
-                continue  # an HTTP hook runs nothing here
-            boxed, v = admission.check(hook.label, hook.words, sandbox=hook.sandbox)
-            checked.append(Checked(hook.label, hook.event, None, boxed, v.argv, v.details,
-                                   source="openharness"))
+    return _tell(checked, config, policy, found.path if found else None, as_json=as_json)
 
+
+def _check_harness(admission: Admission, spec: HookSpec) -> Checked:
+    boxed, v = admission.check(spec.name, spec.command, sandbox=spec.sandbox)
+    return Checked(spec.name, spec.event, spec.tools, boxed, v.argv, v.details)
+
+
+def _check_openharness(admission: Admission, path: str) -> list[Checked]:
+    """Every command hook of an openHarness file (an HTTP hook runs nothing here).
+    Raises OhConfigError."""
+    from launchers.openharness.config import load as load_openharness
+
+    out: list[Checked] = []
+    for hook in load_openharness(path).all_hooks():
+        if hook.command is None:
+            continue
+        boxed, v = admission.check(hook.label, hook.words, sandbox=hook.sandbox)
+        out.append(Checked(hook.label, hook.event, None, boxed, v.argv, v.details,
+                           source="openharness"))
+    return out
+
+
+def _tell(checked: list[Checked], config: Config, policy: Policy, looked_at: str | None, *,
+          as_json: bool) -> int:
     ok = not any(c.refusals for c in checked)
     say(banner(config, boxed=policy.boxed))
     for warning in config.warnings:
@@ -136,8 +147,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     for c in checked:
         for r in c.refusals:
             say(r.message)
-    say(_verdict_line(checked, config, found.path if found else None))
-
+    say(_verdict_line(checked, config, looked_at))
     if as_json:
         print(json.dumps({
             "version": JSON_VERSION,

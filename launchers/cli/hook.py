@@ -110,14 +110,19 @@ def cmd_hook(args: argparse.Namespace) -> int:
         say(str(err))
         return 2
 
+    return _tell(decision, event, as_json=bool(args.json))
+
+
+def _tell(decision: Decision, event: Event, *, as_json: bool) -> int:
+    """The outcome: the texts for people on stderr, the contexts (or one JSON document)
+    on stdout; the exit status."""
     for warning in decision.warnings:
         say(warning)
     if decision.outcome == "interrupted":
         say(f"interrupted while hook {decision.hook} ran; nothing was sent")
     elif decision.message is not None:
         say(decision.message)
-
-    if args.json:
+    if as_json:
         print(json.dumps({
             "version": JSON_VERSION,
             "event": event,

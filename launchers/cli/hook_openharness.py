@@ -11,7 +11,8 @@ import uuid
 from typing import Any
 
 from launchers.cli.common import JSON_VERSION, load_user_config, policy_error_line, say
-from launchers.errors import ConfigError
+from launchers.config import Config
+from launchers.errors import ConfigError, UsageError
 from launchers.openharness.config import (
     EVENTS,
     TOOL_EVENTS,
@@ -84,62 +85,74 @@ def cmd_hook_openharness(args: argparse.Namespace) -> int:
     """Fire one event through ``.oh/config.yaml`` hooks.
 
     Exit 0 allowed, no objection or ask; 1 denied; 2 the file could not be loaded, the
-    options are wrong, a hook is refused by the path guard, or the box cannot be built.
+    options are wrong, a hook is refused by the path guard, or the box cannot be built;
+    130 interrupted.
     """
-    from sandbox.errors import PolicyError, SandboxError
-    from sandbox.session import Session
-
-    path: str = args.openharness
     event: str = args.event
     project = os.path.abspath(getattr(args, "project", None) or ".")
     try:
-        # The user config's [sandbox] table applies to these hooks as to [[hooks]].
-        user, _ = load_user_config(getattr(args, "config", None), project)
-        config = load(path)
-    except (ConfigError, OhConfigError) as err:
+        user, config, ctx = _prepare(args, project)
+    except (ConfigError, OhConfigError, UsageError) as err:
         _say(str(err))
         return 2
-    if event not in EVENTS:
-        _say(unknown_event(event))
-        return 2
-    if event in TOOL_EVENTS and not getattr(args, "tool", None):
-        _say(f"{event} needs --tool NAME")
-        return 2
-    try:
-        ctx = context_from_args(args, project)
-    except ValueError as err:
-        _say(str(err))
-        return 2
-
     if getattr(args, "no_hooks", False):
-        result = Result(event)
-    else:
-        try:
-            with Session.open(
-                project, user.sandbox, boxed=not getattr(args, "no_sandbox", False)
-            ) as session:
-                refusals = [
-                    msg
-                    for _, verdict in check(config, policy=session.policy)
-                    for msg in verdict.refusals
-                ]
-                if refusals:
-                    for msg in refusals:
-                        _say(msg)
-                    return 2
-                result, interrupted = _fire_interruptible(
-                    config, event, ctx, session_runner(session))
-        except PolicyError as err:
-            _say(policy_error_line(err, user))
-            return 2
-        except SandboxError as err:
-            _say(str(err))
-            return 2
-        if interrupted:
-            _say(f"{event}: interrupted; the running hook was ended")
-            return 130
+        return _tell(Result(event), as_json=bool(getattr(args, "json", False)))
+    fired = _fire_in_session(args, project, user, config, ctx)
+    if isinstance(fired, int):
+        return fired
+    return _tell(fired, as_json=bool(getattr(args, "json", False)))
 
-    if getattr(args, "json", False):
+
+def _prepare(args: argparse.Namespace, project: str) -> tuple[Config, OhConfig, Context]:
+    """The user config (for its [sandbox] table, which applies to these hooks as to
+    [[hooks]]), the openHarness file and the event's context. Raises ConfigError,
+    OhConfigError or UsageError."""
+    user, _ = load_user_config(getattr(args, "config", None), project)
+    config = load(args.openharness)
+    event: str = args.event
+    if event not in EVENTS:
+        raise UsageError(unknown_event(event))
+    if event in TOOL_EVENTS and not getattr(args, "tool", None):
+        raise UsageError(f"{event} needs --tool NAME")
+    try:
+        return user, config, context_from_args(args, project)
+    except ValueError as err:
+        raise UsageError(str(err)) from err
+
+
+def _fire_in_session(args: argparse.Namespace, project: str, user: Config, config: OhConfig,
+                     ctx: Context) -> Result | int:
+    """The event fired in the session, or the exit status when it could not be."""
+    from sandbox.errors import PolicyError, SandboxError
+    from sandbox.session import Session
+
+    event: str = args.event
+    try:
+        with Session.open(
+            project, user.sandbox, boxed=not getattr(args, "no_sandbox", False)
+        ) as session:
+            refusals = [msg for _, verdict in check(config, policy=session.policy)
+                        for msg in verdict.refusals]
+            for msg in refusals:
+                _say(msg)
+            if refusals:
+                return 2
+            result, interrupted = _fire_interruptible(
+                config, event, ctx, session_runner(session))
+    except PolicyError as err:
+        _say(policy_error_line(err, user))
+        return 2
+    except SandboxError as err:
+        _say(str(err))
+        return 2
+    if interrupted:
+        _say(f"{event}: interrupted; the running hook was ended")
+        return 130
+    return result
+
+
+def _tell(result: Result, *, as_json: bool) -> int:
+    if as_json:
         print(json.dumps({"version": JSON_VERSION, **result.to_json()}, ensure_ascii=False))
     else:
         for line in describe(result):

@@ -17,6 +17,9 @@ from launchers.cli.common import load_user_config, policy_error_line, say
 if TYPE_CHECKING:
     import argparse
 
+    from sandbox.plan import RunResult
+    from sandbox.session import Session
+
 EXIT_TIMED_OUT = 124
 EXIT_NO_BOX = 125
 EXIT_NOT_EXECUTABLE = 126
@@ -59,18 +62,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     stdin = _stdin()
     try:
         with Session.open(project, config.sandbox) as session:
-            if args.host and "/" not in argv[0]:
-                # The host runner takes absolute programs only. Look the name up once,
-                # on the PATH a host command gets (pruned of the agent's folders).
-                from pathguard.argv import find_program
-
-                resolved = find_program(argv[0], session.host_env().get("PATH"))
-                if resolved is None:
+            if args.host:
+                program = _host_program(session, argv[0])
+                if program is None:
                     _say(f"{argv[0]}: command not found")
                     return EXIT_NOT_FOUND
-                argv[0] = resolved
-            elif args.host:
-                argv[0] = os.path.abspath(argv[0])
+                argv[0] = program
             result = session.run(argv, stdin=stdin, timeout=args.timeout, boxed=not args.host)
     except PolicyError as err:
         _say(policy_error_line(err, config))
@@ -78,11 +75,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     except SandboxUnavailable as err:
         _say(str(err))
         return EXIT_NO_BOX
+    return _report(result, session, argv[0], args.timeout)
 
+
+def _host_program(session: Session, name: str) -> str | None:
+    """The absolute program the host runner starts for ``name``. A bare name is looked
+    up once, on the PATH a host command gets (pruned of the agent's folders)."""
+    if "/" in name:
+        return os.path.abspath(name)
+    from pathguard.argv import find_program
+
+    return find_program(name, session.host_env().get("PATH"))
+
+
+def _report(result: RunResult, session: Session, program: str,
+            timeout: float | None) -> int:
+    """The command's output, the session's warnings, and the exit status."""
     if result.outcome == "failed_to_start":
-        _say(f"{argv[0]}: {result.error}")
+        _say(f"{program}: {result.error}")
         return EXIT_NOT_FOUND if result.errno == errno.ENOENT else EXIT_NOT_EXECUTABLE
-
     out, err_ = sys.stdout.buffer, sys.stderr.buffer
     out.write(result.stdout)
     out.flush()
@@ -94,13 +105,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         if capped:
             _say(f"the command's {name} passed {session.policy.output_cap} bytes; "
                  "the rest was dropped")
-
     if result.outcome == "exited":
         return result.returncode if result.returncode is not None else 1
     if result.outcome == "signaled":
         return 128 + (result.signal or 0)
     if result.outcome == "timed_out":
-        _say(f"{result.plan.description if result.plan else argv[0]} timed out after "
-             f"{args.timeout:g} s")
+        _say(f"{result.plan.description if result.plan else program} timed out after "
+             f"{timeout or 0:g} s")
         return EXIT_TIMED_OUT
     return EXIT_CANCELLED

@@ -12,7 +12,7 @@ import difflib
 import fnmatch
 import re
 import urllib.parse
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -203,7 +203,24 @@ def _hook(path: str, event: str, index: int, entry: object) -> OhHook:
     for key in entry:
         if key not in KEYS:
             raise fail(f'unknown key "{key}"')
+    command, http = _command_or_http(entry, fail)
+    json_io = entry.get("jsonIO", False)
+    if not isinstance(json_io, bool):
+        raise fail("jsonIO must be true or false")
+    sandbox = entry.get("sandbox", False)
+    if not isinstance(sandbox, bool):
+        raise fail("sandbox must be true or false")
+    if sandbox and http is not None:
+        raise fail("sandbox applies to command hooks only")
+    timeout = entry.get("timeout", DEFAULT_TIMEOUT_MS)
+    if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout <= 0:
+        raise fail("timeout must be a whole number of milliseconds greater than 0")
+    return OhHook(event=event, index=index, command=command, http=http, json_io=json_io,
+                  match=_match(entry, event, fail), timeout_ms=timeout, sandbox=sandbox)
 
+
+def _command_or_http(entry: dict[str, Any], fail: Callable[[str], OhConfigError]
+                     ) -> tuple[str | None, str | None]:
     command = entry.get("command")
     http = entry.get("http")
     if command is not None and http is not None:
@@ -227,44 +244,26 @@ def _hook(path: str, event: str, index: int, entry: object) -> OhHook:
         url = urllib.parse.urlsplit(http)
         if url.scheme not in ("http", "https") or not url.hostname:
             raise fail(f'http must be an http:// or https:// URL, not "{http}"')
+    return command, http
 
-    json_io = entry.get("jsonIO", False)
-    if not isinstance(json_io, bool):
-        raise fail("jsonIO must be true or false")
-    sandbox = entry.get("sandbox", False)
-    if not isinstance(sandbox, bool):
-        raise fail("sandbox must be true or false")
-    if sandbox and http is not None:
-        raise fail("sandbox applies to command hooks only")
 
-    timeout = entry.get("timeout", DEFAULT_TIMEOUT_MS)
-    if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout <= 0:
-        raise fail("timeout must be a whole number of milliseconds greater than 0")
-
+def _match(entry: dict[str, Any], event: str, fail: Callable[[str], OhConfigError]
+           ) -> str | None:
     match = entry.get("match")
-    if match is not None:
-        if not isinstance(match, str):
-            raise fail("match must be a string")
-        if not match:
-            raise fail("match is empty")
-        if event not in TOOL_EVENTS:
-            raise fail(f"match applies only to tool events ({', '.join(TOOL_EVENTS)})")
-        if _is_regex(match):
-            try:
-                re.compile(match[1:-1])
-            except re.error as err:
-                raise fail(f'match "{match}" is not a valid regular expression: {err}') from err
-
-    return OhHook(
-        event=event,
-        index=index,
-        command=command,
-        http=http,
-        json_io=json_io,
-        match=match,
-        timeout_ms=timeout,
-        sandbox=sandbox,
-    )
+    if match is None:
+        return None
+    if not isinstance(match, str):
+        raise fail("match must be a string")
+    if not match:
+        raise fail("match is empty")
+    if event not in TOOL_EVENTS:
+        raise fail(f"match applies only to tool events ({', '.join(TOOL_EVENTS)})")
+    if _is_regex(match):
+        try:
+            re.compile(match[1:-1])
+        except re.error as err:
+            raise fail(f'match "{match}" is not a valid regular expression: {err}') from err
+    return match
 
 
 # -- match -----------------------------------------------------------------------------

@@ -157,53 +157,72 @@ def fire(
     """
     if event not in EVENTS:
         raise ValueError(f'unknown openHarness event "{event}"')
-    gating = event in GATING_EVENTS
-    ran: list[str] = []
-    contexts: list[str] = []
-    warnings: list[str] = []
-    first_ask: tuple[str, OhAnswer] | None = None
-    allowed = False
-
-    def result(decision: OhDecision | None, reason: str | None, by: str | None) -> Result:
-        return Result(
-            event=event,
-            decision=decision,
-            reason=reason,
-            additional_context="\n\n".join(contexts) if contexts else None,
-            ran=tuple(ran),
-            decided_by=by,
-            warnings=tuple(warnings),
-        )
-
+    merge = _Merge(event)
     for hook in config.for_event(event):
         if event in TOOL_EVENTS and not hook.matches(ctx.tool_name):
             continue
         if cancel is not None and cancel.is_set():
             # Nothing more starts; on a gating event an unfinished run is a deny.
-            if gating:
-                return result("deny", "cancelled", None)
+            if merge.gating:
+                return merge.result("deny", "cancelled", None)
             break
-        answer = run_hook(hook, ctx, runner=runner, cancel=cancel)
-        ran.append(hook.label)
+        ended = merge.take(hook, run_hook(hook, ctx, runner=runner, cancel=cancel))
+        if ended is not None:
+            return ended
+    return merge.end()
+
+
+class _Merge:
+    """The answers of one event's hooks so far, merged in list order."""
+
+    def __init__(self, event: str) -> None:
+        self.event = event
+        self.gating = event in GATING_EVENTS
+        self.ran: list[str] = []
+        self.contexts: list[str] = []
+        self.warnings: list[str] = []
+        self.first_ask: tuple[str, OhAnswer] | None = None
+        self.allowed = False
+
+    def result(self, decision: OhDecision | None, reason: str | None,
+               by: str | None) -> Result:
+        return Result(
+            event=self.event,
+            decision=decision,
+            reason=reason,
+            additional_context="\n\n".join(self.contexts) if self.contexts else None,
+            ran=tuple(self.ran),
+            decided_by=by,
+            warnings=tuple(self.warnings),
+        )
+
+    def take(self, hook: OhHook, answer: OhAnswer) -> Result | None:
+        """Add one hook's answer; the event's result when the answer ends the run."""
+        self.ran.append(hook.label)
         if answer.failure is not None:
-            warnings.append(f"hook {hook.label} failed ({answer.failure})")
-        if not gating:
-            continue
-        if answer.additional_context and event in CONTEXT_EVENTS:
-            contexts.append(answer.additional_context)
+            self.warnings.append(f"hook {hook.label} failed ({answer.failure})")
+        if not self.gating:
+            return None
+        if answer.additional_context and self.event in CONTEXT_EVENTS:
+            self.contexts.append(answer.additional_context)
         if answer.kind == "deny":
-            return result("deny", answer.reason or f"denied by hook {hook.label}", hook.label)
+            return self.result("deny", answer.reason or f"denied by hook {hook.label}",
+                               hook.label)
         if answer.kind == "allow!":
-            return result("allow", answer.reason, hook.label)
-        if answer.kind == "ask" and first_ask is None:
-            first_ask = (hook.label, answer)
+            return self.result("allow", answer.reason, hook.label)
+        if answer.kind == "ask" and self.first_ask is None:
+            self.first_ask = (hook.label, answer)
         if answer.kind == "allow":
-            allowed = True
-    if first_ask is not None:
-        return result("ask", first_ask[1].reason, first_ask[0])
-    if allowed:
-        return result("allow", None, None)
-    return result(None, None, None)
+            self.allowed = True
+        return None
+
+    def end(self) -> Result:
+        """Every hook had its say: ask, allow, or no decision."""
+        if self.first_ask is not None:
+            return self.result("ask", self.first_ask[1].reason, self.first_ask[0])
+        if self.allowed:
+            return self.result("allow", None, None)
+        return self.result(None, None, None)
 
 
 def check(config: OhConfig, *, policy: Policy) -> list[tuple[str, CommandVerdict]]:

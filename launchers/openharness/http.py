@@ -31,50 +31,23 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
 
 
+_Reply = tuple[bytes | None, str | None]
+
+
 def post_json(
     url: str,
     body: bytes,
     timeout: float,
     cancel: threading.Event | None = None,
-) -> tuple[bytes | None, str | None]:
+) -> _Reply:
     """POST ``body``; the reply's bytes, or None and why it failed.
 
     The whole exchange ends by ``timeout`` seconds: urllib's timeout bounds each socket
     wait, the thread join bounds the sum (a server can trickle bytes forever).
     """
-    out: list[tuple[bytes | None, str | None]] = []
-
-    def exchange() -> None:
-        request = urllib.request.Request(
-            url,
-            data=body,
-            method="POST",
-            headers={"Content-Type": "application/json", "User-Agent": "harness-sandbox"},
-        )
-        try:
-            with _OPENER.open(request, timeout=timeout) as response:
-                status = response.status
-                data = response.read(HTTP_BODY_CAP + 1)
-            if not 200 <= status < 300:
-                out.append((None, f"answered HTTP {status}"))
-            elif len(data) > HTTP_BODY_CAP:
-                out.append((None, "answered with more than 1 MiB"))
-            else:
-                out.append((data, None))
-        except urllib.error.HTTPError as err:
-            out.append((None, f"answered HTTP {err.code}"))
-        except urllib.error.URLError as err:
-            reason = err.reason
-            text = getattr(reason, "strerror", None) or str(reason)
-            out.append((None, f"could not be reached: {text}"))
-        except TimeoutError:
-            out.append((None, "timed out"))
-        except OSError as err:
-            out.append((None, f"could not be reached: {err.strerror or err}"))
-        except Exception as err:  # a malformed status line and the like
-            out.append((None, f"answered something that is not HTTP: {err}"))
-
-    worker = threading.Thread(target=exchange, name="oh-http-hook", daemon=True)
+    out: list[_Reply] = []
+    worker = threading.Thread(target=lambda: out.append(_exchange(url, body, timeout)),
+                              name="oh-http-hook", daemon=True)
     deadline = time.monotonic() + timeout
     worker.start()
     while True:
@@ -90,3 +63,34 @@ def post_json(
         # The thread is abandoned; urllib's own timeout ends it soon after.
         return None, "timed out"
     return out[0]
+
+
+def _exchange(url: str, body: bytes, timeout: float) -> _Reply:
+    """One POST and its reply, every failure told in words."""
+    request = urllib.request.Request(
+        url,
+        data=body,
+        method="POST",
+        headers={"Content-Type": "application/json", "User-Agent": "harness-sandbox"},
+    )
+    try:
+        with _OPENER.open(request, timeout=timeout) as response:
+            status = response.status
+            data = response.read(HTTP_BODY_CAP + 1)
+    except urllib.error.HTTPError as err:
+        return None, f"answered HTTP {err.code}"
+    except urllib.error.URLError as err:
+        reason = err.reason
+        text = getattr(reason, "strerror", None) or str(reason)
+        return None, f"could not be reached: {text}"
+    except TimeoutError:
+        return None, "timed out"
+    except OSError as err:
+        return None, f"could not be reached: {err.strerror or err}"
+    except Exception as err:  # a malformed status line and the like
+        return None, f"answered something that is not HTTP: {err}"
+    if not 200 <= status < 300:
+        return None, f"answered HTTP {status}"
+    if len(data) > HTTP_BODY_CAP:
+        return None, "answered with more than 1 MiB"
+    return data, None

@@ -126,7 +126,7 @@ def box_args(
     2. ``--dev /dev``, ``--proc /proc``: a fresh minimal /dev (null, zero, random, tty,
        a private devpts and shm) and a /proc of the box's own PID namespace.
     3. Then, path by path from the shallowest to the deepest, so that a more specific
-       rule always wins over a broader one:
+       rule always wins over a broader one (:func:`_mount_ops`):
 
        - the private temp folder bound read-write at ``/tmp``;
        - ``/run`` replaced by an empty tmpfs (host sockets; see ``MASKED_RUNTIME``);
@@ -149,48 +149,62 @@ def box_args(
     Hidden paths under /tmp that no read-write bind shows are left out: the box's /tmp
     is the private folder, so the host's files there are not visible anyway.
 
-    Namespaces: ``--unshare-all`` (user, IPC, PID, network, UTS, cgroup), with the user
-    namespace required (``--unshare-user``: fail rather than silently skip it when run
-    as root) and, where bwrap supports it, ``--disable-userns``. ``--share-net`` only
-    when the policy allows the network. ``--die-with-parent`` ends the box with the
-    supervisor, ``--new-session`` takes away the controlling terminal (no TIOCSTI),
-    ``--cap-drop ALL`` leaves no capability in any namespace.
-
-    The environment is bwrap's own (``LaunchPlan.env``); bwrap passes it to the command
-    unchanged. The command's ``argv[0]`` may be a bare name: bwrap looks it up on the
-    box's PATH.
+    The namespaces and the rest: :func:`_namespace_args`. The environment is bwrap's own
+    (``LaunchPlan.env``); bwrap passes it to the command unchanged. The command's
+    ``argv[0]`` may be a bare name: bwrap looks it up on the box's PATH.
     """
     if not os.path.isabs(bwrap):
         raise ValueError(f"bwrap must be an absolute path, not {bwrap!r}")
-    if features is not None:
-        missing = [f for f in REQUIRED_FEATURES if f not in features]
-        if missing:
-            raise SandboxUnavailable(
-                f"{bwrap} lacks {', '.join(missing)}",
-                "install bubblewrap 0.4 or later: sudo apt-get install bubblewrap",
-            )
+    _require_features(bwrap, features)
+    ops, read_only_last = _mount_ops(policy)
+    args: list[str] = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    for _, kind, path in ops:
+        args += _mount_args(policy, kind, path)
+    for d in read_only_last:
+        args += ["--remount-ro", d]
+    return (*args, *_namespace_args(policy, features))
 
+
+def _require_features(bwrap: str, features: Collection[str] | None) -> None:
+    if features is None:
+        return
+    missing = [f for f in REQUIRED_FEATURES if f not in features]
+    if missing:
+        raise SandboxUnavailable(
+            f"{bwrap} lacks {', '.join(missing)}",
+            "install bubblewrap 0.4 or later: sudo apt-get install bubblewrap",
+        )
+
+
+_Op = tuple[int, int, str]
+
+
+def _mount_ops(policy: Policy) -> tuple[list[_Op], list[str]]:
+    """The mounts after /, /dev and /proc as (depth, kind, path), shallowest first, and
+    the tmpfs mounts to make read-only at the end."""
     rw = list(policy.read_write_paths())
-    ops: list[tuple[int, int, str]] = [(_depth("/tmp"), _TMP, "/tmp")]
+    ops: list[_Op] = [(_depth("/tmp"), _TMP, "/tmp")]
     ops.append((_depth(MASKED_RUNTIME), _RUNTIME, MASKED_RUNTIME))
     ops += [(_depth(p), _RW, p) for p in rw]
-
     protected = [os.path.realpath(p) for p in policy.protected_paths()]
+    empty_ro = list(policy.missing_hook_dirs())
     pinned: list[str] = []
-    for p in protected:
+    for p in [*protected, *empty_ro]:
         gitdir = os.path.dirname(p)
         if gitdir not in rw and gitdir not in pinned:
             pinned.append(gitdir)
     ops += [(_depth(g), _PIN, g) for g in pinned]
     ops += [(_depth(p), _PROTECT, p) for p in protected]
-    empty_ro = list(policy.missing_hook_dirs())
-    for p in empty_ro:
-        gitdir = os.path.dirname(p)
-        if gitdir not in rw and gitdir not in pinned:
-            pinned.append(gitdir)
-            ops.append((_depth(gitdir), _PIN, gitdir))
     ops += [(_depth(p), _EMPTY_RO, p) for p in empty_ro]
+    hidden_ops, hidden_dirs = _hidden_ops(policy, rw)
+    ops += hidden_ops
+    # Stable: equal depth and kind keep the policy's order.
+    ops.sort(key=lambda op: (op[0], op[1]))
+    return ops, [*empty_ro, *hidden_dirs]
 
+
+def _hidden_ops(policy: Policy, rw: Sequence[str]) -> tuple[list[_Op], list[str]]:
+    ops: list[_Op] = []
     hidden_dirs: list[str] = []
     for h in policy.hidden:
         real = os.path.realpath(h)
@@ -202,41 +216,43 @@ def box_args(
                 ops.append((_depth(real), _HIDE_DIR, real))
         elif os.path.exists(real):
             ops.append((_depth(real), _HIDE_FILE, real))
-    # Stable: equal depth and kind keep the policy's order.
-    ops.sort(key=lambda op: (op[0], op[1]))
+    return ops, hidden_dirs
 
-    args: list[str] = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    for _, kind, path in ops:
-        if kind == _TMP:
-            args += ["--bind", policy.private_tmp, "/tmp"]
-        elif kind == _RUNTIME:
-            args += ["--tmpfs", MASKED_RUNTIME]
-            if policy.network and os.path.isdir(RESOLVER_DIR):
-                args += ["--ro-bind", RESOLVER_DIR, RESOLVER_DIR]
-            # [sandbox] allow_unix_sockets under /run, shown again. Read-only: connect(2)
-            # to a socket needs no writable mount, and nothing else there can change.
-            for sock in _allowed_runtime_sockets(policy):
-                args += ["--ro-bind", sock, sock]
-        elif kind in (_RW, _PIN):
-            args += ["--bind", path, path]
-        elif kind == _PROTECT:
-            args += ["--ro-bind", path, path]
-        elif kind in (_HIDE_DIR, _EMPTY_RO):
-            args += ["--tmpfs", path]
-        else:
-            args += ["--ro-bind", "/dev/null", path]
-    for d in [*empty_ro, *hidden_dirs]:
-        args += ["--remount-ro", d]
 
-    args += ["--unshare-all", "--unshare-user"]
+def _mount_args(policy: Policy, kind: int, path: str) -> list[str]:
+    if kind == _TMP:
+        return ["--bind", policy.private_tmp, "/tmp"]
+    if kind == _RUNTIME:
+        out = ["--tmpfs", MASKED_RUNTIME]
+        if policy.network and os.path.isdir(RESOLVER_DIR):
+            out += ["--ro-bind", RESOLVER_DIR, RESOLVER_DIR]
+        # [sandbox] allow_unix_sockets under /run, shown again. Read-only: connect(2) to
+        # a socket needs no writable mount, and nothing else there can change.
+        for sock in _allowed_runtime_sockets(policy):
+            out += ["--ro-bind", sock, sock]
+        return out
+    if kind in (_RW, _PIN):
+        return ["--bind", path, path]
+    if kind == _PROTECT:
+        return ["--ro-bind", path, path]
+    if kind in (_HIDE_DIR, _EMPTY_RO):
+        return ["--tmpfs", path]
+    return ["--ro-bind", "/dev/null", path]
+
+
+def _namespace_args(policy: Policy, features: Collection[str] | None) -> list[str]:
+    """``--unshare-all`` (user, IPC, PID, network, UTS, cgroup), with the user namespace
+    required (``--unshare-user``: fail rather than silently skip it when run as root)
+    and, where bwrap supports it, ``--disable-userns``. ``--share-net`` only when the
+    policy allows the network. ``--die-with-parent`` ends the box with the supervisor,
+    ``--new-session`` takes away the controlling terminal (no TIOCSTI), ``--cap-drop
+    ALL`` leaves no capability in any namespace."""
+    args = ["--unshare-all", "--unshare-user"]
     if policy.network:
         args.append("--share-net")
-    for f in OPTIONAL_FEATURES:
-        if features is None or f in features:
-            args.append(f)
+    args += [f for f in OPTIONAL_FEATURES if features is None or f in features]
     args += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
-    args += ["--chdir", policy.project]
-    return tuple(args)
+    return [*args, "--chdir", policy.project]
 
 
 class BwrapBackend:

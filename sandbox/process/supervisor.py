@@ -120,7 +120,8 @@ def run(
     if watched:
         watchdog.send(b"+ %d\n" % pid)
     try:
-        return _supervise(plan, proc, marker, stdin, timeout, cancel, output_cap, started)
+        return _supervise(plan, proc, marker=marker, data=stdin, timeout=timeout,
+                          cancel=cancel, cap=output_cap, started=started)
     finally:
         if watched:
             watchdog.send(b"- %d %s\n" % (pid, (marker or "-").encode()))
@@ -149,6 +150,7 @@ def _spawn(plan: LaunchPlan, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
 def _supervise(
     plan: LaunchPlan,
     proc: subprocess.Popen[bytes],
+    *,
     marker: str | None,
     data: bytes,
     timeout: float | None,
@@ -163,27 +165,12 @@ def _supervise(
     try:
         start_ticks = subreaper.start_ticks(pid) if subreaper_enabled() else 0
         streams = Pipes(proc, data, cap)
-        if _HAVE_PIDFD:
-            # Readable when the main process exits: the wait below needs no polling.
-            # A kernel without pidfds (before 5.3) falls back to polling the exit.
-            with contextlib.suppress(OSError):
-                pidfd = os.pidfd_open(pid)
-                streams.poller.register(pidfd, select.POLLIN)
+        pidfd = _watch_exit(pid, streams)
         deadline = None if timeout is None else started + timeout
         outcome = _wait(proc, streams, pidfd, deadline, cancel)
         if pidfd >= 0:
             streams.poller.unregister(pidfd)
-
-        # The main process is gone (or about to be): end its group before reaping it,
-        # while the zombie still pins the group's id.
-        _killpg(pid)
-        streams.close_stdin()
-        idle = plan.drain_idle
-        ended = streams.drain(idle, time.monotonic() + plan.drain_max)
-        if marker is not None and (outcome != "exited" or not ended):
-            kill_marked(marker.__eq__)
-            streams.drain(idle, time.monotonic() + _DRAIN_AFTER_KILL)
-        streams.close()
+        _end_tree(plan, pid, streams, marker, outcome)
         rc = proc.wait()
         if subreaper_enabled():
             subreaper.reap_adopted(start_ticks, watchdog.pid)
@@ -201,7 +188,43 @@ def _supervise(
     finally:
         if pidfd >= 0:
             os.close(pidfd)
+    return _result(plan, outcome, rc, streams, started)
 
+
+def _watch_exit(pid: int, streams: Pipes) -> int:
+    """A pidfd for ``pid`` on the pipes' poll object, or -1.
+
+    Readable when the main process exits: the wait needs no polling. A kernel without
+    pidfds (before 5.3) falls back to polling the exit.
+    """
+    if not _HAVE_PIDFD:
+        return -1
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:
+        return -1
+    streams.poller.register(pidfd, select.POLLIN)
+    return pidfd
+
+
+def _end_tree(plan: LaunchPlan, pid: int, streams: Pipes, marker: str | None,
+              outcome: Outcome) -> None:
+    """The main process is gone (or about to be): end its group before reaping it, while
+    the zombie still pins the group's id; drain the pipes as long as the plan says; hunt
+    down what carries the marker when the run did not simply exit or the pipes are
+    still held."""
+    _killpg(pid)
+    streams.close_stdin()
+    idle = plan.drain_idle
+    ended = streams.drain(idle, time.monotonic() + plan.drain_max)
+    if marker is not None and (outcome != "exited" or not ended):
+        kill_marked(marker.__eq__)
+        streams.drain(idle, time.monotonic() + _DRAIN_AFTER_KILL)
+    streams.close()
+
+
+def _result(plan: LaunchPlan, outcome: Outcome, rc: int, streams: Pipes,
+            started: float) -> RunResult:
     returncode: int | None = None
     signum: int | None = None
     if outcome == "exited":
