@@ -43,6 +43,28 @@ class ProfileSyntaxError(ValueError):
     pass
 
 
+def _read_string(text: str, i: int) -> tuple[Str, int]:
+    """The string whose body starts at ``i``, and where reading goes on after it."""
+    out = []
+    n = len(text)
+    while True:
+        if i >= n:
+            raise ProfileSyntaxError("unterminated string")
+        ch = text[i]
+        if ch == "\\":
+            if i + 1 >= n:
+                raise ProfileSyntaxError("unterminated escape")
+            out.append(text[i + 1])
+            i += 2
+            continue
+        if ch == '"':
+            return Str("".join(out)), i + 1
+        if ch == "\n":
+            raise ProfileSyntaxError("newline inside a string")
+        out.append(ch)
+        i += 1
+
+
 def read_profile(text: str) -> list[Node]:
     """Every top-level form of ``text``; raises on unbalanced parentheses, unterminated
     strings, or anything after a closing parenthesis that has no opening one."""
@@ -65,26 +87,8 @@ def read_profile(text: str) -> list[Node]:
             stack[-1].append(done)
             i += 1
         elif c == '"' or text.startswith('#"', i):
-            i += 1 if c == '"' else 2
-            out = []
-            while True:
-                if i >= n:
-                    raise ProfileSyntaxError("unterminated string")
-                ch = text[i]
-                if ch == "\\":
-                    if i + 1 >= n:
-                        raise ProfileSyntaxError("unterminated escape")
-                    out.append(text[i + 1])
-                    i += 2
-                    continue
-                if ch == '"':
-                    i += 1
-                    break
-                if ch == "\n":
-                    raise ProfileSyntaxError("newline inside a string")
-                out.append(ch)
-                i += 1
-            stack[-1].append(Str("".join(out)))
+            string, i = _read_string(text, i + (1 if c == '"' else 2))
+            stack[-1].append(string)
         else:
             start = i
             while i < n and not text[i].isspace() and text[i] not in '();"':
