@@ -69,7 +69,7 @@ network = true
 allow_unix_sockets = ["$base/run/open.sock"]
 EOF
 export HARNESS_HOME=$base/home/harness
-box() { "$HS" run --project "$project" -- "$@"; }
+box() { "$HS" run --project "$project" -- "$@" </dev/null; }
 connect='import socket, sys
 s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); print(s.recv(6).decode(), end="")'
 
@@ -102,7 +102,7 @@ check "an allowed Unix socket is reached with the network on" \
     box "$PY" -c "$connect" "$base/run/open.sock"
 check "  and the service saw it" test -s "$base/open.log"
 check "SSH_AUTH_SOCK naming a shut socket does not reach the box" /bin/sh -c \
-    "SSH_AUTH_SOCK='$base/run/shut.sock' '$HS' run --project '$project' -- /usr/bin/env |
+    "SSH_AUTH_SOCK='$base/run/shut.sock' '$HS' run --project '$project' -- /usr/bin/env </dev/null |
         (! grep -q SSH_AUTH_SOCK)"
 refused "creating .git/HOOKS/pre-commit is refused" \
     box /bin/sh -c 'echo "touch PWNED" > .git/HOOKS/pre-commit'
@@ -114,7 +114,7 @@ refused "a write to /tmp is refused (the decision: TMPDIR is the box's own)" \
 check "  and nothing was written" test ! -e "/private/tmp/hs-smoke-escape-$$"
 check "a write to \$TMPDIR works" box /bin/sh -c 'echo x > "$TMPDIR/t" && test -s "$TMPDIR/t"'
 /usr/bin/sandbox-exec -p "(version 1)(allow default)" "$HS" run --project "$project" -- \
-    /usr/bin/true >"$base/out" 2>"$base/err"
+    /usr/bin/true </dev/null >"$base/out" 2>"$base/err"
 if [ $? -eq 125 ] && grep -q "already runs inside a macOS sandbox" "$base/err"; then
     ok "a harness already inside Seatbelt refuses to start (exit 125)"
 else

@@ -353,7 +353,7 @@ def test_the_cli_runs_a_command_in_the_box(tmp_path: Path) -> None:
     project = tmp_path / "p"
     project.mkdir()
     r = subprocess.run([CLI, "run", "--project", str(project), "--", "/bin/echo", "boxed"],
-                       capture_output=True, env=cli_env(tmp_path), timeout=TIMEOUT)
+                       input=b"", capture_output=True, env=cli_env(tmp_path), timeout=TIMEOUT)
     assert r.returncode == 0, r
     assert r.stdout == b"boxed\n"
 
@@ -372,7 +372,7 @@ def test_a_harness_already_in_a_sandbox_refuses_to_start(tmp_path: Path) -> None
     project.mkdir()
     r = subprocess.run(["/usr/bin/sandbox-exec", "-p", "(version 1)(allow default)",
                         CLI, "run", "--project", str(project), "--", "/usr/bin/true"],
-                       capture_output=True, env=cli_env(tmp_path), timeout=TIMEOUT)
+                       input=b"", capture_output=True, env=cli_env(tmp_path), timeout=TIMEOUT)
     assert r.returncode == 125, r
     assert r.stderr == (
         b"harness-sandbox: the harness already runs inside a macOS sandbox (Seatbelt), where "
@@ -382,7 +382,7 @@ def test_a_harness_already_in_a_sandbox_refuses_to_start(tmp_path: Path) -> None
 
 def test_doctor_inside_seatbelt_names_the_cause(tmp_path: Path) -> None:
     r = subprocess.run(["/usr/bin/sandbox-exec", "-p", "(version 1)(allow default)",
-                        CLI, "doctor", "--json"], capture_output=True, env=cli_env(tmp_path),
-                       timeout=TIMEOUT)
+                        CLI, "doctor", "--json"], input=b"", capture_output=True,
+                       env=cli_env(tmp_path), timeout=TIMEOUT)
     assert r.returncode == 1, r
     assert b"already runs inside a macOS sandbox (Seatbelt)" in r.stdout, r
