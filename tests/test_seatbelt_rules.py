@@ -531,3 +531,20 @@ def test_xcruns_cache_in_the_user_temp_folder_cannot_be_written(tmp_path: Path) 
 
 def got_user_tmp(tmp_path: Path) -> str:
     return make_policy(tmp_path).tmpdir
+
+
+def test_a_session_builds_its_profile_once(tmp_path: Path) -> None:
+    # Like bwrap's mounts: a link made in the project after the first run cannot move a
+    # rule, since where each path leads was taken then.
+    from sandbox.backends.seatbelt import SeatbeltBackend
+
+    policy = make_policy(tmp_path)
+    backend = SeatbeltBackend(policy)
+    first = backend.plan(["/bin/true"])
+    hooks = Path(policy.project) / ".git" / "hooks"
+    hooks.rename(hooks.with_name("hooks-real"))
+    hooks.symlink_to(tmp_path / "elsewhere")
+    second = backend.plan(["/bin/echo", "x"])
+    assert first.argv[2] is second.argv[2]
+    assert first.argv[3:first.argv.index("--")] == second.argv[3:second.argv.index("--")]
+    assert parts(second).command == ["/bin/echo", "x"]

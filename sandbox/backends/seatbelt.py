@@ -324,9 +324,11 @@ def plan(
     argv: Sequence[str],
     *,
     env_extra: Mapping[str, str] | None = None,
+    prof: Profile | None = None,
 ) -> LaunchPlan:
     """The plan for running ``argv`` in the macOS box. Pure: builds data, starts nothing
-    (on macOS it resolves links and name case of the policy's paths).
+    (on macOS it resolves links and name case of the policy's paths). ``prof`` is the
+    session's profile when already built (:class:`SeatbeltBackend` builds it once).
 
     A bare ``argv[0]`` is looked up by sandbox-exec on the box's PATH, after the profile
     applies, from the project. Raises :class:`ValueError` for an empty command.
@@ -334,7 +336,7 @@ def plan(
     args = tuple(argv)
     if not args:
         raise ValueError("an empty command cannot run in the box")
-    prof = profile(policy)
+    prof = prof or profile(policy)
     return LaunchPlan(
         backend="seatbelt",
         argv=(SANDBOX_EXEC, "-p", prof.text, *prof.definitions(), "--", *args),
@@ -351,6 +353,7 @@ class SeatbeltBackend:
 
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
+        self._profile: Profile | None = None
 
     def check(self) -> None:
         """Once, at session start: ``/usr/bin/sandbox-exec`` is there, and this process
@@ -362,7 +365,12 @@ class SeatbeltBackend:
 
     def plan(self, argv: Sequence[str], env_extra: Mapping[str, str] | None = None
              ) -> LaunchPlan:
-        return plan(self.policy, argv, env_extra=env_extra)
+        # The profile once per session, as bwrap's mounts: where each path leads, how
+        # the disk spells it and whether it ignores case are taken at the first run, so
+        # a link the box makes later cannot move a rule.
+        if self._profile is None:
+            self._profile = profile(self.policy)
+        return plan(self.policy, argv, env_extra=env_extra, prof=self._profile)
 
     def read(self, result: RunResult) -> RunResult:
         return result
