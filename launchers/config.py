@@ -1,17 +1,23 @@
 """The user config: discovery, ``[[hooks]]`` and ``[sandbox]`` loading, warnings, banner.
 
-(Types are fixed here; loading is implemented below them.)
+Each ``[[hooks]]`` key is checked by its own function below; the ``[sandbox]`` table by
+:mod:`launchers.sandbox_table`; how values are named in messages, :mod:`launchers.values`.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Literal, NamedTuple, cast
 
-# Re-exported: the [sandbox] table is loaded here, and its type lives in the sandbox.
+# Re-exported: the config's error and the [sandbox] table's type are part of its interface.
 from launchers.errors import ConfigError as ConfigError
+from launchers.sandbox_table import sandbox_table
+from launchers.values import Error as _Error
+from launchers.values import a_type as _a
+from launchers.values import as_toml as _q
+from launchers.values import strings as _strings
 from sandbox.settings import SandboxSettings as SandboxSettings
 
 Event = Literal["PreToolUse", "UserPromptSubmit"]
@@ -104,10 +110,6 @@ def discover(env: Mapping[str, str], home: str | None = None) -> str | None:
 HOOK_KEYS: tuple[str, ...] = (
     "name", "event", "tools", "command", "timeout", "sandbox", "on_failure",
 )
-SANDBOX_KEYS: tuple[str, ...] = (
-    "writable", "hidden", "hide_defaults", "protect", "network", "enabled", "scrub",
-    "allow_unix_sockets",
-)
 EVENTS: tuple[str, ...] = ("PreToolUse", "UserPromptSubmit")
 _NAME = re.compile(r"[a-z0-9_-]{1,32}")
 _NAME_RULE = '1–32 of a-z, 0-9, "-", "_"'
@@ -127,34 +129,6 @@ _SUFFIX: dict[str, str] = {
             "outside the project).",
     "--config": " (--config names it).",
 }
-
-
-def _a(value: object) -> str:
-    """A TOML value's type, as a message names it."""
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a float"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a table"
-    return "a date or time"
-
-
-def _q(value: object) -> str:
-    """A value as it would be written in TOML (strings quoted)."""
-    if isinstance(value, str):
-        import json
-
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def _within(path: str, folder: str) -> bool:
@@ -214,7 +188,7 @@ def load(path: str | None, *, project: str, source: Source | None = None) -> Con
 
     warnings: list[str] = []
     hooks = _hooks(file, data.get("hooks"), warnings)
-    settings = _sandbox(file, data.get("sandbox"))
+    settings = sandbox_table(file, data.get("sandbox"))
     return Config(path=file, hooks=hooks, sandbox=settings, warnings=tuple(warnings))
 
 
@@ -236,7 +210,6 @@ def _hooks(file: str, raw: object, warnings: list[str]) -> tuple[HookSpec, ...]:
     return tuple(out)
 
 
-_Error = Callable[[str, str], ConfigError]
 
 
 def _hook(file: str, index: int, entry: dict[str, Any], first: dict[str, int],
@@ -363,15 +336,6 @@ def _on_failure(entry: dict[str, Any], error: _Error) -> OnFailure:
     return cast(OnFailure, on_failure)
 
 
-def _strings(value: object, error: Callable[[str], ConfigError]) -> tuple[str, ...]:
-    if not isinstance(value, list):
-        raise error(f"must be a list of strings, not {_a(value)}.")
-    for i, item in enumerate(value, 1):
-        if not isinstance(item, str):
-            raise error(f"element {i} must be a string, not {_a(item)}.")
-    return tuple(value)
-
-
 def tool_warning(hook: str, tool: str) -> str:
     """The start-up warning for a ``tools`` entry that names no tool here."""
     head = f'⚠ hook {hook} lists {_q(tool)}, which is not a tool here; '
@@ -383,63 +347,6 @@ def tool_warning(hook: str, tool: str) -> str:
     if lower.startswith("mcp__"):
         return head + "an MCP server's tools are called through the mcp tool, so list mcp."
     return head + "the tools are " + ", ".join(TOOLS) + "."
-
-
-def _sandbox(file: str, raw: object) -> SandboxSettings:
-    if raw is None:
-        return SandboxSettings()
-    if not isinstance(raw, dict):
-        raise ConfigError(file, f'key "sandbox": must be a table ([sandbox]), not {_a(raw)}.',
-                          key="sandbox")
-
-    def error(key: str, message: str) -> ConfigError:
-        return ConfigError(file, f'[sandbox]: key "{key}": {message}', key=key)
-
-    for key in raw:
-        if key not in SANDBOX_KEYS:
-            raise ConfigError(file, f'[sandbox]: unknown key "{key}"; the keys are '
-                                    + ", ".join(SANDBOX_KEYS) + ".", key=key)
-    paths = {key: _sandbox_paths(raw, key, error)
-             for key in ("writable", "hidden", "allow_unix_sockets")}
-    flags: dict[str, bool] = {}
-    for key, default in (("hide_defaults", True), ("protect", True), ("network", False),
-                         ("enabled", True)):
-        value = raw.get(key, default)
-        if not isinstance(value, bool):
-            raise error(key, f"must be true or false, not {_a(value)}.")
-        flags[key] = value
-    return SandboxSettings(writable=paths["writable"], hidden=paths["hidden"],
-                           scrub=_scrub_names(raw, error),
-                           allow_unix_sockets=paths["allow_unix_sockets"], **flags)
-
-
-def _sandbox_paths(raw: dict[str, Any], key: str, error: _Error) -> tuple[str, ...]:
-    value = raw.get(key, [])
-    if not isinstance(value, list):
-        raise error(key, f"must be a list of paths, not {_a(value)}.")
-    for i, item in enumerate(value, 1):
-        if not isinstance(item, str):
-            raise error(key, f"element {i} must be a string, not {_a(item)}.")
-        # A relative path would mean whatever the current folder is at start.
-        if not (os.path.isabs(item) or item == "~" or item.startswith("~/")):
-            raise error(key, f"{_q(item)} is not an absolute path; write it from / or ~/.")
-    return tuple(value)
-
-
-def _scrub_names(raw: dict[str, Any], error: _Error) -> tuple[str, ...]:
-    names = raw.get("scrub", [])
-    if not isinstance(names, list):
-        raise error("scrub", f"must be a list of environment names, not {_a(names)}.")
-    for i, item in enumerate(names, 1):
-        if not isinstance(item, str):
-            raise error("scrub", f"element {i} must be a string, not {_a(item)}.")
-        if not _ENV_PATTERN.fullmatch(item):
-            raise error("scrub", f"{_q(item)} is not an environment name; use letters, "
-                                 "digits and _, with * or ? for any characters.")
-    return tuple(names)
-
-
-_ENV_PATTERN = re.compile(r"[A-Za-z0-9_*?]+")
 
 
 # -- the banner -----------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Policy: what the box allows, computed once per session and shared by every backend.
 
 The policy is frozen. Backends read it; nothing changes it after
-:func:`Policy.create` has checked the paths the user named.
+:meth:`Policy.from_settings` has checked the paths the user named.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -42,15 +43,13 @@ def timed(fn: Sample) -> float:
     return (time.perf_counter() - t0) * 1000.0
 
 
-def summary(xs: list[float]) -> dict[str, float]:
+def summary(xs: list[float]) -> dict[str, Any]:
     xs = sorted(xs)
     p95 = xs[min(len(xs) - 1, round(0.95 * (len(xs) - 1)))]
     return {"median_ms": round(statistics.median(xs), 3), "p95_ms": round(p95, 3), "n": len(xs)}
 
 
-def interleave(
-    cases: dict[str, Sample], rounds: int, warmup: int = 3
-) -> dict[str, dict[str, float]]:
+def interleave(cases: dict[str, Sample], rounds: int, warmup: int = 3) -> Results:
     samples: dict[str, list[float]] = {k: [] for k in cases}
     for i in range(rounds + warmup):
         for name, fn in cases.items():
@@ -78,135 +77,161 @@ def write_config(folder: Path, hook_dir: Path, n: int) -> Path:
     return path
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--quick", action="store_true", help="a sanity run in under 30 s")
-    ap.add_argument("--out", default=str(ROOT / "bench-results.json"))
-    opts = ap.parse_args()
-    rounds = 15 if opts.quick else 60
-    cli_rounds = 8 if opts.quick else 30
+Results = dict[str, Any]
 
-    # Hook files live outside the project and outside /tmp (the box's /tmp is the agent's).
-    base = Path(tempfile.mkdtemp(prefix="hs-bench-", dir="/var/tmp"))
-    project = base / "project"
-    project.mkdir()
+
+def make_hooks(base: Path) -> Path:
+    """A hook that reads its stdin and says nothing, and the rules file the generated
+    configs name, outside the project and outside /tmp (the box's /tmp is the agent's)."""
     hook_dir = base / "hooks"
     hook_dir.mkdir()
     ok = hook_dir / "ok.sh"
     ok.write_text("#!/bin/sh\ncat >/dev/null\nexit 0\n")
     ok.chmod(0o755)
     (hook_dir / "rules.txt").write_text("rules\n")
-    env = {k: v for k, v in os.environ.items()}
-    results: dict[str, object] = {}
+    return hook_dir
+
+
+def library_cases(project: Path, hook_dir: Path, rounds: int) -> Results:
+    """(a) to (e): what a harness that embeds the library pays."""
+    with Session.open(str(project)) as session:
+        box_plan = session.plan([TRUE])
+        host_plan = host.plan(session.policy, [TRUE])
+        spec = HookSpec(name="ok", event="PreToolUse", command=(str(hook_dir / "ok.sh"),),
+                        tools=("bash",))
+        runner = HookRunner(Config(path=None, hooks=(spec,)), session, session_id="bench")
+
+        def bare() -> None:
+            subprocess.run([TRUE], check=False)
+
+        def bwrap_direct() -> None:
+            subprocess.run(list(box_plan.argv), env=dict(box_plan.env), cwd=box_plan.cwd,
+                           stdin=subprocess.DEVNULL, check=False)
+
+        def boxed() -> None:
+            session.run([TRUE])
+
+        def hook_round_trip() -> None:
+            d = runner.pre_tool_use("bash", {"command": "ls"}, tool_use_id="bench")
+            assert d.outcome == "allowed", d
+
+        def host_run() -> None:
+            supervisor.run(host_plan)
+
+        return interleave(
+            {"a_bare_spawn": bare, "b_bwrap_direct": bwrap_direct, "c_library_boxed": boxed,
+             "d_pretooluse_boxed_hook": hook_round_trip, "e_host_runner": host_run},
+            rounds * 2,
+        )
+
+
+def cli_cases(project: Path, env: dict[str, str], rounds: int) -> Results:
+    """(f) ``harness-sandbox run -- true``, and the peers where installed, on the same
+    ``true`` in the same project. A peer that cannot run here is reported, not timed."""
+    results: Results = {}
+
+    def cli_run() -> None:
+        subprocess.run([CLI, "run", "--project", str(project), "--", TRUE], env=env, check=True)
+
+    cases: dict[str, Sample] = {"f_cli_run_true": cli_run}
+    peers = {"srt_true": ["srt", TRUE], "codex_sandbox_true": ["codex", "sandbox", "--", TRUE]}
+    for name, argv in peers.items():
+        exe = shutil.which(argv[0])
+        if exe is None:
+            continue
+        cmd = [exe, *argv[1:]]
+        trial = subprocess.run(cmd, cwd=str(project), capture_output=True, check=False)
+        if trial.returncode != 0:
+            results[name] = {"error": trial.stderr.decode(errors="replace")[-300:]}
+            continue
+
+        def peer(cmd: list[str] = cmd) -> None:
+            subprocess.run(cmd, cwd=str(project), check=True, capture_output=True)
+        cases[name] = peer
+    results.update(interleave(cases, rounds))
+    return results
+
+
+def audit_cases(project: Path, home: Path, hook_dir: Path, env: dict[str, str],
+                rounds: int) -> Results:
+    """(g) ``audit --json`` over generated configs of 10, 100 and 1,000 hooks."""
+    cases: dict[str, Sample] = {}
+    for n in (10, 100, 1000):
+        cfg = write_config(home, hook_dir, n)
+
+        def audit(cfg: Path = cfg) -> None:
+            r = subprocess.run([CLI, "audit", "--json", "--config", str(cfg),
+                                "--project", str(project)], env=env, capture_output=True,
+                               check=False)
+            assert r.returncode == 0, r.stderr.decode()
+        cases[f"g_audit_{n}_hooks"] = audit
+    return interleave(cases, max(5, rounds // 3), warmup=1)
+
+
+def import_cases(rounds: int) -> Results:
+    """(h) importing the package, over a bare interpreter."""
+    def imports() -> None:
+        subprocess.run([sys.executable, "-c", "import launchers.hooks, sandbox.session"],
+                       check=True, cwd=str(ROOT))
+
+    def interpreter() -> None:
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+
+    imp = interleave({"h_import": imports, "h_interpreter_alone": interpreter}, rounds)
+    alone = imp["h_interpreter_alone"]["median_ms"]
+    return {**imp, "h_import_package": {
+        "median_ms": round(imp["h_import"]["median_ms"] - alone, 3),
+        "p95_ms": None, "n": imp["h_import"]["n"],
+    }}
+
+
+def peak_kib(env: dict[str, str], *argv: str) -> int:
+    """Peak memory of one CLI process: a fresh parent whose only child is the CLI."""
+    probe = ("import resource, subprocess, sys; "
+             "subprocess.run(sys.argv[1:], capture_output=True); "
+             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    out = subprocess.run([sys.executable, "-c", probe, *argv], env=env,
+                         capture_output=True, check=True)
+    return int(out.stdout)
+
+
+def measure(quick: bool) -> Results:
+    rounds = 15 if quick else 60
+    cli_rounds = 8 if quick else 30
+    base = Path(tempfile.mkdtemp(prefix="hs-bench-", dir="/var/tmp"))
+    project = base / "project"
+    project.mkdir()
+    home = base / "home"
+    home.mkdir()
+    env = dict(os.environ)
     try:
-        with Session.open(str(project)) as session:
-            box_plan = session.plan([TRUE])
-            host_plan = host.plan(session.policy, [TRUE])
-            spec = HookSpec(name="ok", event="PreToolUse", command=(str(ok),), tools=("bash",))
-            runner = HookRunner(Config(path=None, hooks=(spec,)), session, session_id="bench")
-
-            def bare() -> None:
-                subprocess.run([TRUE], check=False)
-
-            def bwrap_direct() -> None:
-                subprocess.run(list(box_plan.argv), env=dict(box_plan.env), cwd=box_plan.cwd,
-                               stdin=subprocess.DEVNULL, check=False)
-
-            def boxed() -> None:
-                session.run([TRUE])
-
-            def hook_round_trip() -> None:
-                d = runner.pre_tool_use("bash", {"command": "ls"}, tool_use_id="bench")
-                assert d.outcome == "allowed", d
-
-            def host_run() -> None:
-                supervisor.run(host_plan)
-
-            def cli_run() -> None:
-                subprocess.run([CLI, "run", "--project", str(project), "--", TRUE],
-                               env=env, check=True)
-
-            inner = interleave(
-                {"a_bare_spawn": bare, "b_bwrap_direct": bwrap_direct, "c_library_boxed": boxed,
-                 "d_pretooluse_boxed_hook": hook_round_trip, "e_host_runner": host_run},
-                rounds * 2,
-            )
-            results.update(inner)
-
-        outer: dict[str, Sample] = {"f_cli_run_true": cli_run}
-        # The peers, where installed, on the same `true` in the same project. A peer that
-        # cannot run here is reported as such, not timed.
-        peers = {"srt_true": ["srt", TRUE], "codex_sandbox_true": ["codex", "sandbox", "--", TRUE]}
-        for name, argv in peers.items():
-            exe = shutil.which(argv[0])
-            if exe is None:
-                continue
-            cmd = [exe, *argv[1:]]
-            trial = subprocess.run(cmd, cwd=str(project), capture_output=True)
-            if trial.returncode != 0:
-                results[name] = {"error": trial.stderr.decode(errors="replace")[-300:]}
-                continue
-            outer[name] = lambda cmd=cmd: subprocess.run(  # type: ignore[misc]
-                cmd, cwd=str(project), check=True, capture_output=True)
-        results.update(interleave(outer, cli_rounds))
-
-        home = base / "home"
-        home.mkdir()
-        audit_cases: dict[str, Sample] = {}
-        for n in (10, 100, 1000):
-            cfg = write_config(home, hook_dir, n)
-
-            def audit(cfg: Path = cfg) -> None:
-                r = subprocess.run([CLI, "audit", "--json", "--config", str(cfg),
-                                    "--project", str(project)], env=env, capture_output=True)
-                assert r.returncode == 0, r.stderr.decode()
-            audit_cases[f"g_audit_{n}_hooks"] = audit
-        results.update(interleave(audit_cases, max(5, cli_rounds // 3), warmup=1))
-
-        def imports() -> None:
-            subprocess.run([sys.executable, "-c", "import launchers.hooks, sandbox.session"],
-                           check=True, cwd=str(ROOT))
-
-        def interpreter() -> None:
-            subprocess.run([sys.executable, "-c", "pass"], check=True)
-
-        imp = interleave({"h_import": imports, "h_interpreter_alone": interpreter}, cli_rounds)
-        alone = imp["h_interpreter_alone"]["median_ms"]
-        imp["h_import_package"] = {
-            "median_ms": round(imp["h_import"]["median_ms"] - alone, 3),
-            "p95_ms": None, "n": imp["h_import"]["n"],
-        }
-        results.update(imp)
-
-        # Peak memory of one CLI process: a fresh parent whose only child is the CLI.
-        def peak_kib(*argv: str) -> int:
-            probe = ("import resource, subprocess, sys; "
-                     "subprocess.run(sys.argv[1:], capture_output=True); "
-                     "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
-            out = subprocess.run([sys.executable, "-c", probe, *argv], env=env,
-                                 capture_output=True, check=True)
-            return int(out.stdout)
-
+        hook_dir = make_hooks(base)
+        results = library_cases(project, hook_dir, rounds)
+        results.update(cli_cases(project, env, cli_rounds))
+        results.update(audit_cases(project, home, hook_dir, env, cli_rounds))
+        results.update(import_cases(cli_rounds))
         results["cli_peak_rss_kib_run_true"] = peak_kib(
-            CLI, "run", "--project", str(project), "--", TRUE)
+            env, CLI, "run", "--project", str(project), "--", TRUE)
         results["cli_peak_rss_kib_audit_1000"] = peak_kib(
-            CLI, "audit", "--json", "--config", str(home / "config-1000.toml"),
+            env, CLI, "audit", "--json", "--config", str(home / "config-1000.toml"),
             "--project", str(project))
     finally:
         shutil.rmtree(base, ignore_errors=True)
+    return results
 
+
+def derive(results: Results) -> tuple[dict[str, float], dict[str, bool]]:
+    """The differences and ratios the README quotes, and whether each target is met."""
     def med(k: str) -> float:
-        v = results[k]
-        assert isinstance(v, dict)
-        return float(v["median_ms"])
+        return float(results[k]["median_ms"])
 
     derived = {
         "c_minus_b_ms": round(med("c_library_boxed") - med("b_bwrap_direct"), 3),
         "e_minus_a_ms": round(med("e_host_runner") - med("a_bare_spawn"), 3),
     }
-    if "median_ms" in results.get("srt_true", {}):  # type: ignore[operator]
+    if "median_ms" in results.get("srt_true", {}):
         derived["srt_over_f"] = round(med("srt_true") / med("f_cli_run_true"), 2)
-    if "median_ms" in results.get("codex_sandbox_true", {}):  # type: ignore[operator]
+    if "median_ms" in results.get("codex_sandbox_true", {}):
         derived["codex_over_f"] = round(med("codex_sandbox_true") / med("f_cli_run_true"), 2)
     targets = {
         "c_minus_b_ms < 2": derived["c_minus_b_ms"] < 2,
@@ -215,6 +240,34 @@ def main() -> int:
         "f < 60 ms": med("f_cli_run_true") < 60,
         "audit of 1,000 hooks < 500 ms": med("g_audit_1000_hooks") < 500,
     }
+    return derived, targets
+
+
+def print_table(results: Results, derived: dict[str, float],
+                targets: dict[str, bool]) -> None:
+    print(f"{'case':32} {'median ms':>10} {'p95 ms':>10} {'n':>5}")
+    for k, v in results.items():
+        if isinstance(v, dict) and "median_ms" in v:
+            p95 = "-" if v["p95_ms"] is None else f"{v['p95_ms']:.2f}"
+            print(f"{k:32} {v['median_ms']:>10.2f} {p95:>10} {v['n']:>5}")
+        elif isinstance(v, dict):
+            print(f"{k:32} could not run: {v['error'].strip().splitlines()[-1:]}")
+    for k, v in results.items():
+        if not isinstance(v, dict):
+            print(f"{k:32} {v:>10}")
+    for k, d in derived.items():
+        print(f"{k:32} {d:>10}")
+    for k, met in targets.items():
+        print(f"target {k}: {'met' if met else 'NOT met'}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--quick", action="store_true", help="a sanity run in under 30 s")
+    ap.add_argument("--out", default=str(ROOT / "bench-results.json"))
+    opts = ap.parse_args()
+    results = measure(opts.quick)
+    derived, targets = derive(results)
     doc = {
         "version": 1,
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -226,21 +279,7 @@ def main() -> int:
         "targets_met": targets,
     }
     Path(opts.out).write_text(json.dumps(doc, indent=2) + "\n")
-
-    print(f"{'case':32} {'median ms':>10} {'p95 ms':>10} {'n':>5}")
-    for k, v in results.items():
-        if isinstance(v, dict) and "median_ms" in v:
-            p95 = "-" if v["p95_ms"] is None else f"{v['p95_ms']:.2f}"
-            print(f"{k:32} {v['median_ms']:>10.2f} {p95:>10} {v['n']:>5}")
-        elif isinstance(v, dict):
-            print(f"{k:32} could not run: {v['error'].strip().splitlines()[-1:]}")
-    for k, v in results.items():
-        if not isinstance(v, dict):
-            print(f"{k:32} {v:>10}")
-    for k, v in derived.items():
-        print(f"{k:32} {v:>10}")
-    for k, ok_ in targets.items():
-        print(f"target {k}: {'met' if ok_ else 'NOT met'}")
+    print_table(results, derived, targets)
     print(f"written: {opts.out}")
     return 0
 

@@ -67,7 +67,7 @@ def policy(t: dict[str, str], **kw: object) -> Policy:
         "hide_defaults": False,
     }
     args.update(kw)
-    return Policy.create(t["project"], **args)  # type: ignore[arg-type]
+    return Policy.create(t["project"], **args)
 
 
 def test_sample_policy_gives_the_documented_mount_order(base: Path) -> None:

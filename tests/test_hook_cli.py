@@ -35,14 +35,12 @@ def config(tmp_path: Path) -> Path:
     return home / "config.toml"
 
 
-def hook_cmd(project: Path, config: Path, *args: str,
-             **kw: object) -> subprocess.CompletedProcess[str]:
+def hook_cmd(project: Path, config: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("HARNESS_HOME", "XDG_CONFIG_HOME")}
     env["HARNESS_HOME"] = str(config.parent)
     return subprocess.run(
         [sys.executable, "-m", "launchers.cli", "hook", *args, "--project", str(project)],
         capture_output=True, text=True, env=env, cwd=REPO, timeout=60, check=False,
-        **kw,  # type: ignore[call-overload]
     )
 
 

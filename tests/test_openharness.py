@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -635,28 +635,26 @@ class Server:
         h.end_headers()
         h.wfile.write(body)
 
+    # Paths that answer with a fixed status and body.
+    FIXED: ClassVar[dict[str, tuple[int, bytes]]] = {
+        "/allow": (200, b'{"decision": "allow"}'),
+        "/deny": (200, b'{"decision": "deny", "reason": "policy says no"}'),
+        "/ask": (200, b'{"hookSpecificOutput": {"decision": "ask"}}'),
+        "/context": (201, b'{"hookSpecificOutput": {"additionalContext": "from http"}}'),
+        "/legacy": (200, b'{"allowed": false}'),
+        "/legacy-ok": (200, b'{"allowed": true}'),
+        "/500": (500, b'{"decision": "allow"}'),
+        "/garbage": (200, b"<html>not json</html>"),
+    }
+
     def answer(self, h: BaseHTTPRequestHandler, path: str) -> None:
-        if path == "/allow":
-            self.reply(h, 200, b'{"decision": "allow"}')
-        elif path == "/deny":
-            self.reply(h, 200, b'{"decision": "deny", "reason": "policy says no"}')
-        elif path == "/ask":
-            self.reply(h, 200, b'{"hookSpecificOutput": {"decision": "ask"}}')
-        elif path == "/context":
-            self.reply(h, 201, b'{"hookSpecificOutput": {"additionalContext": "from http"}}')
-        elif path == "/legacy":
-            self.reply(h, 200, b'{"allowed": false}')
-        elif path == "/legacy-ok":
-            self.reply(h, 200, b'{"allowed": true}')
-        elif path == "/500":
-            self.reply(h, 500, b'{"decision": "allow"}')
+        if path in self.FIXED:
+            self.reply(h, *self.FIXED[path])
         elif path == "/redirect":
             h.send_response(302)
             h.send_header("Location", self.url("/allow"))
             h.send_header("Content-Length", "0")
             h.end_headers()
-        elif path == "/garbage":
-            self.reply(h, 200, b"<html>not json</html>")
         elif path == "/slow":
             time.sleep(3)
             self.reply(h, 200, b'{"decision": "allow"}')

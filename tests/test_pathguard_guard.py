@@ -328,7 +328,7 @@ def policy(project: Path, root: Path, **kw: object) -> Policy:
     home = root / "home"
     home.mkdir(exist_ok=True)
     return Policy.create(str(project), private_tmp=str(root / "ptmp"), home=str(home),
-                         env={"HOME": str(home)}, platform="linux", **kw)  # type: ignore[arg-type]
+                         env={"HOME": str(home)}, platform="linux", **kw)
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")

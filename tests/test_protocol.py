@@ -148,7 +148,7 @@ def test_additional_context_is_ignored_on_pre_tool_use() -> None:
                                  '{"decision": 3}', '{"hookSpecificOutput": "x"}'])
 def test_output_that_is_not_hook_json_is_a_failure(out: str) -> None:
     for event in ("PreToolUse", "UserPromptSubmit"):
-        a = p.parse(exited(0, out), event, timeout=5)  # type: ignore[arg-type]
+        a = p.parse(exited(0, out), event, timeout=5)
         assert a == p.Answer("failure", failure="printed output that is not hook JSON")
 
 

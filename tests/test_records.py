@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -107,11 +108,11 @@ def test_resume_runs_a_hook_only_when_defined_exactly_as_recorded() -> None:
     {"tools": ("bash",)}, {"timeout": 30}, {"sandbox": False}, {"on_failure": "continue"},
 ])
 def test_any_changed_field_skips_the_recorded_hook(change: dict[str, object]) -> None:
-    fields = {"name": PUSH.name, "event": PUSH.event, "command": PUSH.command,
+    fields: dict[str, Any] = {"name": PUSH.name, "event": PUSH.event, "command": PUSH.command,
               "tools": PUSH.tools, "timeout": PUSH.timeout, "sandbox": PUSH.sandbox,
               "on_failure": PUSH.on_failure}
     fields.update(change)
-    today = HookSpec(**fields)  # type: ignore[arg-type]
+    today = HookSpec(**fields)
     assert r.plan_resume([PUSH.definition()], [today]).run == ()
 
 

@@ -43,28 +43,6 @@ class ProfileSyntaxError(ValueError):
     pass
 
 
-def _read_string(text: str, i: int) -> tuple[Str, int]:
-    """The string whose body starts at ``i``, and where reading goes on after it."""
-    out = []
-    n = len(text)
-    while True:
-        if i >= n:
-            raise ProfileSyntaxError("unterminated string")
-        ch = text[i]
-        if ch == "\\":
-            if i + 1 >= n:
-                raise ProfileSyntaxError("unterminated escape")
-            out.append(text[i + 1])
-            i += 2
-            continue
-        if ch == '"':
-            return Str("".join(out)), i + 1
-        if ch == "\n":
-            raise ProfileSyntaxError("newline inside a string")
-        out.append(ch)
-        i += 1
-
-
 def read_profile(text: str) -> list[Node]:
     """Every top-level form of ``text``; raises on unbalanced parentheses, unterminated
     strings, or anything after a closing parenthesis that has no opening one."""
@@ -97,6 +75,28 @@ def read_profile(text: str) -> list[Node]:
     if len(stack) != 1:
         raise ProfileSyntaxError(f"{len(stack) - 1} '(' never closed")
     return stack[0]
+
+
+def _read_string(text: str, i: int) -> tuple[Str, int]:
+    """The string whose first character is at ``i``, and where reading goes on."""
+    out = []
+    n = len(text)
+    while True:
+        if i >= n:
+            raise ProfileSyntaxError("unterminated string")
+        ch = text[i]
+        if ch == "\\":
+            if i + 1 >= n:
+                raise ProfileSyntaxError("unterminated escape")
+            out.append(text[i + 1])
+            i += 2
+            continue
+        if ch == '"':
+            return Str("".join(out)), i + 1
+        if ch == "\n":
+            raise ProfileSyntaxError("newline inside a string")
+        out.append(ch)
+        i += 1
 
 
 def walk(nodes: list[Node]) -> Iterator[list[Node]]:
@@ -234,7 +234,7 @@ def make_policy(root: Path, **kw: object) -> Policy:
         "platform": "darwin",
     }
     args.update(kw)
-    return Policy.create(str(project), **args)  # type: ignore[arg-type]
+    return Policy.create(str(project), **args)
 
 
 def make_plan(policy: Policy, argv: tuple[str, ...] = ("/bin/echo", "hi")) -> LaunchPlan:

@@ -87,7 +87,7 @@ class Tree:
             "platform": "darwin",
         }
         args.update(policy_kw)
-        self.policy = Policy.create(str(self.project), **args)  # type: ignore[arg-type]
+        self.policy = Policy.create(str(self.project), **args)
 
     def run(self, argv: Sequence[str], policy: Policy | None = None,
             env_extra: dict[str, str] | None = None) -> RunResult:

@@ -1,0 +1,74 @@
+"""The ``[sandbox]`` table of the user config, checked key by key into
+:class:`~sandbox.settings.SandboxSettings`."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from launchers.errors import ConfigError
+from launchers.values import Error, a_type, as_toml
+from sandbox.settings import SandboxSettings
+
+SANDBOX_KEYS: tuple[str, ...] = (
+    "writable", "hidden", "hide_defaults", "protect", "network", "enabled", "scrub",
+    "allow_unix_sockets",
+)
+# A scrub entry: an environment name, or a pattern of one with * and ?.
+_ENV_PATTERN = re.compile(r"[A-Za-z0-9_*?]+")
+
+
+def sandbox_table(file: str, raw: object) -> SandboxSettings:
+    if raw is None:
+        return SandboxSettings()
+    if not isinstance(raw, dict):
+        raise ConfigError(file, f'key "sandbox": must be a table ([sandbox]), not {a_type(raw)}.',
+                          key="sandbox")
+
+    def error(key: str, message: str) -> ConfigError:
+        return ConfigError(file, f'[sandbox]: key "{key}": {message}', key=key)
+
+    for key in raw:
+        if key not in SANDBOX_KEYS:
+            raise ConfigError(file, f'[sandbox]: unknown key "{key}"; the keys are '
+                                    + ", ".join(SANDBOX_KEYS) + ".", key=key)
+    paths = {key: _sandbox_paths(raw, key, error)
+             for key in ("writable", "hidden", "allow_unix_sockets")}
+    flags: dict[str, bool] = {}
+    for key, default in (("hide_defaults", True), ("protect", True), ("network", False),
+                         ("enabled", True)):
+        value = raw.get(key, default)
+        if not isinstance(value, bool):
+            raise error(key, f"must be true or false, not {a_type(value)}.")
+        flags[key] = value
+    return SandboxSettings(writable=paths["writable"], hidden=paths["hidden"],
+                           scrub=_scrub_names(raw, error),
+                           allow_unix_sockets=paths["allow_unix_sockets"], **flags)
+
+
+def _sandbox_paths(raw: dict[str, Any], key: str, error: Error) -> tuple[str, ...]:
+    value = raw.get(key, [])
+    if not isinstance(value, list):
+        raise error(key, f"must be a list of paths, not {a_type(value)}.")
+    for i, item in enumerate(value, 1):
+        if not isinstance(item, str):
+            raise error(key, f"element {i} must be a string, not {a_type(item)}.")
+        # A relative path would mean whatever the current folder is at start.
+        if not (os.path.isabs(item) or item == "~" or item.startswith("~/")):
+            raise error(key, f"{as_toml(item)} is not an absolute path; write it from / or ~/.")
+    return tuple(value)
+
+
+def _scrub_names(raw: dict[str, Any], error: Error) -> tuple[str, ...]:
+    names = raw.get("scrub", [])
+    if not isinstance(names, list):
+        raise error("scrub", f"must be a list of environment names, not {a_type(names)}.")
+    for i, item in enumerate(names, 1):
+        if not isinstance(item, str):
+            raise error("scrub", f"element {i} must be a string, not {a_type(item)}.")
+        if not _ENV_PATTERN.fullmatch(item):
+            raise error("scrub", f"{as_toml(item)} is not an environment name; use letters, "
+                                 "digits and _, with * or ? for any characters.")
+    return tuple(names)
+
