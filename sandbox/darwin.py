@@ -22,7 +22,7 @@ import stat
 import sys
 from collections.abc import Mapping
 
-from .errors import PolicyError, SandboxUnavailable
+from .errors import SandboxUnavailable, UserTempUnusable
 
 SANDBOX_EXEC = "/usr/bin/sandbox-exec"
 
@@ -52,7 +52,7 @@ def confstr(name: int) -> str | None:
 
 
 def check_user_temp_dir(path: str, *, uid: int, folders: str = USER_FOLDERS) -> str:
-    """``path`` as the canonical user temp folder, or :class:`PolicyError` saying why not.
+    """``path`` as the canonical user temp folder, or :class:`UserTempUnusable` saying why not.
 
     Accepted: ``<folders>/<xx>/<id>/T`` once ``/var`` is spelled ``/private/var`` (the
     link macOS ships), with no other link on the way, a folder owned by ``uid`` that
@@ -65,26 +65,26 @@ def check_user_temp_dir(path: str, *, uid: int, folders: str = USER_FOLDERS) -> 
         p = "/private" + p
     m = _USER_TEMP_FORM.fullmatch(p)
     if m is None or m.group("folders") != folders:
-        raise PolicyError(
+        raise UserTempUnusable(
             f"the user temp folder {given} is not a per-user folder of the form "
             f"{folders}/…/T; {_NO_WIDENING}")
     if os.path.realpath(p) != p:
-        raise PolicyError(
+        raise UserTempUnusable(
             f"the user temp folder {given} leads through a link (to "
             f"{os.path.realpath(p)}); {_NO_WIDENING}")
     try:
         st = os.lstat(p)
     except OSError as err:
-        raise PolicyError(f"the user temp folder {given} cannot be used: "
+        raise UserTempUnusable(f"the user temp folder {given} cannot be used: "
                           f"{err.strerror}; {_NO_WIDENING}") from err
     if not stat.S_ISDIR(st.st_mode):
-        raise PolicyError(f"the user temp folder {given} is not a folder; {_NO_WIDENING}")
+        raise UserTempUnusable(f"the user temp folder {given} is not a folder; {_NO_WIDENING}")
     if st.st_uid != uid:
-        raise PolicyError(
+        raise UserTempUnusable(
             f"the user temp folder {given} belongs to uid {st.st_uid}, not to you "
             f"(uid {uid}); {_NO_WIDENING}")
     if st.st_mode & 0o022:
-        raise PolicyError(
+        raise UserTempUnusable(
             f"the user temp folder {given} has mode {stat.S_IMODE(st.st_mode):04o}, "
             f"writable by others; {_NO_WIDENING}")
     return p
@@ -94,7 +94,7 @@ def user_temp_dir() -> str:
     """The user temp folder macOS gives this user, checked (see the module's docstring)."""
     found = confstr(CS_DARWIN_USER_TEMP_DIR)
     if not found:
-        raise PolicyError(
+        raise UserTempUnusable(
             "macOS gave no user temp folder (confstr _CS_DARWIN_USER_TEMP_DIR); "
             + _NO_WIDENING)
     return check_user_temp_dir(found, uid=os.getuid())

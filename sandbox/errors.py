@@ -11,6 +11,11 @@ class PolicyError(SandboxError):
     """The session's policy cannot be built: a path the user named is unusable."""
 
 
+class UserTempUnusable(PolicyError):
+    """macOS's per-user temp folder is not the folder it must be (sandbox/darwin.py): a
+    fact of this machine and user, not of a path the config names."""
+
+
 class SandboxUnavailable(SandboxError):
     """The box cannot be built on this machine (no bwrap, user namespaces blocked, ...).
 

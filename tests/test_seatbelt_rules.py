@@ -548,3 +548,14 @@ def test_a_session_builds_its_profile_once(tmp_path: Path) -> None:
     assert first.argv[2] is second.argv[2]
     assert first.argv[3:first.argv.index("--")] == second.argv[3:second.argv.index("--")]
     assert parts(second).command == ["/bin/echo", "x"]
+
+
+def test_a_user_temp_folder_refusal_does_not_blame_the_config(tmp_path: Path) -> None:
+    from launchers.cli.common import policy_error_line
+    from launchers.config import Config
+
+    with pytest.raises(PolicyError) as e:
+        darwin.check_user_temp_dir("/Users/dana", uid=os.getuid())
+    assert policy_error_line(e.value, Config(path="/home/dana/.config/harness/config.toml")) == (
+        "the user temp folder /Users/dana is not a per-user folder of the form "
+        "/private/var/folders/…/T; the box uses neither TMPDIR nor /tmp instead.")

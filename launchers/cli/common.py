@@ -41,6 +41,9 @@ def load_user_config(explicit: str | None, project: str) -> tuple[Config, Locate
 def policy_error_line(err: PolicyError, config: Config) -> str:
     """A policy that cannot be built, in one line. Only the project is checked before
     ``[sandbox]``'s paths, and those come from the config, so they name it."""
-    about_project = str(err).startswith("the project ")
-    where = "" if about_project or config.path is None else f"{config.path}: [sandbox]: "
+    from sandbox.errors import UserTempUnusable
+
+    # Neither the project nor macOS's user temp folder comes from the config.
+    not_config = isinstance(err, UserTempUnusable) or str(err).startswith("the project ")
+    where = "" if not_config or config.path is None else f"{config.path}: [sandbox]: "
     return f"{where}{err}."
