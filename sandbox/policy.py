@@ -11,7 +11,7 @@ import sys
 import tempfile
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict, Unpack
 
 from pathguard import zones as z
 from pathguard.zones import Zone
@@ -190,6 +190,26 @@ def unpin_commondirs(paths: Iterable[str]) -> None:
             pass
 
 
+class PolicyOptions(TypedDict, total=False):
+    """What :meth:`Policy.create` takes by name: the ``[sandbox]`` keys, then the
+    options of :meth:`Policy.from_settings`."""
+
+    writable: Iterable[str]
+    hidden: Iterable[str]
+    hide_defaults: bool
+    protect: bool
+    network: bool
+    enabled: bool
+    scrub: Iterable[str]
+    allow_unix_sockets: Iterable[str]
+    boxed: bool
+    private_tmp: str | None
+    env: Mapping[str, str] | None
+    home: str | None
+    platform: str
+    output_cap: int
+
+
 def _writable_paths(writable: Iterable[str], home: str) -> tuple[str, ...]:
     """``[sandbox] writable``, absolute; each must exist."""
     out: list[str] = []
@@ -316,15 +336,16 @@ class Policy(NamedTuple):
         )
 
     @classmethod
-    def create(cls, project: str, **options: Any) -> Policy:
+    def create(cls, project: str, **options: Unpack[PolicyOptions]) -> Policy:
         """:meth:`from_settings` with the table's keys named one by one (``writable=``,
         ``hidden=``, ``scrub=``, ...) beside its own options; for tests and callers that
         build a policy by hand."""
-        keys = {k: options.pop(k) for k in SandboxSettings._fields if k in options}
+        given: dict[str, Any] = dict(options)
+        keys = {k: given.pop(k) for k in SandboxSettings._fields if k in given}
         for k in ("writable", "hidden", "scrub", "allow_unix_sockets"):
             if k in keys:
                 keys[k] = tuple(keys[k])
-        return cls.from_settings(project, SandboxSettings(**keys), **options)
+        return cls.from_settings(project, SandboxSettings(**keys), **given)
 
     # -- the sets pathguard checks against ------------------------------------------
 

@@ -7,6 +7,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Unpack
 
 import pytest
 
@@ -14,7 +15,7 @@ from sandbox.backends import bwrap
 from sandbox.env import PROVIDER_KEYS
 from sandbox.errors import SandboxUnavailable
 from sandbox.plan import LaunchPlan
-from sandbox.policy import Policy
+from sandbox.policy import Policy, PolicyOptions
 
 BWRAP = "/usr/bin/bwrap"
 HEAD = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
@@ -61,8 +62,8 @@ def make_tree(base: Path) -> dict[str, str]:
     return t
 
 
-def policy(t: dict[str, str], **kw: object) -> Policy:
-    args: dict[str, object] = {
+def policy(t: dict[str, str], **kw: Unpack[PolicyOptions]) -> Policy:
+    args: PolicyOptions = {
         "private_tmp": t["ptmp"], "home": t["home"], "env": dict(ENV),
         "hide_defaults": False,
     }

@@ -9,6 +9,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Unpack
 
 import pytest
 from helpers.trees import FIX_H, FIX_W, link, touch
@@ -17,7 +18,7 @@ from helpers.unprivileged import as_nobody, searchable_tmp
 from pathguard import zones as z
 from pathguard.guard import Guard
 from pathguard.zones import Zone
-from sandbox.policy import Policy
+from sandbox.policy import Policy, PolicyOptions
 
 
 @dataclass
@@ -324,11 +325,13 @@ def git(*args: str, cwd: Path) -> None:
                    cwd=cwd, env=env, check=True, capture_output=True)
 
 
-def policy(project: Path, root: Path, **kw: object) -> Policy:
+def policy(project: Path, root: Path, **kw: Unpack[PolicyOptions]) -> Policy:
     home = root / "home"
     home.mkdir(exist_ok=True)
-    return Policy.create(str(project), private_tmp=str(root / "ptmp"), home=str(home),
-                         env={"HOME": str(home)}, platform="linux", **kw)
+    args: PolicyOptions = {"private_tmp": str(root / "ptmp"), "home": str(home),
+                           "env": {"HOME": str(home)}, "platform": "linux"}
+    args.update(kw)
+    return Policy.create(str(project), **args)
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")

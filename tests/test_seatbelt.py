@@ -14,6 +14,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Unpack
 
 import pytest
 
@@ -21,7 +22,7 @@ from pathguard import zones as z
 from sandbox.backends import seatbelt
 from sandbox.env import PROVIDER_KEYS
 from sandbox.plan import LaunchPlan
-from sandbox.policy import Policy
+from sandbox.policy import Policy, PolicyOptions
 
 # -- a small reader for the profile language (an s-expression dialect) -------------------
 
@@ -220,13 +221,13 @@ def make_project(root: Path, name: str = "proj", *, git: bool = True) -> Path:
     return project
 
 
-def make_policy(root: Path, **kw: object) -> Policy:
-    project = kw.pop("project", None)
+def make_policy(root: Path, project: Path | None = None,
+                **kw: Unpack[PolicyOptions]) -> Policy:
     if project is None:
         project = root / "proj" if (root / "proj").is_dir() else make_project(root)
     ptmp = root / "ptmp"
     ptmp.mkdir(exist_ok=True)
-    args: dict[str, object] = {
+    args: PolicyOptions = {
         "private_tmp": str(ptmp),
         "hide_defaults": False,
         "env": dict(ENV),

@@ -21,11 +21,12 @@ import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Unpack
 
 import pytest
 
 from sandbox.plan import RunResult
-from sandbox.policy import Policy
+from sandbox.policy import Policy, PolicyOptions
 
 pytestmark = [
     pytest.mark.macos,
@@ -52,7 +53,8 @@ def tmp_path() -> Iterator[Path]:
 class Tree:
     """A project with a git folder, the folders around it, and the policy over them."""
 
-    def __init__(self, root: Path, *, project_name: str = "proj", **policy_kw: object) -> None:
+    def __init__(self, root: Path, *, project_name: str = "proj",
+                 **policy_kw: Unpack[PolicyOptions]) -> None:
         self.root = Path(os.path.realpath(root))
         self.project = self.root / project_name
         (self.project / ".git" / "hooks").mkdir(parents=True)
@@ -78,7 +80,7 @@ class Tree:
             "SOMETHING_API_KEY": "sk-other",
             "HARMLESS": "kept",
         }
-        args: dict[str, object] = {
+        args: PolicyOptions = {
             "private_tmp": str(self.private_tmp),
             "hidden": [str(self.secret)],
             "hide_defaults": False,
