@@ -14,6 +14,7 @@ from sandbox.settings import SandboxSettings
 SANDBOX_KEYS: tuple[str, ...] = (
     "writable", "hidden", "hide_defaults", "protect", "network", "enabled", "scrub",
     "processes", "memory", "tmp_size", "shm_size",
+    "allow_unix_sockets",
 )
 # A scrub entry: an environment name, or a pattern of one with * and ?.
 _ENV_PATTERN = re.compile(r"[A-Za-z0-9_*?]+")
@@ -33,7 +34,8 @@ def sandbox_table(file: str, raw: object) -> SandboxSettings:
         if key not in SANDBOX_KEYS:
             raise ConfigError(file, f'[sandbox]: unknown key "{key}"; the keys are '
                                     + ", ".join(SANDBOX_KEYS) + ".", key=key)
-    paths = {key: _sandbox_paths(raw, key, error) for key in ("writable", "hidden")}
+    paths = {key: _sandbox_paths(raw, key, error)
+             for key in ("writable", "hidden", "allow_unix_sockets")}
     flags: dict[str, bool] = {}
     for key, default in (("hide_defaults", True), ("protect", True), ("network", False),
                          ("enabled", True)):
@@ -42,7 +44,9 @@ def sandbox_table(file: str, raw: object) -> SandboxSettings:
             raise error(key, f"must be true or false, not {a_type(value)}.")
         flags[key] = value
     return SandboxSettings(writable=paths["writable"], hidden=paths["hidden"],
-                           scrub=_scrub_names(raw, error), **flags, **_limits(raw, error))
+                           scrub=_scrub_names(raw, error),
+                           allow_unix_sockets=paths["allow_unix_sockets"], **flags,
+                           **_limits(raw, error))
 
 
 def _limits(raw: dict[str, Any], error: Error) -> dict[str, Any]:

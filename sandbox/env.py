@@ -110,10 +110,14 @@ def box_env(policy: Policy, env_extra: Mapping[str, str] | None = None, *,
             tmpdir: str = "/tmp") -> dict[str, str]:
     """The environment of a boxed hook or command: the session's and the caller's
     additions, scrubbed (no path into the box carries a key), with ``TMPDIR`` at the
-    box's temp folder (``/tmp`` in the Linux box; the private folder itself on macOS)."""
+    box's temp folder (``/tmp`` in the Linux box; the private folder itself on macOS),
+    and no variable naming a Unix socket the box may not reach (``SSH_AUTH_SOCK``, ...)."""
+    from .sockets import without_shut_sockets
+
     env = scrub(policy.env)
     if env_extra:
         env.update(scrub(env_extra))
+    env = without_shut_sockets(env, policy.allow_unix_sockets)
     env["TMPDIR"] = tmpdir
     return env
 

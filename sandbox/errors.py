@@ -16,6 +16,11 @@ class GitLayoutError(PolicyError):
     config git cannot read): the session must not start. Not about ``[sandbox]``."""
 
 
+class UserTempUnusable(PolicyError):
+    """macOS's per-user temp folder is not the folder it must be (sandbox/darwin.py): a
+    fact of this machine and user, not of a path the config names."""
+
+
 class SandboxUnavailable(SandboxError):
     """The box cannot be built on this machine (no bwrap, user namespaces blocked, ...).
 

@@ -65,6 +65,7 @@ class PolicyOptions(TypedDict, total=False):
     network: bool
     enabled: bool
     scrub: Iterable[str]
+    allow_unix_sockets: Iterable[str]
     boxed: bool
     private_tmp: str | None
     env: Mapping[str, str] | None
@@ -183,6 +184,8 @@ class Policy(NamedTuple):
     pinned_dirs: tuple[str, ...] = ()
     # (protected path, what the box sees there instead): see sandbox.gitviews.
     views: tuple[tuple[str, str], ...] = ()
+    # [sandbox] allow_unix_sockets: absolute, ~ expanded (see sandbox/sockets.py).
+    allow_unix_sockets: tuple[str, ...] = ()
 
     @classmethod
     def from_settings(
@@ -219,6 +222,11 @@ class Policy(NamedTuple):
         if not os.path.isdir(as_written):
             raise PolicyError(f"the project {escape(as_written)} is not a directory")
         real_project = os.path.realpath(as_written)
+        from .darwin import session_user_tmp
+
+        # On a Mac, asked of the system and checked: never TMPDIR (see sandbox/darwin.py).
+        user_tmp = session_user_tmp(session_env, platform=platform, boxed=boxed and s.enabled,
+                                    fallback=tempfile.gettempdir())
         tmp = private_tmp if private_tmp is not None else private_tmp_root()
         writable = _writable_paths(s.writable, home)
         return cls(
@@ -233,9 +241,11 @@ class Policy(NamedTuple):
             boxed=boxed and s.enabled,
             platform=platform,
             home=home,
-            tmpdir=session_env.get("TMPDIR") or tempfile.gettempdir(),
+            tmpdir=user_tmp,
             env=session_env,
             output_cap=output_cap,
+            allow_unix_sockets=tuple(os.path.abspath(expand(p, home))
+                                     for p in s.allow_unix_sockets),
         )
 
     @classmethod
@@ -245,7 +255,7 @@ class Policy(NamedTuple):
         build a policy by hand."""
         given: dict[str, Any] = dict(options)
         keys = {k: given.pop(k) for k in SandboxSettings._fields if k in given}
-        for k in ("writable", "hidden", "scrub"):
+        for k in ("writable", "hidden", "scrub", "allow_unix_sockets"):
             if k in keys:
                 keys[k] = tuple(keys[k])
         return cls.from_settings(project, SandboxSettings(**keys), **given)

@@ -307,6 +307,14 @@ def probe_seatbelt() -> Probe:
     if not os.path.exists(SANDBOX_EXEC):
         return base._replace(diagnosis=f"{SANDBOX_EXEC} is not there",
                              fix=SEATBELT_MISSING_FIX)
+    from .darwin import require_seatbelt
+    from .errors import SandboxUnavailable
+
+    try:
+        # A harness inside Seatbelt: sandbox-exec cannot apply the box's profile.
+        require_seatbelt(program=SANDBOX_EXEC)
+    except SandboxUnavailable as err:
+        return base._replace(diagnosis=err.diagnosis, fix=err.fix)
     t = _run([SANDBOX_EXEC, "-p", _SEATBELT_TRIAL, "/usr/bin/true"])
     if t.returncode != 0:
         lines = t.stderr.decode(errors="replace").strip().splitlines()

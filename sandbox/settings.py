@@ -28,3 +28,5 @@ class SandboxSettings(NamedTuple):
     memory: int | str = "50%"
     tmp_size: int | str = "25%"
     shm_size: int | str = "25%"
+    # Unix sockets (or folders of them) the box may connect to; none by default.
+    allow_unix_sockets: tuple[str, ...] = ()

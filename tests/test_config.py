@@ -112,6 +112,7 @@ protect = false
 network = true
 enabled = false
 scrub = ["GITHUB_TOKEN", "*_SECRET"]
+allow_unix_sockets = ["~/.colima/default/docker.sock", "/run/user/1000/gnupg"]
 ''')
     config = load(path, project=str(project))
     assert config.path == path
@@ -122,7 +123,8 @@ scrub = ["GITHUB_TOKEN", "*_SECRET"]
     assert config.sandbox == SandboxSettings(
         writable=("~/.cache/pip", "/srv/build"), hidden=("~/secrets",),
         hide_defaults=False, protect=False, network=True, enabled=False,
-        scrub=("GITHUB_TOKEN", "*_SECRET"))
+        scrub=("GITHUB_TOKEN", "*_SECRET"),
+        allow_unix_sockets=("~/.colima/default/docker.sock", "/run/user/1000/gnupg"))
     assert config.warnings == ()
 
 
@@ -428,7 +430,8 @@ def test_the_error_carries_file_hook_and_key(tmp_path: Path, project: Path) -> N
     ("sandbox = true\n", 'key "sandbox": must be a table ([sandbox]), not a boolean.'),
     ("[sandbox]\nnetwrok = true\n",
      '[sandbox]: unknown key "netwrok"; the keys are writable, hidden, hide_defaults, '
-     "protect, network, enabled, scrub, processes, memory, tmp_size, shm_size."),
+     "protect, network, enabled, scrub, processes, memory, tmp_size, shm_size, "
+     "allow_unix_sockets."),
     ('[sandbox]\nprocesses = "many"\n',
      '[sandbox]: key "processes": must be a whole number from 16 to 4194304, not a string.'),
     ("[sandbox]\nprocesses = 8\n",
@@ -443,6 +446,11 @@ def test_the_error_carries_file_hook_and_key(tmp_path: Path, project: Path) -> N
      '[sandbox]: key "shm_size": 150% is not a percentage from 1% to 100%.'),
     ("[sandbox]\nmemory = 512\n",
      '[sandbox]: key "memory": 512 is below 1M, too small for any command.'),
+    ('[sandbox]\nallow_unix_sockets = "/var/run/docker.sock"\n',
+     '[sandbox]: key "allow_unix_sockets": must be a list of paths, not a string.'),
+    ('[sandbox]\nallow_unix_sockets = ["run/agent.sock"]\n',
+     '[sandbox]: key "allow_unix_sockets": "run/agent.sock" is not an absolute path; '
+     "write it from / or ~/."),
     ('[sandbox]\nscrub = "GITHUB_TOKEN"\n',
      '[sandbox]: key "scrub": must be a list of environment names, not a string.'),
     ("[sandbox]\nscrub = [7]\n",

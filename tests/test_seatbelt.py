@@ -9,6 +9,7 @@ macOS nothing on disk is consulted for canonical paths, so /tmp/x becomes
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -150,9 +151,24 @@ class Parts:
     definition_args: list[str]
     command: list[str]
     forms: list[Node]
+    # The forms after the fixed base: the session's rules (and the network's).
+    session: list[Node]
 
     def names_for(self, value: str) -> set[str]:
         return {k for k, v in self.definitions.items() if v == value}
+
+    def matches(self, rule: list[Node], path: str) -> bool:
+        """Whether one of ``rule``'s parameter filters matches ``path``, read the way
+        Seatbelt reads them (its regex dialect agrees with Python's for ours)."""
+        for kind, name in param_filters(rule):
+            value = self.definitions[name]
+            if kind == "literal" and path == value:
+                return True
+            if kind == "subpath" and (path == value or path.startswith(value + "/")):
+                return True
+            if kind == "regex" and re.search(value, path):
+                return True
+        return False
 
 
 def parts(p: LaunchPlan) -> Parts:
@@ -167,7 +183,9 @@ def parts(p: LaunchPlan) -> Parts:
         name, _, value = d[2:].partition("=")
         assert name not in definitions, f"{name} defined twice"
         definitions[name] = value
-    return Parts(profile, definitions, defs, argv[end + 1 :], read_profile(profile))
+    base = len(seatbelt.base_profile())
+    return Parts(profile, definitions, defs, argv[end + 1 :], read_profile(profile),
+                 read_profile(profile[base:]))
 
 
 def private(p: Path | str) -> str:
@@ -182,6 +200,16 @@ def private(p: Path | str) -> str:
 # -- fixtures ------------------------------------------------------------------------------
 
 ENV = {"PATH": "/usr/bin:/bin", "HOME": "/Users/dana", "TMPDIR": "/var/folders/ab/xyz/T/"}
+
+
+def user_tmp() -> str:
+    """The user temp folder a sandboxed macOS policy gets: off a Mac the environment's
+    TMPDIR (nothing to ask), on a Mac what the system says (sandbox/darwin.py)."""
+    if sys.platform == "darwin":
+        from sandbox.darwin import user_temp_dir
+
+        return user_temp_dir()
+    return ENV["TMPDIR"]
 
 
 def make_project(root: Path, name: str = "proj", *, git: bool = True) -> Path:
@@ -319,7 +347,7 @@ def test_no_file_rule_lacks_a_filter(tmp_path: Path) -> None:
 
 
 def writable_params(got: Parts) -> set[str]:
-    (rule,) = rules(got.forms, "allow", "file-write*")
+    (rule,) = rules(got.session, "allow", "file-write*")
     kinds = param_filters(rule)
     assert {k for k, _ in kinds} == {"subpath"}
     return {got.definitions[name] for _, name in kinds}
@@ -334,7 +362,7 @@ def test_project_and_private_temp_folder_are_writable_roots(tmp_path: Path) -> N
 
 def test_the_user_temp_folder_is_a_writable_root(tmp_path: Path) -> None:
     got = parts(make_plan(make_policy(tmp_path)))
-    assert "/private/var/folders/ab/xyz/T" in writable_params(got)
+    assert seatbelt.canonical(user_tmp()) in writable_params(got)
 
 
 def test_sandbox_writable_entries_are_writable_roots(tmp_path: Path) -> None:
@@ -358,9 +386,8 @@ def test_a_worktrees_common_directory_is_a_writable_root(tmp_path: Path) -> None
     got = parts(make_plan(policy))
     assert private(main / ".git") in writable_params(got)
     # Its hooks are protected like the project's own.
-    (deny,) = rules(got.forms, "deny", "file-write*")
-    protected = {got.definitions[n] for _, n in param_filters(deny)}
-    assert private(main / ".git" / "hooks") in protected
+    (deny,) = rules(got.session, "deny", "file-write*")
+    assert got.matches(deny, private(main / ".git" / "hooks" / "pre-commit"))
 
 
 def test_nothing_else_is_a_writable_root(tmp_path: Path) -> None:
@@ -368,7 +395,7 @@ def test_nothing_else_is_a_writable_root(tmp_path: Path) -> None:
     assert writable_params(got) == {
         private(tmp_path / "proj"),
         private(tmp_path / "ptmp"),
-        "/private/var/folders/ab/xyz/T",
+        seatbelt.canonical(user_tmp()),
     }
 
 
@@ -376,12 +403,12 @@ def test_a_hidden_folder_is_denied_for_reading_and_writing(tmp_path: Path) -> No
     secret = tmp_path / "home" / ".aws"
     secret.mkdir(parents=True)
     got = parts(make_plan(make_policy(tmp_path, hidden=["~/.aws"])))
-    (name,) = got.names_for(private(secret))
-    assert name.startswith("HIDDEN_")
-    (read_deny,) = rules(got.forms, "deny", "file-read*")
-    assert {("literal", name), ("subpath", name)} <= param_filters(read_deny)
-    (write_deny,) = rules(got.forms, "deny", "file-write*")
-    assert {("literal", name), ("subpath", name)} <= param_filters(write_deny)
+    (read_deny,) = rules(got.session, "deny", "file-read*")
+    (write_deny,) = rules(got.session, "deny", "file-write*")
+    for path in (private(secret), private(secret / "credentials")):
+        assert got.matches(read_deny, path), path
+        assert got.matches(write_deny, path), path
+    assert not got.matches(read_deny, private(secret) + "-not")
 
 
 def test_a_hidden_file_is_denied_for_reading(tmp_path: Path) -> None:
@@ -389,9 +416,8 @@ def test_a_hidden_file_is_denied_for_reading(tmp_path: Path) -> None:
     netrc.parent.mkdir(parents=True)
     netrc.write_text("machine x password y\n")
     got = parts(make_plan(make_policy(tmp_path, hidden=["~/.netrc"])))
-    (name,) = got.names_for(private(netrc))
-    (read_deny,) = rules(got.forms, "deny", "file-read*")
-    assert ("literal", name) in param_filters(read_deny)
+    (read_deny,) = rules(got.session, "deny", "file-read*")
+    assert got.matches(read_deny, private(netrc))
 
 
 def test_hidden_denies_come_after_the_read_allow(tmp_path: Path) -> None:
@@ -412,16 +438,17 @@ def test_without_hidden_paths_no_read_is_denied(tmp_path: Path) -> None:
 def test_protected_paths_are_denied_for_writing(tmp_path: Path) -> None:
     policy = make_policy(tmp_path)
     got = parts(make_plan(policy))
-    (deny,) = rules(got.forms, "deny", "file-write*")
-    kinds = param_filters(deny)
+    (deny,) = rules(got.session, "deny", "file-write*")
     for path in (tmp_path / "proj" / ".git" / "hooks", tmp_path / "proj" / ".git" / "config"):
-        (name,) = got.names_for(private(path))
-        assert name.startswith("PROTECTED_")
-        assert {("literal", name), ("subpath", name)} <= kinds
+        assert got.matches(deny, private(path)), path
+        assert got.matches(deny, private(path) + "/below"), path
+    assert {n for _, n in param_filters(deny)} <= {
+        n for n in got.definitions if n.startswith("PROTECTED_")}
+    assert not got.matches(deny, private(tmp_path / "proj" / ".git" / "HEAD"))
 
 
 def test_protected_denies_come_after_the_write_allow(tmp_path: Path) -> None:
-    forms = parts(make_plan(make_policy(tmp_path))).forms
+    forms = parts(make_plan(make_policy(tmp_path))).session
     (allow,) = rules(forms, "allow", "file-write*")
     (deny,) = rules(forms, "deny", "file-write*")
     assert forms.index(deny) > forms.index(allow)
@@ -429,13 +456,14 @@ def test_protected_denies_come_after_the_write_allow(tmp_path: Path) -> None:
 
 def test_folders_above_protected_paths_cannot_be_unlinked_or_renamed(tmp_path: Path) -> None:
     got = parts(make_plan(make_policy(tmp_path)))
-    (rule,) = rules(got.forms, "deny", "file-write-unlink")
-    pinned = {got.definitions[n] for k, n in param_filters(rule) if k == "literal"}
+    (rule,) = rules(got.session, "deny", "file-write-unlink")
     # mv .git .git2 and mv proj proj2 would carry .git/hooks out from under its rule.
-    assert private(tmp_path / "proj" / ".git") in pinned
-    assert private(tmp_path / "proj") in pinned
-    assert {k for k, _ in param_filters(rule)} == {"literal"}
-    assert "/" not in pinned
+    assert got.matches(rule, private(tmp_path / "proj" / ".git"))
+    assert got.matches(rule, private(tmp_path / "proj"))
+    # Only the folders themselves: what lies beside and below them can still go.
+    assert not got.matches(rule, private(tmp_path / "proj" / "notes.txt"))
+    assert not got.matches(rule, private(tmp_path / "proj" / ".git" / "index"))
+    assert not got.matches(rule, "/")
 
 
 def test_folders_above_hidden_paths_cannot_be_unlinked_or_renamed(tmp_path: Path) -> None:
@@ -444,13 +472,12 @@ def test_folders_above_hidden_paths_cannot_be_unlinked_or_renamed(tmp_path: Path
     secret.mkdir(parents=True)
     policy = make_policy(tmp_path, project=project, hidden=[str(secret)], protect=False)
     got = parts(make_plan(policy))
-    (rule,) = rules(got.forms, "deny", "file-write-unlink")
-    pinned = {got.definitions[n] for _, n in param_filters(rule)}
-    assert private(tmp_path / "proj" / "vault") in pinned
+    (rule,) = rules(got.session, "deny", "file-write-unlink")
+    assert got.matches(rule, private(tmp_path / "proj" / "vault"))
 
 
 def test_protect_false_protects_nothing(tmp_path: Path) -> None:
-    forms = parts(make_plan(make_policy(tmp_path, protect=False))).forms
+    forms = parts(make_plan(make_policy(tmp_path, protect=False))).session
     assert rules(forms, "deny", "file-write*") == []
     assert rules(forms, "deny", "file-write-unlink") == []
 
@@ -460,7 +487,16 @@ def test_without_network_nothing_opens_the_network(tmp_path: Path) -> None:
     for form in walk(got.forms):
         if form and form[0] == Sym("allow"):
             ops = [x.name for x in form[1:] if isinstance(x, Sym)]
-            assert not any(op.startswith(("network", "system-socket")) for op in ops), form
+            if not any(op.startswith(("network", "system-socket")) for op in ops):
+                continue
+            # Only Unix sockets: the socket call for AF_UNIX, and paths of the box's own.
+            assert [f for f in form if isinstance(f, list)] in (
+                [[Sym("socket-domain"), Sym("AF_UNIX")]],
+                [[Sym("local"), Sym("unix-socket"), [Sym("subpath"),
+                                                    [Sym("param"), Str("BOX_SOCKETS_0")]]]],
+                [[Sym("remote"), Sym("unix-socket"), [Sym("subpath"),
+                                                     [Sym("param"), Str("BOX_SOCKETS_0")]]]],
+            ), form
 
 
 def test_with_network_outbound_and_inbound_are_allowed(tmp_path: Path) -> None:
@@ -576,7 +612,9 @@ def test_canonical_refuses_a_relative_path() -> None:
 
 def test_parameters_are_canonical(tmp_path: Path) -> None:
     got = parts(make_plan(make_policy(tmp_path)))
-    for value in got.definitions.values():
+    for name, value in got.definitions.items():
+        if "_RX_" in name:
+            continue  # a regex built from a canonical path (test_seatbelt_rules.py)
         assert not value.startswith(("/tmp/", "/var/", "/etc/")), value
         assert value == seatbelt.canonical(value)
 
@@ -617,14 +655,14 @@ def zone_set(policy: Policy, *, boxed: bool) -> set[tuple[str, str]]:
 
 def test_on_macos_the_user_temp_folder_is_writable_for_a_sandboxed_hook(tmp_path: Path) -> None:
     zones = zone_set(make_policy(tmp_path), boxed=True)
-    assert (ENV["TMPDIR"], z.USER_TMP) in zones
+    assert (user_tmp(), z.USER_TMP) in zones
 
 
 def test_on_macos_a_host_hook_in_a_sandboxed_session_counts_the_user_temp_folder(
     tmp_path: Path,
 ) -> None:
     zones = zone_set(make_policy(tmp_path), boxed=False)
-    assert (ENV["TMPDIR"], z.USER_TMP) in zones
+    assert (user_tmp(), z.USER_TMP) in zones
 
 
 def test_on_macos_the_system_temp_folders_do_not_count_in_a_sandboxed_session(
@@ -641,13 +679,14 @@ def test_under_bubblewrap_a_sandboxed_hooks_tmp_counts(tmp_path: Path) -> None:
     # The contrast with the test above: the rule is macOS's, not an accident.
     zones = zone_set(make_policy(tmp_path, platform="linux"), boxed=True)
     assert ("/tmp", z.SYSTEM_TMP) in zones
-    assert (ENV["TMPDIR"], z.USER_TMP) not in zones
+    assert not [p for p, label in zones if label == z.USER_TMP]
 
 
 def test_on_macos_without_a_sandbox_tmp_private_tmp_and_tmpdir_count(tmp_path: Path) -> None:
     zones = zone_set(make_policy(tmp_path, boxed=False), boxed=True)
     assert ("/tmp", z.SYSTEM_TMP) in zones
     assert ("/private/tmp", z.SYSTEM_TMP) in zones
+    # With no sandbox the environment's TMPDIR counts as it is (the seed's rule).
     assert (ENV["TMPDIR"], z.USER_TMP) in zones
 
 
@@ -667,10 +706,13 @@ def test_hidden_zones_of_a_macos_session_are_the_boxes_hidden_paths(tmp_path: Pa
     secret.mkdir()
     policy = make_policy(tmp_path, hidden=[str(secret)])
     got = parts(make_plan(policy))
-    (read_deny,) = rules(got.forms, "deny", "file-read*")
-    denied = {got.definitions[n] for _, n in param_filters(read_deny)}
+    (read_deny,) = rules(got.session, "deny", "file-read*")
     zones = {seatbelt.canonical(zn.path) for zn in policy.hidden_zones(boxed=True)}
-    assert denied == zones
+    assert zones
+    for zone in zones:
+        assert got.matches(read_deny, zone)
+    exact = seatbelt.profile(policy, folds=lambda _p: False)
+    assert {v for n, v in exact.params if n.startswith("HIDDEN_")} == zones
     assert os.path.isdir(secret)
 
 

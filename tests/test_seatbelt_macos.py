@@ -4,16 +4,20 @@ Each test builds a policy on a real temporary tree, turns it into a plan with
 :func:`sandbox.backends.seatbelt.plan` and runs it with :func:`sandbox.process.supervisor.run`, as a
 session does. They run only on macOS (the workflow ``.github/workflows/macos.yml``).
 
-The user temp folder of these policies is a folder of the test's own (``TMPDIR`` in the
-policy's environment), so "outside every writable folder" can be a sibling inside the
-test's temporary tree: nothing here writes outside it, even if the box failed.
+The user temp folder of a macOS session is the one the system gives
+(``confstr(_CS_DARWIN_USER_TEMP_DIR)``), writable in the box; pytest's own temporary
+folders lie inside it. So the trees here are made under ``/private/tmp``, which the box
+may not write, and "outside every writable folder" is a sibling inside the test's tree:
+nothing here writes outside it, even if the box failed.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -36,6 +40,16 @@ TIMEOUT = 60.0
 SH = "/bin/sh"
 
 
+@pytest.fixture
+def tmp_path() -> Iterator[Path]:
+    """A fresh folder outside every folder the box may write (see the docstring)."""
+    d = Path(os.path.realpath(tempfile.mkdtemp(dir="/private/tmp", prefix="hs-mac-")))
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 class Tree:
     """A project with a git folder, the folders around it, and the policy over them."""
 
@@ -50,8 +64,6 @@ class Tree:
         (self.project / ".git" / "hooks" / "pre-commit.sample").write_text("#!/bin/sh\n")
         self.private_tmp = self.root / "ptmp"
         self.private_tmp.mkdir()
-        self.user_tmp = self.root / "usertmp"
-        self.user_tmp.mkdir()
         self.outside = self.root / "outside"
         self.outside.mkdir()
         self.secret = self.root / "secret"
@@ -60,7 +72,8 @@ class Tree:
         env = {
             "PATH": "/usr/bin:/bin:/usr/sbin:/sbin",
             "HOME": os.environ.get("HOME", "/"),
-            "TMPDIR": str(self.user_tmp),
+            # Not used by a sandboxed macOS session: the system says (sandbox/darwin.py).
+            "TMPDIR": str(self.root),
             "LANG": "C",
             "OPENAI_API_KEY": "sk-openai",
             "ANTHROPIC_API_KEY": "sk-anthropic",
@@ -78,11 +91,12 @@ class Tree:
         args.update(policy_kw)
         self.policy = Policy.create(str(self.project), **args)
 
-    def run(self, argv: Sequence[str], policy: Policy | None = None) -> RunResult:
+    def run(self, argv: Sequence[str], policy: Policy | None = None,
+            env_extra: dict[str, str] | None = None) -> RunResult:
         from sandbox.backends import seatbelt
         from sandbox.process import supervisor
 
-        plan = seatbelt.plan(policy or self.policy, argv)
+        plan = seatbelt.plan(policy or self.policy, argv, env_extra=env_extra)
         result = supervisor.run(plan, timeout=TIMEOUT)
         assert result.outcome == "exited", result
         return result
@@ -124,8 +138,57 @@ def test_box_writes_its_private_temp_folder_through_tmpdir(tree: Tree) -> None:
 
 
 def test_box_writes_the_user_temp_folder(tree: Tree) -> None:
-    result = tree.run(["/usr/bin/touch", str(tree.user_tmp / "u.txt")])
-    assert result.ok, result
+    target = Path(tree.policy.tmpdir) / f"hs-user-tmp-{os.getpid()}.txt"
+    try:
+        result = tree.run(["/usr/bin/touch", str(target)])
+        assert result.ok, result
+        assert target.exists()
+    finally:
+        target.unlink(missing_ok=True)
+
+
+def test_the_user_temp_folder_is_the_systems_not_tmpdir(tree: Tree) -> None:
+    from sandbox.darwin import CS_DARWIN_USER_TEMP_DIR, confstr
+
+    assert tree.policy.tmpdir.startswith("/private/var/folders/")
+    assert tree.policy.tmpdir.endswith("/T")
+    assert tree.policy.tmpdir == os.path.realpath(confstr(CS_DARWIN_USER_TEMP_DIR) or "")
+    # The policy's TMPDIR (the test's tree) is not a writable root.
+    result = tree.run(["/usr/bin/touch", str(tree.root / "via-tmpdir")])
+    assert denied(result), result
+
+
+@pytest.mark.parametrize("tmpdir", [None, "HOME"])
+def test_an_unset_or_odd_tmpdir_widens_nothing(tmp_path: Path, tmpdir: str | None) -> None:
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    if tmpdir == "HOME":
+        env["TMPDIR"] = str(tmp_path)
+    t = Tree(tmp_path / "t", env=env)
+    assert t.policy.tmpdir.startswith("/private/var/folders/")
+    for target in ("/private/tmp/hs-widened", str(tmp_path / "home-file")):
+        result = t.run(["/usr/bin/touch", target])
+        assert denied(result), (target, result)
+        assert not os.path.exists(target)
+
+
+def test_tmp_is_not_writable_but_the_boxs_tmpdir_is(tree: Tree) -> None:
+    # The decision in the README: /tmp is shared with the host (its sockets, its files);
+    # tools find their temp folder through TMPDIR, the session's private one.
+    target = f"/private/tmp/hs-box-{os.getpid()}"
+    result = tree.sh(f'echo x > {target}; echo y > "$TMPDIR/ok" && cat "$TMPDIR/ok"')
+    assert not os.path.exists(target)
+    assert b"Operation not permitted" in result.stderr, result
+    assert result.stdout == b"y\n"
+
+
+def test_tmp_listed_in_writable_is_writable(tmp_path: Path) -> None:
+    target = Path("/private/tmp") / f"hs-opted-in-{os.getpid()}"
+    t = Tree(tmp_path / "t", writable=["/tmp"])
+    try:
+        assert t.run(["/usr/bin/touch", str(target)]).ok
+        assert target.exists()
+    finally:
+        target.unlink(missing_ok=True)
 
 
 def test_box_writes_a_sandbox_writable_folder(tmp_path: Path) -> None:
@@ -241,6 +304,59 @@ def test_box_cannot_hard_link_git_config(tree: Tree) -> None:
     result = tree.run(["/bin/ln", ".git/config", "alias"])
     assert result.returncode != 0, result
     assert not (tree.project / "alias").exists()
+
+
+def case_insensitive_disk(folder: Path) -> bool:
+    probe = folder / "CaseProbe"
+    probe.mkdir()
+    try:
+        return (folder / "caseprobe").exists()
+    finally:
+        probe.rmdir()
+
+
+def test_box_cannot_plant_a_hook_through_another_case(tree: Tree) -> None:
+    if not case_insensitive_disk(tree.root):
+        pytest.skip("this disk tells case apart, so .git/HOOKS is not .git/hooks here")
+    result = tree.sh("echo 'touch PWNED' > .git/HOOKS/pre-commit; "
+                     "mkdir -p .GIT/Hooks && echo x > .GIT/Hooks/post-checkout")
+    assert result.returncode != 0, result
+    assert os.listdir(tree.project / ".git" / "hooks") == ["pre-commit.sample"]
+
+
+def test_box_cannot_create_a_missing_hooks_folder_in_another_case(tmp_path: Path) -> None:
+    if not case_insensitive_disk(tmp_path):
+        pytest.skip("this disk tells case apart, so .git/HOOKS is not .git/hooks here")
+    root = tmp_path / "t"
+    (root / "proj" / ".git").mkdir(parents=True)
+    (root / "proj" / ".git" / "config").write_text("[core]\n")
+    (root / "ptmp").mkdir()
+    policy = Policy.create(str(root / "proj"), private_tmp=str(root / "ptmp"),
+                           hide_defaults=False, platform="darwin")
+    from sandbox.backends import seatbelt
+    from sandbox.process import supervisor
+
+    script = "mkdir .git/HOOKS && echo x > .git/HOOKS/pre-commit"
+    plan = seatbelt.plan(policy, [SH, "-c", script])
+    result = supervisor.run(plan, timeout=TIMEOUT)
+    assert result.returncode != 0, result
+    assert not (root / "proj" / ".git" / "hooks").exists()
+
+
+def test_box_cannot_move_the_git_folder_away_in_another_case(tree: Tree) -> None:
+    if not case_insensitive_disk(tree.root):
+        pytest.skip("this disk tells case apart")
+    result = tree.run(["/bin/mv", ".GIT", ".git2"])
+    assert denied(result), result
+    assert (tree.project / ".git" / "hooks").is_dir()
+
+
+def test_box_cannot_read_a_hidden_folder_in_another_case(tree: Tree) -> None:
+    if not case_insensitive_disk(tree.root):
+        pytest.skip("this disk tells case apart")
+    result = tree.run(["/bin/cat", str(tree.root / "SECRET" / "KEY")])
+    assert denied(result), result
+    assert b"the-secret-key" not in result.stdout
 
 
 def test_box_can_write_the_rest_of_git(tree: Tree) -> None:

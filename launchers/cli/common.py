@@ -41,11 +41,13 @@ def load_user_config(explicit: str | None, project: str) -> tuple[Config, Locate
 def policy_error_line(err: PolicyError, config: Config) -> str:
     """A policy that cannot be built, in one line. Only the project is checked before
     ``[sandbox]``'s paths, and those come from the config, so they name it."""
-    from sandbox.errors import GitLayoutError
+    from sandbox.errors import GitLayoutError, UserTempUnusable
     from sandbox.selfguard import SelfGuardError
 
     if isinstance(err, SelfGuardError):
         return str(err)  # about the toolkit itself, whole sentences already
-    about_project = str(err).startswith("the project ") or isinstance(err, GitLayoutError)
-    where = "" if about_project or config.path is None else f"{config.path}: [sandbox]: "
+    # Neither the project, git's layout nor macOS's user temp folder comes from the config.
+    not_config = (isinstance(err, (UserTempUnusable, GitLayoutError))
+                  or str(err).startswith("the project "))
+    where = "" if not_config or config.path is None else f"{config.path}: [sandbox]: "
     return f"{where}{err}."

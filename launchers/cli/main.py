@@ -113,7 +113,7 @@ def version() -> str:
         return "unknown (not installed)"
 
 
-def _version_action() -> type[argparse.Action]:
+def _version_action() -> "type[argparse.Action]":
     import argparse
 
     class Version(argparse.Action):
@@ -122,7 +122,7 @@ def _version_action() -> type[argparse.Action]:
         def __init__(self, option_strings: Sequence[str], dest: str, **kw: Any) -> None:
             super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kw)
 
-        def __call__(self, parser: argparse.ArgumentParser, *a: Any, **kw: Any) -> None:
+        def __call__(self, parser: "argparse.ArgumentParser", *a: Any, **kw: Any) -> None:
             print(f"harness-sandbox {version()}")
             parser.exit()
 

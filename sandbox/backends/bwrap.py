@@ -93,6 +93,17 @@ def _under(path: str, root: str) -> bool:
 LINKER_VARS = ("LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT")
 
 
+def _allowed_runtime_sockets(policy: Policy) -> list[str]:
+    """The allowed Unix sockets (or their folders) that lie under the masked /run and
+    exist, where they lead; elsewhere they are reachable anyway (see the README)."""
+    out: list[str] = []
+    for p in policy.allow_unix_sockets:
+        real = os.path.realpath(p)
+        if _under(real, MASKED_RUNTIME) and real != MASKED_RUNTIME and os.path.exists(real):
+            out.append(real)
+    return out
+
+
 def plan(
     policy: Policy,
     argv: Sequence[str],
@@ -267,9 +278,14 @@ def _mount_args(policy: Policy, kind: int, path: str, fds: Mapping[str, int]) ->
     if kind == _TMP:
         return ["--bind", policy.private_tmp, "/tmp"]
     if kind == _RUNTIME:
+        out = ["--tmpfs", MASKED_RUNTIME]
         if policy.network and os.path.isdir(RESOLVER_DIR):
-            return ["--tmpfs", MASKED_RUNTIME, "--ro-bind", RESOLVER_DIR, RESOLVER_DIR]
-        return ["--tmpfs", MASKED_RUNTIME]
+            out += ["--ro-bind", RESOLVER_DIR, RESOLVER_DIR]
+        # [sandbox] allow_unix_sockets under /run, shown again. Read-only: connect(2) to
+        # a socket needs no writable mount, and nothing else there can change.
+        for sock in _allowed_runtime_sockets(policy):
+            out += ["--ro-bind", sock, sock]
+        return out
     fd = fds.get(path)
     if kind == _PROTECT:
         # A copy the session made outside the box's sight, not a path the box can change.

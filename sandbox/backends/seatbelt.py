@@ -28,7 +28,7 @@ import os
 import shlex
 import sys
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -39,32 +39,31 @@ from sandbox.policy import Policy
 
 SANDBOX_EXEC = "/usr/bin/sandbox-exec"
 
+# Files in the user temp folder (writable in the box, shared with the host) that host
+# programs trust to decide what to run: xcrun's cache of where each developer tool lives
+# (/usr/bin/git, cc, make are xcrun shims). The box's own xcrun keeps its cache in the
+# box's TMPDIR, the private temp folder.
+USER_TMP_PROTECTED = ("xcrun_db",)
+
 # macOS keeps these three at the top only as links into /private. Seatbelt compares
 # against where a path really is, so a rule for /tmp/x would never match anything.
 _PRIVATE_LINKS = ("/tmp", "/var", "/etc")
 
-# Opened only when the session allows the network: DNS configuration and the services
-# that check TLS certificates.
-_NETWORK_RULES = """\
-(allow network-outbound)
-(allow network-inbound)
-(allow network-bind)
-(allow system-socket)
-(allow mach-lookup
-  (global-name "com.apple.SystemConfiguration.DNSConfiguration")
-  (global-name "com.apple.SystemConfiguration.configd")
-  (global-name "com.apple.dnssd.service")
-  (global-name "com.apple.networkd")
-  (global-name "com.apple.SecurityServer")
-  (global-name "com.apple.trustd.agent")
-  (global-name "com.apple.ocspd"))
-"""
+# The rules that open the network (package data, like the base): used only when the
+# session allows it.
+NETWORK_PROFILE = "seatbelt_network.sbpl"
 
 
 @cache
 def base_profile() -> str:
     """The fixed part of every profile (package data ``seatbelt_base.sbpl``)."""
     return resources.files(__package__).joinpath("seatbelt_base.sbpl").read_text("utf-8")
+
+
+@cache
+def network_profile() -> str:
+    """The fixed rules that open the network (package data ``seatbelt_network.sbpl``)."""
+    return resources.files(__package__).joinpath(NETWORK_PROFILE).read_text("utf-8")
 
 
 def canonical(path: str) -> str:
@@ -192,56 +191,132 @@ def hidden_paths(policy: Policy) -> list[str]:
 def protected_paths(policy: Policy) -> list[str]:
     """Protected paths, canonical, both spellings as for :func:`hidden_paths`: a link
     at ``.git/hooks`` must not be replaceable any more than the folder it leads to.
-    A ``.git/hooks`` that does not exist yet is denied too, so it cannot be created."""
-    paths = (*policy.protected_paths(), *policy.missing_hook_dirs())
+    A ``.git/hooks`` that does not exist yet is denied too, so it cannot be created;
+    so are :data:`USER_TMP_PROTECTED` (``protect = false`` drops them all)."""
+    paths = (*policy.protected_paths(), *policy.missing_hook_dirs(),
+             *(os.path.join(policy.tmpdir, n) for n in USER_TMP_PROTECTED if policy.protect))
     return _unique(q for p in paths for q in (_where_name_lives(p), canonical(p)))
 
 
-def profile(policy: Policy) -> Profile:
-    """The complete profile for ``policy`` and its parameter values."""
+def case_insensitive(path: str) -> bool:
+    """Whether the volume that holds ``path`` ignores case, asked per path: the nearest
+    existing name with a letter is looked up again with its case swapped. A question
+    the disk cannot answer counts as yes: the folded rule is the stricter one."""
+    p = path
+    while not os.path.lexists(p):
+        if os.path.dirname(p) == p:
+            return True
+        p = os.path.dirname(p)
+    while p != "/":
+        parent, name = os.path.split(p)
+        # ASCII letters only: the same letters the folded rules fold.
+        other = "".join(c.swapcase() if c.isascii() else c for c in name)
+        if other != name:
+            try:
+                here, swapped = os.lstat(p), os.lstat(os.path.join(parent, other))
+            except FileNotFoundError:
+                return False
+            except OSError:
+                return True
+            return (here.st_dev, here.st_ino) == (swapped.st_dev, swapped.st_ino)
+        p = parent
+    return True
+
+
+_REGEX_SPECIAL = frozenset(".^$*+?()[]{}|\\")
+
+
+def folded_regex(path: str, *, below: bool) -> str:
+    """An anchored regex matching ``path`` in any case of its ASCII letters (and, with
+    ``below``, everything under it). Seatbelt's literals compare bytes; on a volume that
+    ignores case ``.git/HOOKS`` is ``.git/hooks`` to git but not to a literal."""
+    out = []
+    for ch in path:
+        if ch.isascii() and ch.isalpha():
+            out.append(f"[{ch.lower()}{ch.upper()}]")
+        elif ch in _REGEX_SPECIAL:
+            out.append("\\" + ch)
+        else:
+            out.append(ch)
+    return "^" + "".join(out) + ("(/.*)?$" if below else "$")
+
+
+def _folds() -> Callable[[str], bool]:
+    if sys.platform == "darwin":
+        return cache(case_insensitive)
+    # A plan for macOS built elsewhere: the disk to ask is not here, so assume macOS's
+    # default volume, which ignores case.
+    return lambda _p: True
+
+
+def profile(policy: Policy, *, folds: Callable[[str], bool] | None = None) -> Profile:
+    """The complete profile for ``policy`` and its parameter values.
+
+    ``folds(path)`` says whether a path lies on a volume that ignores case (its rule is
+    then a case-folded regex); by default asked of the disk on macOS, yes elsewhere.
+    """
+    fold = folds or _folds()
     params: list[tuple[str, str]] = []
 
     def param(prefix: str, values: Sequence[str]) -> list[str]:
         names: list[str] = []
         for i, value in enumerate(values):
-            name = f"{prefix}_{i}"
-            params.append((name, value))
-            names.append(name)
+            names.append(f"{prefix}_{i}")
+            params.append((names[-1], value))
         return names
 
-    writable = param("WRITABLE_ROOT", writable_roots(policy))
-    hidden_values = hidden_paths(policy)
-    protected_values = protected_paths(policy)
-    hidden = param("HIDDEN", hidden_values)
-    protected = param("PROTECTED", protected_values)
-    ancestors = param(
-        "ANCESTOR",
-        _unique(a for p in hidden_values + protected_values for a in _ancestors(p)),
-    )
+    def split(prefix: str, paths: Sequence[str], *, below: bool) -> list[str]:
+        """The filters denying ``paths`` (and, with ``below``, what lies under them)."""
+        exact = [p for p in paths if not fold(p)]
+        folded = [folded_regex(p, below=below) for p in paths if fold(p)]
+        names = param(prefix, exact)
+        filters = [f'(literal (param "{n}"))' for n in names]
+        if below:
+            # The subpath as well as the literal: the rule must hold for the path itself
+            # being made, not only for what lies below it.
+            filters += [f'(subpath (param "{n}"))' for n in names]
+        return filters + [f'(regex (param "{n}"))' for n in param(prefix + "_RX", folded)]
 
-    def whole(name: str) -> list[str]:
-        # The literal as well as the subpath: the rule must hold for the path itself
-        # being made, not only for what lies below it.
-        return [f'(literal (param "{name}"))', f'(subpath (param "{name}"))']
+    writable = param("WRITABLE_ROOT", writable_roots(policy))
+    hidden_values, protected_values = hidden_paths(policy), protected_paths(policy)
+    hidden = split("HIDDEN", hidden_values, below=True)
+    protected = split("PROTECTED", protected_values, below=True)
+    ancestors = split("ANCESTOR", _unique(
+        a for p in hidden_values + protected_values for a in _ancestors(p)), below=False)
 
     parts = [base_profile(), "\n; The session's rules.\n"]
     parts.append(
         _rule("allow", "file-write*", [f'(subpath (param "{n}"))' for n in writable])
     )
     if protected or hidden:
-        parts.append(
-            _rule("deny", "file-write*", [f for n in protected + hidden for f in whole(n)])
-        )
+        parts.append(_rule("deny", "file-write*", protected + hidden))
     if hidden:
-        parts.append(_rule("deny", "file-read*", [f for n in hidden for f in whole(n)]))
+        parts.append(_rule("deny", "file-read*", hidden))
     if ancestors:
-        # Only the folder itself, by literal: files beside it can still be removed.
-        parts.append(
-            _rule("deny", "file-write-unlink", [f'(literal (param "{n}"))' for n in ancestors])
-        )
+        # Only the folder itself: files beside it can still be removed.
+        parts.append(_rule("deny", "file-write-unlink", ancestors))
     if policy.network:
-        parts.append(_NETWORK_RULES)
+        parts.append(network_profile())
+    parts.append(_socket_rules(policy, param))
     return Profile(text="".join(parts), params=tuple(params))
+
+
+def _socket_rules(policy: Policy, param: Callable[[str, Sequence[str]], list[str]]) -> str:
+    """Unix sockets, after the network rules so they win (the last match does): none but
+    the box's own, below its private temp folder, and ``[sandbox] allow_unix_sockets``
+    (connect only). With the network on, ``network-outbound`` would otherwise reach every
+    listening socket: docker.sock, the ssh-agent, gpg-agent. DNS keeps its one socket."""
+    (own,) = param("BOX_SOCKETS", [canonical(policy.private_tmp)])
+    allowed = param("UNIX_SOCKET", _unique(canonical(s) for s in policy.allow_unix_sockets))
+    out = ["(deny network-outbound (remote unix-socket))\n",
+           "(deny network-bind (local unix-socket))\n"]
+    if policy.network:
+        out.append(_rule("allow", "network-outbound", [
+            '(literal "/private/var/run/mDNSResponder")', '(literal "/var/run/mDNSResponder")']))
+    out.append(f'(allow network-bind (local unix-socket (subpath (param "{own}"))))\n')
+    out.append(_rule("allow", "network-outbound",
+                     [f'(remote unix-socket (subpath (param "{n}")))' for n in [own, *allowed]]))
+    return "".join(out)
 
 
 def plan(
@@ -249,9 +324,11 @@ def plan(
     argv: Sequence[str],
     *,
     env_extra: Mapping[str, str] | None = None,
+    prof: Profile | None = None,
 ) -> LaunchPlan:
     """The plan for running ``argv`` in the macOS box. Pure: builds data, starts nothing
-    (on macOS it resolves links and name case of the policy's paths).
+    (on macOS it resolves links and name case of the policy's paths). ``prof`` is the
+    session's profile when already built (:class:`SeatbeltBackend` builds it once).
 
     A bare ``argv[0]`` is looked up by sandbox-exec on the box's PATH, after the profile
     applies, from the project. Raises :class:`ValueError` for an empty command.
@@ -259,7 +336,7 @@ def plan(
     args = tuple(argv)
     if not args:
         raise ValueError("an empty command cannot run in the box")
-    prof = profile(policy)
+    prof = prof or profile(policy)
     return LaunchPlan(
         backend="seatbelt",
         argv=(SANDBOX_EXEC, "-p", prof.text, *prof.definitions(), "--", *args),
@@ -276,13 +353,24 @@ class SeatbeltBackend:
 
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
+        self._profile: Profile | None = None
 
     def check(self) -> None:
-        """sandbox-exec is part of macOS: nothing to find."""
+        """Once, at session start: ``/usr/bin/sandbox-exec`` is there, and this process
+        is not already inside a Seatbelt sandbox, where no profile can be applied and
+        every command would fail (see :mod:`sandbox.darwin`)."""
+        from sandbox.darwin import require_seatbelt
+
+        require_seatbelt()
 
     def plan(self, argv: Sequence[str], env_extra: Mapping[str, str] | None = None
              ) -> LaunchPlan:
-        return plan(self.policy, argv, env_extra=env_extra)
+        # The profile once per session, as bwrap's mounts: where each path leads, how
+        # the disk spells it and whether it ignores case are taken at the first run, so
+        # a link the box makes later cannot move a rule.
+        if self._profile is None:
+            self._profile = profile(self.policy)
+        return plan(self.policy, argv, env_extra=env_extra, prof=self._profile)
 
     def read(self, result: RunResult) -> RunResult:
         return result
