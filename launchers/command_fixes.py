@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 
 from launchers.claude_command import SHELL, convert
 from pathguard.argv import CommandVerdict, Refusal
@@ -79,5 +78,5 @@ def with_fixes(verdict: CommandVerdict, command: Sequence[str],
     details = []
     for r in verdict.details:
         fix = fix_for(r, command, env)
-        details.append(r if fix is None else replace(r, message=f"{r.message} {fix}"))
-    return replace(verdict, details=tuple(details))
+        details.append(r if fix is None else r._replace(message=f"{r.message} {fix}"))
+    return verdict._replace(details=tuple(details))
