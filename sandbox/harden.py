@@ -51,7 +51,7 @@ def _ours(marker: str) -> bool:
     return bool(instance) and marker.startswith(instance + ".")
 
 
-def _unmount_stale(root: str) -> None:
+def unmount_stale(root: str) -> None:
     """Unmount the session tmpfs mounts under ``root`` whose harness process is gone
     (killed before its session ended: its tmpfs would hold memory until a reboot). A
     session folder is named ``session-<pid>-...``."""
@@ -83,7 +83,7 @@ def _mount_tmpfs(path: str, size: int) -> str | None:
     if os.geteuid() != 0:
         return ("mounting a size-capped tmpfs that lasts for the session needs root; an "
                 "unprivileged user's private /tmp is a folder on the host's disk")
-    _unmount_stale(os.path.dirname(path))
+    unmount_stale(os.path.dirname(path))
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)

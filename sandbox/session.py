@@ -137,7 +137,12 @@ class Session:
         settings = settings if settings is not None else SandboxSettings()
         boxed = boxed and settings.enabled
         root = make_private_root(private_tmp_root())
-        _leftovers.sweep(root)  # what sessions whose harness died left behind
+        # What sessions whose harness died left behind: their /tmp tmpfs unmounted first
+        # (a mount point cannot be removed), then what they made.
+        from .harden import unmount_stale
+
+        unmount_stale(root)
+        _leftovers.sweep(root)
         # The pid names the owner: a later session clears what a killed one left.
         tmp = tempfile.mkdtemp(prefix=f"session-{os.getpid()}-", dir=root)
         manifest: str | None = None

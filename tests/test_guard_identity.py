@@ -298,7 +298,9 @@ def test_a_hook_under_a_mount_of_the_project_is_refused_and_never_runs(
 
 
 def test_an_openharness_hook_re_pointed_after_the_check_is_not_run(
-        project: Path, tools: Path, session: Session) -> None:
+        project: Path, tools: Path, session: Session, monkeypatch: pytest.MonkeyPatch) -> None:
+    from helpers.trusting import data_home, trust_file
+
     from launchers.openharness.config import load
     from launchers.openharness.envelope import Context
     from launchers.openharness.fire import check, fire, pins_of, session_runner
@@ -310,7 +312,9 @@ def test_an_openharness_hook_re_pointed_after_the_check_is_not_run(
     link.symlink_to("a.sh")
     oh_file = project.parent / "oh.yaml"
     oh_file.write_text(f"hooks:\n  preToolUse:\n    - command: '{link}'\n")
-    config = load(str(oh_file))
+    with data_home(monkeypatch):
+        trust_file(oh_file)
+        config = load(str(oh_file))
     checked = check(config, policy=session.policy)
     assert [v.refusals for _, v in checked] == [()]
     run = session_runner(session, pins_of(config, checked))
