@@ -292,19 +292,29 @@ def test_a_config_key_with_a_newline_stays_one_line(tmp_path: Path) -> None:
     assert str(err.value).startswith(f'{f}: hook "a": unknown key "x\\x0ay\\x1b"; ')
 
 
-def test_a_hostile_openharness_file_is_a_load_error_naming_the_file(tmp_path: Path) -> None:
+def test_a_hostile_openharness_file_is_a_load_error_naming_the_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from helpers.trusting import data_home, trust_file
+
     f = tmp_path / "config.yaml"
+    # Trusted first: the limits are about what a trusted file's parse may cost.
+    store = data_home(monkeypatch)
+    store.__enter__()
     f.write_text("hooks:\n  preToolUse: &a [*a]\n")
+    trust_file(f)
     with pytest.raises(oh.OhConfigError) as err:
         oh.load(str(f))
     assert str(err.value) == f"{f}: not loaded: the file refers to itself through an alias"
     f.write_text("hooks: " + "[" * 5000 + "]" * 5000)
+    trust_file(f)
     with pytest.raises(oh.OhConfigError) as err:
         oh.load(str(f))
     assert str(err.value) == f"{f}: not loaded: the file nests deeper than 100 levels"
     f.write_text("# padding\n" * 20000)
+    trust_file(f)
     with pytest.raises(oh.OhConfigError) as err:
         oh.load(str(f))
+    store.__exit__(None, None, None)
     assert str(err.value) == f"{f}: not loaded: the file is larger than 128 KiB"
 
 
@@ -343,10 +353,15 @@ def test_a_damaged_record_is_a_record_error_naming_the_line(tmp_path: Path) -> N
         rec.Replay([{"type": "hook.effect", "hook": "h", "input_digest": "d", "result": {}}])
 
 
-def test_a_deep_tool_call_through_the_openharness_cli_denies(tmp_path: Path,
-                                                            project: Path) -> None:
+def test_a_deep_tool_call_through_the_openharness_cli_denies(
+        tmp_path: Path, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from helpers.trusting import data_home, trust_file
+
     f = tmp_path / "oh.yaml"
     f.write_text("hooks:\n  preToolUse:\n    - command: /bin/true\n      jsonIO: true\n")
+    store = data_home(monkeypatch)
+    store.__enter__()
+    trust_file(f)  # XDG_DATA_HOME reaches the CLI below
     deep = '{"a": ' + "[" * 3000 + "]" * 3000 + "}"
     r = subprocess.run(
         [sys.executable, "-m", "launchers.cli", "hook", "preToolUse", "--openharness", str(f),
