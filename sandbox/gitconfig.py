@@ -126,9 +126,16 @@ def find_git(env: Mapping[str, str], forbidden: tuple[str, ...]) -> str | None:
     return real
 
 
+# Read by the dynamic linker and by shells git may start: the host's git is asked
+# before any box exists, so what these name (a library the agent built in the project)
+# must never load into it. git is a system program; it needs none of them.
+_NOT_FOR_GIT = ("LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "BASH_ENV", "ENV")
+
+
 def git_env(env: Mapping[str, str]) -> dict[str, str]:
     out = {k: v for k, v in env.items()
-           if not k.startswith("GIT_") or k.startswith(_GIT_ENV_KEPT)}
+           if (not k.startswith("GIT_") or k.startswith(_GIT_ENV_KEPT))
+           and k not in _NOT_FOR_GIT}
     out["LC_ALL"] = "C"
     out["GIT_TERMINAL_PROMPT"] = "0"
     return out
