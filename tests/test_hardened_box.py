@@ -297,7 +297,9 @@ def test_no_zombie_is_left_after_many_boxed_runs(project: Path) -> None:
         for i in range(60):
             assert s.run(["true"], timeout=30).ok
             if i % 20 == 19:
-                assert len(_zombie_children()) <= 1  # the last run's, reaped next
+                # The last runs' inits, reaped off this thread: a loaded machine may hold
+                # a few for a moment, never an accumulation over the 60 runs.
+                assert len(_zombie_children()) <= 3
     assert _zombie_children() == []
 
 
