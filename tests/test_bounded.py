@@ -292,14 +292,21 @@ def test_a_config_key_with_a_newline_stays_one_line(tmp_path: Path) -> None:
     assert str(err.value).startswith(f'{f}: hook "a": unknown key "x\\x0ay\\x1b"; ')
 
 
+@pytest.fixture
+def trust_home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A trust store of the test's own (``XDG_DATA_HOME``), removed after it."""
+    from helpers.trusting import data_home
+
+    with data_home(monkeypatch) as d:
+        yield d
+
+
 def test_a_hostile_openharness_file_is_a_load_error_naming_the_file(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from helpers.trusting import data_home, trust_file
+        tmp_path: Path, trust_home: Path) -> None:
+    from helpers.trusting import trust_file
 
     f = tmp_path / "config.yaml"
     # Trusted first: the limits are about what a trusted file's parse may cost.
-    store = data_home(monkeypatch)
-    store.__enter__()
     f.write_text("hooks:\n  preToolUse: &a [*a]\n")
     trust_file(f)
     with pytest.raises(oh.OhConfigError) as err:
@@ -314,7 +321,6 @@ def test_a_hostile_openharness_file_is_a_load_error_naming_the_file(
     trust_file(f)
     with pytest.raises(oh.OhConfigError) as err:
         oh.load(str(f))
-    store.__exit__(None, None, None)
     assert str(err.value) == f"{f}: not loaded: the file is larger than 128 KiB"
 
 
@@ -354,13 +360,11 @@ def test_a_damaged_record_is_a_record_error_naming_the_line(tmp_path: Path) -> N
 
 
 def test_a_deep_tool_call_through_the_openharness_cli_denies(
-        tmp_path: Path, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from helpers.trusting import data_home, trust_file
+        tmp_path: Path, project: Path, trust_home: Path) -> None:
+    from helpers.trusting import trust_file
 
     f = tmp_path / "oh.yaml"
     f.write_text("hooks:\n  preToolUse:\n    - command: /bin/true\n      jsonIO: true\n")
-    store = data_home(monkeypatch)
-    store.__enter__()
     trust_file(f)  # XDG_DATA_HOME reaches the CLI below
     deep = '{"a": ' + "[" * 3000 + "]" * 3000 + "}"
     r = subprocess.run(
