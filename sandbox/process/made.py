@@ -95,6 +95,12 @@ def clean_session(manifest: str) -> None:
         with contextlib.suppress(OSError):
             _unmake(root, rel, kind, bytes.fromhex(content))
     tmp = data.get("tmp", "")
+    if tmp and os.path.ismount(tmp):
+        # A root session's /tmp is a tmpfs on its folder (sandbox/harden.py): a mount
+        # point cannot be removed, so it is detached first.
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).umount2(os.fsencode(tmp), 2)  # MNT_DETACH
     for folder in (tmp, tmp + ".views") if tmp else ():
         with contextlib.suppress(OSError):
             st = os.lstat(folder)
