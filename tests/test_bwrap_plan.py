@@ -18,7 +18,8 @@ from sandbox.plan import LaunchPlan
 from sandbox.policy import Policy, PolicyOptions
 
 BWRAP = "/usr/bin/bwrap"
-HEAD = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+PROC_RO = [x for name in bwrap.PROC_READ_ONLY for x in ("--ro-bind-try", name, name)]
+HEAD = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *PROC_RO,
         "--ro-bind", "/dev/null", "/proc/keys", "--ro-bind", "/dev/null", "/proc/key-users"]
 TAIL = ["--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
         "--new-session", "--cap-drop", "ALL"]

@@ -57,6 +57,28 @@ MAX_FDS = 256
 # such as a token's name, sizes) are covered like hidden files, unreadable.
 KEYRING_LISTS = ("/proc/keys", "/proc/key-users")
 
+# The procfs entries that change the host's kernel, not the box's: bound read-only over
+# the box's fresh /proc. bwrap covers these itself only when it finds them writable,
+# and /proc/sys is mode 0555, so a box started by root (uid 0 without capabilities still
+# passes the permission check on 0644 files) could otherwise set kernel.core_pattern --
+# a program the kernel runs as root on the next crash -- or any vm.* and fs.* knob.
+# The source is the host's entry: sysctls under /proc/sys/net still answer for the
+# opener's network namespace. Entries a kernel lacks are skipped (``--ro-bind-try``).
+PROC_READ_ONLY = (
+    "/proc/sys",             # sysctls: core_pattern, randomize_va_space, protected_*
+    "/proc/sysrq-trigger",   # SysRq: reboot, crash, kill all
+    "/proc/irq",             # interrupt affinity
+    "/proc/bus",             # PCI configuration space
+    "/proc/mtrr",            # memory type ranges
+    "/proc/fs",              # file-system tunables (nfsd, xfs)
+    "/proc/acpi",            # ACPI events and wake-up sources
+    "/proc/scsi",            # SCSI host add/remove
+    "/proc/driver",          # driver tunables (rtc)
+    "/proc/pressure",        # PSI triggers
+    "/proc/kcore",           # the kernel's memory image
+    "/proc/timer_list",
+)
+
 # bwrap reports a command it could not start as one line on stderr and exit status 1.
 _EXEC_PREFIX = "bwrap: execvp "
 _STRERROR = {os.strerror(n): n for n in sorted(_errno.errorcode, reverse=True)}
@@ -147,6 +169,31 @@ def plan(
     )
 
 
+def args_by_fd(made: LaunchPlan, command_len: int) -> LaunchPlan:
+    """The same plan with bwrap's options read from a descriptor (``--args FD``).
+
+    bwrap stays the box's PID 1, and ``/proc/1/cmdline`` in the box would otherwise
+    show every option it was given: a map of each hidden, protected and bound path.
+    Given by descriptor, the box sees ``bwrap --args N -- COMMAND...``. The descriptor is a
+    memfd of this run, closed after it (``run_fds``).
+    """
+    # The options only: bwrap reads the command from its own argv ("--" onwards).
+    # (Counted from the end: an option's value may itself be "--".)
+    cut = len(made.argv) - command_len - 1
+    if made.argv[cut] != "--":
+        raise ValueError("a bwrap plan ends with -- and its command")
+    data = b"".join(a.encode() + b"\0" for a in made.argv[1:cut])
+    fd = os.memfd_create("bwrap-args", os.MFD_CLOEXEC)
+    try:
+        os.write(fd, data)
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return made._replace(argv=(made.argv[0], "--args", str(fd), *made.argv[cut:]),
+                         pass_fds=(*made.pass_fds, fd), run_fds=(*made.run_fds, fd))
+
+
 def box_args(
     policy: Policy,
     *,
@@ -163,7 +210,8 @@ def box_args(
 
     ``shm_size`` (bytes) makes ``/dev/shm`` a tmpfs of that size (else it is a folder of
     /dev's tmpfs, which grows to half the machine's memory). ``/proc/keys`` and
-    ``/proc/key-users`` are covered (``KEYRING_LISTS``).
+    ``/proc/key-users`` are covered (``KEYRING_LISTS``), and the procfs entries that
+    change the host's kernel are read-only (``PROC_READ_ONLY``).
 
     Mounts are applied in order, each covering what is beneath it:
 
@@ -205,6 +253,8 @@ def box_args(
     _require_features(bwrap, features)
     ops, read_only_last = _mount_ops(policy)
     args: list[str] = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    for name in PROC_READ_ONLY:
+        args += ["--ro-bind-try", name, name]
     for name in KEYRING_LISTS:
         args += ["--ro-bind", "/dev/null", name]
     if shm_size is not None:
@@ -359,9 +409,10 @@ class BwrapBackend:
             self._prefix = box_args(self.policy, bwrap=self.program(), features=self._features,
                                     fds=self._fds, shm_size=self._shm_size)
         fd = None if self._seccomp is None else self._seccomp()
-        return plan(self.policy, argv, bwrap=self.program(), features=self._features,
+        made = plan(self.policy, argv, bwrap=self.program(), features=self._features,
                     env_extra=env_extra, prefix=self._prefix,
                     pass_fds=tuple(self._fds.values()), seccomp_fd=fd)
+        return args_by_fd(made, len(argv))
 
     def hold(self, roots: tuple[str, ...]) -> None:
         """Open, without following a link, the pinned and protected paths below
