@@ -42,6 +42,11 @@ TIOCLINUX = 0x541C
 PER_LINUX = 0
 PERSONALITY_QUERY = 0xFFFFFFFF
 
+# Mode bits that make a program run as its owner or group (sys/stat.h).
+S_ISUID = 0o4000
+S_ISGID = 0o2000
+SET_ID_BITS = (S_ISUID, S_ISGID)
+
 # Comparison operators, as libseccomp numbers them (enum scmp_compare).
 MASKED_EQ = 7
 
@@ -112,6 +117,17 @@ DENIED: tuple[Denial, ...] = (
            _flag_tests(0, (*NAMESPACE_FLAGS, CLONE_NEWTIME))),
     # Its flags sit in a struct the filter cannot read; ENOSYS makes libc use clone.
     Denial("clone3", E.ENOSYS, "its flags cannot be checked; libc falls back to clone"),
+    # A file the box writes lands in the project, where a host user may run it later;
+    # set-id bits on it would run it as the box's owner (root, for a box started by
+    # root). No call may set them: each mode argument is tested for either bit. (A
+    # set-group-id folder is refused too; a build has no need of one.)
+    *(Denial(call, E.EPERM, "no set-user-id or set-group-id files from the box",
+             _flag_tests(arg, SET_ID_BITS))
+      for call, arg in (("chmod", 1), ("fchmod", 1), ("fchmodat", 2), ("fchmodat2", 2),
+                        ("open", 2), ("openat", 3), ("creat", 1), ("mknod", 1),
+                        ("mknodat", 2), ("mkdir", 1), ("mkdirat", 2))),
+    # Its mode sits in a struct the filter cannot read; ENOSYS makes libc use openat.
+    Denial("openat2", E.ENOSYS, "its mode cannot be checked; callers fall back to openat"),
     Denial("syslog", E.EPERM, "the kernel log is the host's"),
     Denial("uselib", E.EPERM, "obsolete loader call"),
     Denial("acct", E.EPERM, "process accounting is the host's"),

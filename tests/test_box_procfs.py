@@ -134,3 +134,18 @@ def test_the_box_still_sees_its_own_network_sysctls(
     r = session.run(["cat", "/proc/sys/net/ipv4/ip_forward"])
     assert r.returncode == 0, explain(r)
     assert r.stdout.strip() in (b"0", b"1")
+
+
+def test_the_box_cannot_leave_a_set_id_program_for_the_host(
+        world: tuple[Session, Path, Path]) -> None:
+    session, project, _ = world
+    r = session.run(["sh", "-c",
+                     "cp /bin/true t; chmod u+s t; chmod g+s t; chmod 6755 t; "
+                     "install -m 4755 /bin/true u; "
+                     f"{sys.executable} -c \"import os; os.open('v', os.O_CREAT|os.O_WRONLY, "
+                     "0o4755)\"; true"])
+    assert r.returncode == 0, explain(r)
+    # The host side: nothing in the project carries a set-id bit.
+    for p in project.iterdir():
+        assert not p.stat().st_mode & 0o6000, (p, oct(p.stat().st_mode))
+    assert (project / "t").exists()

@@ -39,7 +39,9 @@ NR = {"keyctl": 250, "add_key": 248, "request_key": 249, "io_uring_setup": 425,
       "userfaultfd": 323, "kexec_load": 246, "kexec_file_load": 320, "init_module": 175,
       "finit_module": 313, "delete_module": 176, "personality": 135, "ioctl": 16,
       "clone": 56, "unshare": 272, "clone3": 435, "syslog": 103, "uselib": 134, "acct": 163,
-      "quotactl": 179}
+      "quotactl": 179, "chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452,
+      "open": 2, "openat": 257, "creat": 85, "mknod": 133, "mknodat": 259, "mkdir": 83,
+      "mkdirat": 258, "openat2": 437}
 
 SMALL = SandboxSettings(hide_defaults=False, processes=64, memory="256M", tmp_size="8M",
                         shm_size="8M")
