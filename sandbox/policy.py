@@ -29,17 +29,35 @@ from .text import escape
 # Hidden unless [sandbox] hide_defaults = false. Hidden folders become empty read-only
 # folders in the box, hidden files read as empty.
 DEFAULT_HIDDEN: tuple[str, ...] = (
-    "~/.ssh",
-    "~/.gnupg",
-    "~/.aws",
-    "~/.azure",
-    "~/.config/gcloud",
-    "~/.kube",
-    "~/.docker",
-    "~/.netrc",
-    "~/.git-credentials",
-    "~/.claude",
-    "~/.codex",
+    "~/.ssh",                        # ssh: keys, agent configs, known hosts
+    "~/.gnupg",                      # gpg: private keys
+    "~/.aws",                        # AWS CLI and SDKs: credentials, SSO caches
+    "~/.azure",                      # Azure CLI: tokens
+    "~/.config/gcloud",              # Google Cloud CLI: credentials
+    "~/.kube",                       # kubectl: cluster tokens and client keys
+    "~/.docker",                     # docker: registry logins (config.json)
+    "~/.netrc",                      # curl, git, pip, ftp: passwords by host
+    "~/.git-credentials",            # git's credential store
+    "~/.config/git/credentials",     # git's credential store, its XDG place
+    "~/.config/gh",                  # GitHub CLI: OAuth tokens (hosts.yml)
+    "~/.config/hub",                 # hub: GitHub tokens
+    "~/.npmrc",                      # npm, pnpm, yarn 1: registry auth tokens
+    "~/.pypirc",                     # twine, setuptools upload: index passwords
+    "~/.cargo/credentials",          # cargo: registry tokens (old name)
+    "~/.cargo/credentials.toml",     # cargo: registry tokens
+    "~/.terraform.d/credentials.tfrc.json",  # terraform: cloud tokens
+    "~/.vault-token",                # HashiCorp Vault CLI: the session token
+    "~/.password-store",             # pass: the password store
+    "~/.local/share/keyrings",       # GNOME keyring files
+    "~/.bash_history",               # shells' histories: `export TOKEN=...` lives there
+    "~/.zsh_history",
+    "~/.local/share/fish/fish_history",
+    "~/.python_history",             # the Python, Node, psql and mysql prompts' histories
+    "~/.node_repl_history",
+    "~/.psql_history",
+    "~/.mysql_history",
+    "~/.claude",                     # Claude Code: credentials and transcripts
+    "~/.codex",                      # Codex CLI: auth.json and sessions
 )
 
 DEFAULT_OUTPUT_CAP = 1 << 20
@@ -88,11 +106,20 @@ def _writable_paths(writable: Iterable[str], home: str) -> tuple[str, ...]:
 def _hidden_paths(hidden: Iterable[str], defaults: bool, home: str) -> tuple[str, ...]:
     """The hidden paths that exist (the defaults first, unless turned off), absolute;
     each a file or a folder."""
-    names = [*(DEFAULT_HIDDEN if defaults else ()), *hidden]
+    named = tuple(hidden)
+    names = [*(DEFAULT_HIDDEN if defaults else ()), *named]
     shown: list[str] = []
     for h in names:
         p = os.path.abspath(expand(h, home))
         if not os.path.lexists(p):
+            if h in named:
+                # A path the user named has gone: a folder above it may have been
+                # renamed by an earlier session's box, and what it held would now be
+                # readable at its new place.
+                raise PolicyError(
+                    f"the hidden path {escape(p)} does not exist: if a folder above it "
+                    "was renamed, what it holds is no longer hidden; find where it went "
+                    "and name that in [sandbox] hidden, or remove the entry")
             continue  # nothing to hide
         if not (os.path.isdir(p) or os.path.isfile(p)):
             raise PolicyError(

@@ -294,6 +294,9 @@ def _mount_ops(policy: Policy) -> tuple[list[_Op], list[str]]:
         gitdir = os.path.dirname(p)
         if gitdir not in rw and gitdir not in pinned:
             pinned.append(gitdir)
+    for g in _hidden_ancestors(policy, rw):
+        if g not in pinned:
+            pinned.append(g)
     for g in pinned:
         if not any(_under(g, r) for r in rw):
             raise ValueError(f"a read-write bind of {g!r} would lie outside the read-write "
@@ -306,6 +309,26 @@ def _mount_ops(policy: Policy) -> tuple[list[_Op], list[str]]:
     # Stable: equal depth and kind keep the policy's order.
     ops.sort(key=lambda op: (op[0], op[1]))
     return ops, [*empty_ro, *hidden_dirs]
+
+
+def _hidden_ancestors(policy: Policy, rw: Sequence[str]) -> list[str]:
+    """The folders between a read-write root and a hidden path beneath it. Each is bound
+    onto itself (a mount point cannot be renamed): otherwise the box renames one, and
+    the next session, which hides the configured path, finds nothing there while the
+    secret sits readable at the new name."""
+    out: list[str] = []
+    for h in policy.hidden:
+        real = os.path.realpath(h)
+        roots = [r for r in rw if _under(real, r) and real != r]
+        if not roots:
+            continue
+        root = max(roots, key=len)
+        d = os.path.dirname(real)
+        while d != root and _under(d, root):
+            if d not in rw and d not in out:
+                out.append(d)
+            d = os.path.dirname(d)
+    return out
 
 
 def _hidden_ops(policy: Policy, rw: Sequence[str]) -> tuple[list[_Op], list[str]]:
