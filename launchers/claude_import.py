@@ -23,31 +23,24 @@ import json
 import math
 import os
 import re
-import shlex
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 from launchers.claude_command import convert
-from launchers.claude_tools import MCP_PREFIX, MCP_SAMPLE, TOOL_MAP
+from launchers.claude_files import HOOKS_HOME as HOOKS_HOME
+from launchers.claude_files import Move as Move
+from launchers.claude_files import Mover
+from launchers.claude_files import move_commands as move_commands
+from launchers.claude_tools import CLAUDE_TOOLS, MCP_PREFIX, MCP_SAMPLE, TOOL_MAP
 from launchers.config import EVENTS, TIMEOUT_MAX, TIMEOUT_MIN
 
 SETTINGS_LIMIT = 4 * 1024 * 1024
-HOOKS_HOME = "~/.local/share/harness/hooks"
 _PLAIN = re.compile(r"[A-Za-z0-9_|]*")
 _HOOK_KEYS = ("type", "command", "timeout")
 
 
 class ImportFailed(Exception):
     """A settings file cannot be read; the message names it."""
-
-
-class Move(NamedTuple):
-    """A hook file to copy out of reach: from ``source`` to ``target``; ``why`` is the
-    place it is in ("in the project", "in a folder the sandbox hides (…)")."""
-
-    source: str
-    target: str
-    why: str
 
 
 class Imported(NamedTuple):
@@ -147,18 +140,28 @@ _RUNNERS = re.compile(r"(env|sh|bash|dash|zsh|node|nodejs|bun|deno|npx|uv|uvx|ru
 
 def _script(words: Sequence[str]) -> str:
     """The word a hook is named after: the first file that is not a runner, else the
-    first path-like word, else the program."""
+    first path-like word, else what a runner runs (``npx prettier`` -> ``npx-prettier``),
+    else the program."""
     for w in words:
         if os.path.isfile(w) and not _RUNNERS.fullmatch(os.path.basename(w)):
             return w
     for w in words:
         if "/" in w and not w.startswith(("-", "/dev/")) and not set(w) & set("<>|&;$"):
             return w
-    return words[0] if words else ""
+    if not words:
+        return ""
+    program = os.path.basename(words[0])
+    if _RUNNERS.fullmatch(program):
+        plain = [w for w in words[1:] if re.fullmatch(r"[A-Za-z][\w.@-]*", w)]
+        if plain and plain[0] in ("run", "exec", "x", "tool") and len(plain) > 1:
+            plain = plain[1:]
+        if plain:
+            return f"{program}-{plain[0]}"
+    return program
 
 
 def hook_name(words: Sequence[str], taken: set[str]) -> str:
-    """A valid, unused name from the script's file name."""
+    """A valid, unused name from what the hook runs."""
     base = os.path.splitext(os.path.basename(_script(words)))[0].lower()
     base = re.sub(r"[^a-z0-9_-]+", "-", base).strip("-")[:32] or "claude-hook"
     name, n = base, 1
@@ -170,62 +173,16 @@ def hook_name(words: Sequence[str], taken: set[str]) -> str:
     return name
 
 
-# -- files out of reach -------------------------------------------------------------
-
-
-def _within(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip("/") + "/")
-
-
-def place_of(path: str, project: str, hidden: Sequence[str]) -> str | None:
-    """Why an existing file must move: in the project, or in a hidden folder; else None."""
-    if not os.path.isfile(path):
-        return None
-    real = os.path.realpath(path)
-    for p in {project, os.path.realpath(project)}:
-        if _within(path, p) or _within(real, p):
-            return "in the project"
-    for h in hidden:
-        if _within(path, h) or _within(real, h):
-            return f"in a folder the sandbox hides ({h})"
-    return None
-
-
-class Mover:
-    """Chooses new places under ``~/.local/share/harness/hooks/``, one per file, with no
-    two files at the same place."""
-
-    def __init__(self, home: str, project: str, hidden: Sequence[str]) -> None:
-        self.folder = os.path.join(home, HOOKS_HOME[2:])
-        self.project = project
-        self.hidden = hidden
-        self.targets: dict[str, str] = {}
-
-    def move(self, path: str) -> Move | None:
-        why = place_of(path, self.project, self.hidden)
-        if why is None:
-            return None
-        target = self.targets.get(path)
-        if target is None:
-            stem, ext = os.path.splitext(os.path.basename(path))
-            target, n = os.path.join(self.folder, stem + ext), 1
-            used = set(self.targets.values())
-            while target in used:
-                n += 1
-                target = os.path.join(self.folder, f"{stem}-{n}{ext}")
-            self.targets[path] = target
-        return Move(path, target, why)
-
-
-def move_commands(moves: Iterable[Move]) -> list[str]:
-    """The exact shell lines that put the files at their new places."""
-    moves = list(moves)
-    if not moves:
-        return []
-    folder = os.path.dirname(moves[0].target)
-    lines = [f"mkdir -p {shlex.quote(folder)}"]
-    lines += [f"cp {shlex.quote(m.source)} {shlex.quote(m.target)}" for m in moves]
-    return lines
+def settings_project(path: str, home: str, project: str) -> str:
+    """The project a settings file belongs to, which its ``$CLAUDE_PROJECT_DIR`` names:
+    the folder holding its ``.claude`` folder, unless that is the home folder (the
+    user's settings), whose variable means the project being imported for."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.basename(folder) == ".claude":
+        owner = os.path.dirname(folder)
+        if owner and os.path.realpath(owner) != os.path.realpath(home):
+            return owner
+    return project
 
 
 # -- one settings file ----------------------------------------------------------------
@@ -274,17 +231,39 @@ def _one(ctx: _Context, hook: object, *, event: str, matcher: str | None,
         elif key not in _HOOK_KEYS:
             warnings.append(f"⚠ {where}: key {json.dumps(key)} is not imported.")
     command = convert(text, project=ctx.project, home=ctx.home)
-    moves = [m for w in command.words if w.startswith("/")
-             for m in [ctx.mover.move(w)] if m is not None]
+    moves, rewrite = _moves(ctx, command.words, where, warnings)
     named = command.words
     if moves:
-        command = convert(text, project=ctx.project, home=ctx.home,
-                          rewrite={m.source: m.target for m in moves})
+        command = convert(text, project=ctx.project, home=ctx.home, rewrite=rewrite)
     return Imported(
         name=hook_name(named, ctx.taken), event=event, tools=tools,
         command=command.argv, timeout=_timeout(hook.get("timeout"), where, warnings),
         where=where, matcher=matcher, original=text, shell=command.shell,
         moves=tuple(dict.fromkeys(moves)), words=tuple(named))
+
+
+def _moves(ctx: _Context, words: Sequence[str], where: str, warnings: list[str]
+           ) -> tuple[list[Move], dict[str, str]]:
+    """The moves for the files a command names (a relative one from the project, as
+    Claude Code runs hooks there), and the words to write instead."""
+    moves: list[Move] = []
+    rewrite: dict[str, str] = {}
+    for w in words:
+        if not w or w.startswith("-") or (not w.startswith("/") and "/" not in w):
+            continue
+        path = w if w.startswith("/") else os.path.join(ctx.project, w)
+        got = ctx.mover.move(path, (ctx.project,))
+        if got:
+            moves += got
+            rewrite[w] = got[0].target
+            for u in ctx.mover.unfollowed.pop(path, ()):
+                warnings.append(f"⚠ {where}: {path} names {u}, which the import could not "
+                                "follow (not in its own folder, or missing); copy what it "
+                                "needs by hand.")
+        elif not w.startswith("/") and not set(w) & set("<>|&;$'\"\\=") and words[0] == w:
+            warnings.append(f"⚠ {where}: {w} is relative and was not found in "
+                            f"{ctx.project}; write the path out.")
+    return moves, rewrite
 
 
 def _tools_for(matcher: object, where: str, event: str,
@@ -306,11 +285,63 @@ def _tools_for(matcher: object, where: str, event: str,
         warnings.append(f"⚠ {where}: matcher {q}: {', '.join(unmapped)} "
                         f"{'is' if len(unmapped) == 1 else 'are'} not a tool here; the hook "
                         f"covers {covers}.")
+    if tools is not None and "bash" in tools and "exec" not in tools:
+        warnings.append(f"⚠ {where}: matcher {q} becomes bash; harness also runs commands "
+                        "through exec (an argv, no shell), which Claude Code does not have "
+                        "and this hook would not see. To cover it too, write tools = "
+                        f"{_array(tuple(dict.fromkeys((*tools, 'exec'))))} (the entry "
+                        "shows the line).")
     if mcp_named:
         warnings.append(f"⚠ {where}: matcher {q} becomes mcp, which covers every MCP "
                         "server's tools; the hook can tell them apart by tool_input.server "
                         "and tool_input.tool.")
     return True, tools
+
+
+def _by_tool(path: str, hooks: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
+    """The older shape, hooks by tool name (``{"Bash": [...]}``, at the top or under an
+    event), read as PreToolUse groups with that name as matcher."""
+    out: dict[str, Any] = {}
+    for key, value in hooks.items():
+        if key in EVENTS and isinstance(value, dict):
+            for tool, items in value.items():
+                groups = _groups_for(tool, items)
+                warnings.append(f"⚠ {path}: hooks.{key}.{tool} is the older settings shape "
+                                f"(hooks by tool name); read as {key} with matcher "
+                                f"{json.dumps(tool)}.")
+                out.setdefault(key, []).extend(groups)
+        elif key not in EVENTS and _is_tool(key) and isinstance(value, list):
+            warnings.append(f"⚠ {path}: hooks.{key} is the older settings shape (hooks by "
+                            f"tool name); read as PreToolUse with matcher {json.dumps(key)}.")
+            out.setdefault("PreToolUse", []).extend(_groups_for(key, value))
+        else:
+            prev = out.get(key)
+            both = isinstance(prev, list) and isinstance(value, list)
+            out[key] = prev + value if both else value
+    return out
+
+
+def _is_tool(name: str) -> bool:
+    """Whether a key of ``hooks`` is a Claude Code tool name (or a ``|``-list of them)."""
+    parts = [p for p in name.split("|") if p]
+    return name.startswith(MCP_PREFIX) or (bool(parts) and all(p in CLAUDE_TOOLS
+                                                                for p in parts))
+
+
+def _groups_for(matcher: str, items: object) -> list[Any]:
+    """Groups for one tool's list: a group stays one; a hook or a command string becomes
+    a group of its own with the tool's name as matcher."""
+    if not isinstance(items, list):
+        items = [items]
+    out: list[Any] = []
+    for item in items:
+        if isinstance(item, str):
+            item = {"type": "command", "command": item}
+        if isinstance(item, dict) and isinstance(item.get("hooks"), list):
+            out.append({"matcher": item.get("matcher", matcher), **item})
+        else:
+            out.append({"matcher": matcher, "hooks": [item]})
+    return out
 
 
 def convert_file(path: str, doc: dict[str, Any], ctx: _Context) -> Converted:
@@ -322,6 +353,7 @@ def convert_file(path: str, doc: dict[str, Any], ctx: _Context) -> Converted:
         return Converted(out, warnings)
     if not isinstance(hooks, dict):
         return Converted(out, [f"⚠ {path}: \"hooks\" is not a JSON object; nothing imported."])
+    hooks = _by_tool(path, hooks, warnings)
     for event, groups in hooks.items():
         if not isinstance(groups, list):
             warnings.append(f"⚠ {path}: hooks.{event} is not a list; not imported.")
@@ -359,7 +391,8 @@ def convert_files(paths: Sequence[str], *, project: str, home: str,
     hooks: list[Imported] = []
     warnings: list[str] = []
     for path in paths:
-        got = convert_file(path, read_settings(path), ctx._replace(file=path))
+        got = convert_file(path, read_settings(path), ctx._replace(
+            file=path, project=settings_project(path, home, project)))
         hooks += got.hooks
         warnings += got.warnings
     return Converted(hooks, warnings)
@@ -396,6 +429,9 @@ def render(hook: Imported) -> str:
               f"event = {toml_string(hook.event)}"]
     if hook.tools is not None:
         lines.append(f"tools = {_array(hook.tools)}")
+        if "bash" in hook.tools and "exec" not in hook.tools:
+            lines.append(f"# tools = {_array((*hook.tools, 'exec'))}   "
+                         "# covers exec (an argv, no shell) as well")
     lines.append(f"command = {_array(hook.command)}")
     if hook.timeout is not None:
         lines.append(f"timeout = {hook.timeout}")

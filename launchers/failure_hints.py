@@ -27,6 +27,14 @@ _REFUSED = re.compile(r"Read-only file system|Permission denied|\[Errno (?:13|30
                       r"EACCES")
 _ABSOLUTE = re.compile(r"(?<![\w.~])(/[^\s:'\"(),\[\]`]+)")
 
+# uv's own errors: its cache (read-only in the box) and the network (none in the box).
+_UV_CACHE = re.compile(r"Failed to initialize cache|\.cache/uv\S*`?: (?:Read-only file system|"
+                       r"Permission denied)")
+_NETWORK = re.compile(r"Failed to fetch|Failed to download|dns error|failed to lookup address|"
+                      r"Temporary failure in name resolution|Network is unreachable|"
+                      r"error sending request|Could not connect|Connection refused")
+_EXEC = re.compile(r"execvp|could not start|can't execute|exec format", re.I)
+
 CONTEXT_JSON = ('{"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", '
                 '"additionalContext": "..."}}')
 
@@ -88,7 +96,7 @@ class Places(NamedTuple):
 def _write_hints(hook: str, text: str, places: Places) -> list[str]:
     out: list[str] = []
     for line in text.splitlines():
-        if not _REFUSED.search(line):
+        if not _REFUSED.search(line) or _EXEC.search(line) or _UV_CACHE.search(line):
             continue
         for path in _ABSOLUTE.findall(line):
             path = path.rstrip(".")
@@ -108,15 +116,51 @@ def _write_hints(hook: str, text: str, places: Places) -> list[str]:
     return out
 
 
+def box_hints(hook: str, text: str) -> list[str]:
+    """What the box took from a boxed hook, told from its stderr: uv's cache, the network."""
+    out: list[str] = []
+    if _UV_CACHE.search(text):
+        out.append(f"hook {hook} failed because uv could not write its cache: the box keeps "
+                   '~/.cache/uv read-only. Add [sandbox] writable = ["~/.cache/uv"] to your '
+                   "config (the folder must exist: mkdir -p ~/.cache/uv), or set sandbox = "
+                   "false for this hook to run it on the host.")
+    if _NETWORK.search(text):
+        out.append(f"hook {hook} failed because it needs the network, which the box does "
+                   "not have. Fetch what it needs beforehand (uv sync, outside the box), "
+                   "allow the host names with [sandbox] network = [\"...\"], or set sandbox = "
+                   "false for this hook to run it on the host.")
+    return out
+
+
+def start_hints(hook: str, kind: str, text: str, argv: Sequence[str]) -> list[str]:
+    """Why a hook's program could not start, or an interpreter was not found, where a
+    file shows it: the execute bit, a CRLF first line."""
+    from launchers.startable import start_problem
+
+    program = argv[0] if argv else ""
+    if kind.startswith("could not start") or kind == "exited with code 127":
+        problem = start_problem(hook, program) if program else None
+        if problem is not None:
+            return [problem.message]
+    if "\r'" in text or "\r:" in text or "\\r" in text or "\r\"" in text:
+        return [f"hook {hook}'s stderr names a program ending in a carriage return (\\r): "
+                "a script saved with Windows line ends; convert it to Unix line ends "
+                "(sed -i 's/\\r$//' FILE)."]
+    return []
+
+
 def describe(hook: str, kind: str, stderr: bytes, *, prompt: bool, boxed: bool,
-             places: Places) -> Failure:
+             places: Places, argv: Sequence[str] = ()) -> Failure:
     """The stderr tail and the hints for one failure of kind ``kind``."""
     shown = tail(stderr)
     text = stderr[-64 * 1024:].decode("utf-8", errors="replace")
     hints: list[str] = []
     if boxed:
+        hints += box_hints(hook, text)
         hints += _write_hints(hook, text, places)
-    if kind == "exited with code 127":
+    started = start_hints(hook, kind, text, argv)
+    hints += started
+    if kind == "exited with code 127" and not started:
         hints.append(f"exit code 127 means a program hook {hook} runs was not found; name "
                      "it by its absolute path (a host hook's PATH leaves out the folders the "
                      "agent can write).")
@@ -131,3 +175,13 @@ def places_of(writable: Sequence[str], hidden: Sequence[str]) -> Places:
     """The box's places: its read-write folders and ``/tmp`` (the session's own), and
     the hidden paths."""
     return Places((*writable, "/tmp", "/dev"), tuple(hidden))
+
+
+def block_hints(hook: str, stderr: bytes, *, boxed: bool) -> list[str]:
+    """Warnings for a block whose reason is the box's doing, not the hook's decision:
+    uv exits 2 on its own errors, and exit 2 is a block."""
+    if not boxed:
+        return []
+    hints = box_hints(hook, stderr[-64 * 1024:].decode("utf-8", errors="replace"))
+    return [f"⚠ hook {hook} exited 2 (a block), but its reason is an error of the box, not "
+            f"a decision: {h}" for h in hints]

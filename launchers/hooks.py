@@ -27,7 +27,7 @@ from launchers import records as rec
 from launchers.admission import Admission
 from launchers.config import Config, Event, HookSpec
 from launchers.errors import HookRefused as HookRefused
-from launchers.failure_hints import Failure, describe, places_of
+from launchers.failure_hints import Failure, block_hints, describe, places_of
 from pathguard.argv import Refusal
 from pathguard.identity import Pins
 from sandbox.plan import RunResult
@@ -237,8 +237,10 @@ class HookRunner:
         if changed is not None:
             result = changed_since_start(changed)
         else:
+            # The project, as the envelope's cwd names it: Claude Code's hooks cd there.
             result = self.session.run(hook.argv, stdin=envelope, timeout=hook.spec.timeout,
-                                      cancel=cancel, boxed=hook.boxed)
+                                      cancel=cancel, boxed=hook.boxed, env_extra={
+                                          "CLAUDE_PROJECT_DIR": self.policy.project_as_written})
         self._emit(d, rec.effect_record(hook.spec.name, key, result))
         return result
 
@@ -262,11 +264,11 @@ class HookRunner:
                      else protocol.prompt_unreadable(problem))
         return d
 
-    def _why(self, hook: str, kind: str, result: RunResult, event: Event, *,
-             boxed: bool) -> Failure:
+    def _why(self, hook: _Hook, kind: str, result: RunResult, event: Event) -> Failure:
         places = places_of(self.policy.read_write_paths(), self.policy.hidden)
-        return describe(hook, kind, result.stderr, prompt=event == "UserPromptSubmit",
-                        boxed=boxed, places=places)
+        return describe(hook.spec.name, kind, result.stderr,
+                        prompt=event == "UserPromptSubmit", boxed=hook.boxed, places=places,
+                        argv=hook.argv)
 
     def _fire(self, event: Event, tool: str | None, make_envelope: Callable[[], bytes],
               cancel: threading.Event | None) -> Decision:
@@ -292,6 +294,7 @@ class HookRunner:
                 d.outcome, d.hook = "interrupted", spec.name
                 return d
             if answer.kind == "block":
+                d.warnings += block_hints(spec.name, result.stderr, boxed=hook.boxed)
                 self._emit(d, rec.decided_record(spec.name, event, tool, "block",
                                                  reason=answer.reason))
                 d.outcome, d.hook = "blocked", spec.name
@@ -300,8 +303,7 @@ class HookRunner:
                 return d
             if answer.kind == "failure":
                 kind = answer.failure or "failed"
-                d.failures.append(why := self._why(spec.name, kind, result, event,
-                                                   boxed=hook.boxed))
+                d.failures.append(why := self._why(hook, kind, result, event))
                 if spec.on_failure == "block":
                     self._emit(d, rec.decided_record(spec.name, event, tool, "failure",
                                                      failure=kind, stderr=why.stderr))

@@ -162,3 +162,93 @@ def lint_hooks(hooks: Iterable[tuple[str, Sequence[str]]], *, project: str) -> l
     for name, argv in hooks:
         out += lint_command(name, argv, project=project, cache=cache)
     return out
+
+
+# -- answers Claude Code reads one way and harness another ------------------------------
+
+# Turns a prompt hook's plain text into hook JSON: the hook's argv follows the string
+# ($0 "$@"), so the guard still checks its files; its exit status passes through.
+TEXT_TO_CONTEXT = ('out=$("$0" "$@") || exit; [ -z "$out" ] || jq -cn --arg c "$out" '
+                   "'{hookSpecificOutput: {hookEventName: \"UserPromptSubmit\", "
+                   "additionalContext: $c}}'")
+_ASK = re.compile(r"""(["'])ask\1""")
+_DECISION = re.compile(r"decision", re.I)
+_PRINTS = re.compile(r"^\s*(?:echo|printf|cat\s*<<)\b|\bprint\s*\(|console\.log\s*\(|"
+                     r"^\s*puts\b|\bsys\.stdout\.write\s*\(|process\.stdout\.write\s*\(")
+_TO_STDERR = re.compile(r">&\s*2|file\s*=\s*sys\.stderr|/dev/stderr|>\s*/dev/null")
+_ANSWERS = re.compile(r"additionalContext|hookSpecificOutput|[\"']?decision[\"']?\s*[:=]|"
+                      r"[\"']continue[\"']")
+
+
+def _texts(argv: Sequence[str], project: str) -> list[tuple[str, str]]:
+    """(where, text) for each text file the command names and a ``-c`` string."""
+    out: list[tuple[str, str]] = []
+    for i, element in enumerate(argv):
+        if i > 0 and argv[i - 1] == "-c":
+            out.append(("the -c string", element))
+        elif element and not element.startswith("-"):
+            path = os.path.join(project, element)
+            text = read_text(path) if i > 0 or os.path.basename(path) not in (
+                "sh", "bash", "dash", "zsh") else None
+            if text is not None and not path.startswith(("/usr/", "/bin/", "/lib")):
+                out.append((_display(path), text))
+    return out
+
+
+def ask_line(text: str) -> int | None:
+    """The first line that answers ``"ask"`` as a permission decision, or None."""
+    if not _DECISION.search(text):
+        return None
+    for n, line in enumerate(text.splitlines(), 1):
+        if _ASK.search(line) and not line.lstrip().startswith(_COMMENT):
+            return n
+    return None
+
+
+def plain_text_line(text: str) -> int | None:
+    """The first line that prints plain text on stdout, in a script that never prints
+    a hook JSON answer; None otherwise."""
+    if _ANSWERS.search(text):
+        return None
+    for n, line in enumerate(text.splitlines(), 1):
+        if (_PRINTS.search(line) and not _TO_STDERR.search(line)
+                and not line.lstrip().startswith(_COMMENT)):
+            return n
+    return None
+
+
+def wrapped(argv: Sequence[str]) -> list[str]:
+    """The command with its plain text turned into additionalContext."""
+    return ["/bin/sh", "-c", TEXT_TO_CONTEXT, *argv]
+
+
+def answer_warnings(hook: str, event: str, argv: Sequence[str], *, project: str,
+                    command: Sequence[str] | None = None) -> list[str]:
+    """Warnings for answers Claude Code reads and harness does not: ``"ask"`` on a
+    PreToolUse hook, plain text on a UserPromptSubmit hook. ``argv`` names the files
+    to read; ``command`` (default ``argv``) is the entry's command, for the fix."""
+    import json
+
+    out: list[str] = []
+    if list(argv[:3]) == wrapped([]):
+        return out
+    for where, text in _texts(argv, project):
+        if event == "PreToolUse" and (n := ask_line(text)) is not None:
+            out.append(f'⚠ hook {hook}: {where} line {n} answers "ask". Here ask is no '
+                       "objection (a hook only ever blocks), so the call goes on with no "
+                       'question; to stop such calls answer "deny" (or exit 2) instead.')
+        if event == "UserPromptSubmit" and (n := plain_text_line(text)) is not None:
+            out.append(f"⚠ hook {hook}: {where} line {n} prints plain text. Claude Code adds "
+                       "plain stdout to the prompt; here a prompt hook's stdout must be hook "
+                       'JSON, so it fails ("printed output that is not hook JSON") and with '
+                       'on_failure = "block" blocks every prompt. Wrap it: command = '
+                       f"{json.dumps(wrapped(command or argv), ensure_ascii=False)}, or set "
+                       'on_failure = "continue" (its text is then dropped).')
+    return out
+
+
+def lint_answers(hooks: Iterable[tuple[str, str, Sequence[str], Sequence[str]]], *,
+                 project: str) -> list[str]:
+    """:func:`answer_warnings` for (name, event, argv, command)."""
+    return [w for name, event, argv, command in hooks
+            for w in answer_warnings(name, event, argv, project=project, command=command)]

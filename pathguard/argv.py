@@ -31,7 +31,8 @@ from .guard import Guard, Verdict
 from .identity import Identity, Pins
 
 RefusalKind = Literal["project", "writable", "hidden", "not-found", "not-absolute",
-                      "undecidable", "alias", "hard-link", "untrusted"]
+                      "undecidable", "alias", "hard-link", "untrusted", "not-executable",
+                      "no-box"]
 
 # NAME=value as env(1) and sh take it: a name of letters, digits and _, not a digit first.
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")

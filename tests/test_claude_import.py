@@ -147,6 +147,7 @@ def expected_toml(w: World) -> str:
 name = "block-rm"
 event = "PreToolUse"
 tools = ["bash"]
+# tools = ["bash", "exec"]   # covers exec (an argv, no shell) as well
 command = ["{dest}/block-rm.sh"]
 timeout = 10
 
@@ -191,6 +192,10 @@ def expected_report(w: World) -> list[str]:
     return [
         f"⚠ {p} {agents}",
         f"⚠ {loc} {agents}",
+        f'⚠ {g}: hooks.PreToolUse[0]: matcher "Bash" becomes bash; harness also runs '
+        "commands through exec (an argv, no shell), which Claude Code does not have and this "
+        'hook would not see. To cover it too, write tools = ["bash", "exec"] (the entry '
+        "shows the line).",
         f"⚠ {g}: PostToolUse is not imported (1 hook): harness has only PreToolUse and "
         "UserPromptSubmit.",
         f"⚠ {g}: Notification is not imported (1 hook): harness has only PreToolUse and "

@@ -90,10 +90,11 @@ def _verdict_line(checked: Sequence[Checked], config: Config, looked_at: str | N
 
 def _lint(checked: Sequence[Checked], project: str) -> list[str]:
     """The porting lint: scripts that test for Claude Code's names object to nothing here."""
-    from launchers.porting_lint import lint_hooks
+    from launchers.porting_lint import lint_answers, lint_hooks
 
-    return lint_hooks(((c.name, c.argv) for c in checked if c.source == "harness"),
-                      project=project)
+    ours = [c for c in checked if c.source == "harness"]
+    return [*lint_hooks(((c.name, c.argv) for c in ours), project=project),
+            *lint_answers(((c.name, c.event, c.argv, c.argv) for c in ours), project=project)]
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -119,7 +120,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
     except PolicyError as err:
         return fail(policy_error_line(err, config))
     admission = Admission(policy)
-    checked = [_check_harness(admission, spec) for spec in config.hooks]
+    no_box = _no_box(policy) if any(admission.boxed(s.sandbox) for s in config.hooks) else None
+    checked = [_check_harness(admission, spec, no_box) for spec in config.hooks]
     if getattr(args, "openharness", None):
         # Imported here: only --openharness pays for the YAML front end.
         from launchers.openharness.config import OhConfigError
@@ -131,9 +133,33 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return _tell(checked, config, policy, found.path if found else None, as_json=as_json)
 
 
-def _check_harness(admission: Admission, spec: HookSpec) -> Checked:
+def _no_box(policy: Policy) -> str | None:
+    """Why the session's box cannot be built here, or None."""
+    from sandbox.backends import choose
+    from sandbox.errors import SandboxUnavailable
+
+    try:
+        choose(policy).check()
+    except SandboxUnavailable as err:
+        return str(err)
+    return None
+
+
+def _check_harness(admission: Admission, spec: HookSpec, no_box: str | None) -> Checked:
+    """The guard's verdict, and whether the hook could start: its program executable
+    (see launchers/startable.py) and, for a boxed hook, the box buildable."""
+    from launchers.startable import start_problem
+
     boxed, v = admission.check(spec.name, spec.command, sandbox=spec.sandbox)
-    return Checked(spec.name, spec.event, spec.tools, boxed, v.argv, v.details)
+    details = v.details
+    if not details and v.argv:
+        problem = start_problem(spec.name, v.argv[0])
+        details = () if problem is None else (problem,)
+    if boxed and no_box is not None:
+        details += (Refusal("", f"hook {spec.name}: runs in the box, which cannot be built "
+                            f"here: {no_box}. Fix that, or set sandbox = false for this "
+                            "hook.", "no-box"),)
+    return Checked(spec.name, spec.event, spec.tools, boxed, v.argv, details)
 
 
 def _check_openharness(admission: Admission, path: str) -> list[Checked]:

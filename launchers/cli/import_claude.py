@@ -28,7 +28,8 @@ from launchers.claude_import import (
     render_all,
 )
 from launchers.config import Config, ConfigError, SandboxSettings, load, locate
-from launchers.porting_lint import lint_hooks
+from launchers.porting_lint import lint_answers, lint_hooks
+from launchers.startable import start_problem
 from sandbox.errors import PolicyError
 from sandbox.policy import Policy
 
@@ -72,6 +73,9 @@ def report(converted: Converted, project: str) -> None:
         _say(w)
     for w in lint_hooks(((h.name, h.lint_argv()) for h in converted.hooks), project=project):
         _say(w)
+    for w in lint_answers(((h.name, h.event, h.lint_argv(), h.command) for h in converted.hooks),
+                          project=project):
+        _say(w)
     moves = [m for h in converted.hooks for m in h.moves]
     for h in converted.hooks:
         for line in move_reason(h):
@@ -101,7 +105,11 @@ def _check(config_path: str, text: str, hooks: list[Imported], project: str,
         hook = new.get(spec.name)
         if hook is None:
             continue
-        said = list(admission.check(spec.name, spec.command, sandbox=spec.sandbox)[1].refusals)
+        verdict = admission.check(spec.name, spec.command, sandbox=spec.sandbox)[1]
+        said = list(verdict.refusals)
+        problem = None if said or not verdict.argv else start_problem(spec.name, verdict.argv[0])
+        if problem is not None:
+            said.append(problem.message)
         # A file the import moved must be in its new place, even where the guard lets a
         # missing argument pass (the agent cannot create it there, but nothing would run).
         for m in hook.moves:
@@ -142,6 +150,23 @@ def _write(config_path: str, *, source: str, text: str, hooks: list[Imported],
     return 0
 
 
+def _new_only(converted: Converted, config: Config) -> tuple[Converted, int]:
+    """The hooks the config does not have yet (the same event and command), and how many
+    it has: a second import adds nothing twice."""
+    have: dict[tuple[str, tuple[str, ...]], str] = {
+        (h.event, h.command): h.name for h in config.hooks}
+    new: list[Imported] = []
+    warnings = list(converted.warnings)
+    for h in converted.hooks:
+        name = have.get((h.event, h.command))
+        if name is None:
+            new.append(h)
+        else:
+            warnings.append(f"⚠ {h.where}: already in {config.path} as hook {name}; "
+                            "not added again.")
+    return Converted(new, warnings), len(converted.hooks) - len(new)
+
+
 def cmd_import(args: argparse.Namespace) -> int:
     project = os.path.abspath(args.project or ".")
     home = os.environ.get("HOME") or os.path.expanduser("~")
@@ -165,7 +190,11 @@ def cmd_import(args: argparse.Namespace) -> int:
         return 2
     for line in _agents(files, project):
         _say(line)
+    converted, already = _new_only(converted, config)
     report(converted, project)
+    if not converted.hooks and already:
+        _say(f"import: every hook is already in {config.path}; nothing to add")
+        return 0
     if not converted.hooks:
         _say("import: no PreToolUse or UserPromptSubmit command hooks to import")
         return 2
