@@ -16,6 +16,7 @@ import subprocess
 from collections.abc import Mapping
 from typing import NamedTuple
 
+from . import gitsafe
 from .errors import GitLayoutError
 from .text import escape
 
@@ -143,7 +144,8 @@ def git_env(env: Mapping[str, str]) -> dict[str, str]:
 
 def _git(git: str, args: list[str], env: Mapping[str, str], cwd: str
          ) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([git, *args], cwd=cwd, env=git_env(env), stdin=subprocess.DEVNULL,
+    return subprocess.run(gitsafe.argv(git, args), cwd=cwd, env=git_env(env),
+                          stdin=subprocess.DEVNULL,
                           capture_output=True, timeout=30)
 
 
@@ -154,6 +156,8 @@ def _parse(out: bytes, cwd: str) -> list[Entry]:
     for i in range(0, len(parts) - 1, 2):
         origin = os.fsdecode(parts[i])
         key, _, value = os.fsdecode(parts[i + 1]).partition("\n")
+        if gitsafe.ours(origin, key, value):
+            continue
         path = origin[len("file:"):] if origin.startswith("file:") else ""
         if path:
             path = os.path.normpath(os.path.join(cwd, path))
@@ -181,7 +185,7 @@ class Project(NamedTuple):
 
 def _start(git: str, args: list[str], env: Mapping[str, str], cwd: str
            ) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([git, *args], cwd=cwd, env=git_env(env),
+    return subprocess.Popen(gitsafe.argv(git, args), cwd=cwd, env=git_env(env),
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
 

@@ -11,7 +11,7 @@ import subprocess
 import time
 from collections.abc import Mapping
 
-from . import beneath, gitconfig
+from . import beneath, gitconfig, gitsafe
 from .errors import GitLayoutError
 from .gitdirs import GitLayout, find_layout
 from .text import escape
@@ -28,7 +28,7 @@ def _hooks(gitdir: str) -> list[str]:
 def _programs(git: str | None, config: str, env: Mapping[str, str]) -> list[str]:
     if git is None or not os.path.isfile(config) or os.path.islink(config):
         return []
-    done = subprocess.run([git, "config", "--file", config, "-z", "--list"],
+    done = subprocess.run(gitsafe.argv(git, ["config", "--file", config, "-z", "--list"]),
                           env=gitconfig.git_env(env), capture_output=True, cwd="/",
                           stdin=subprocess.DEVNULL, timeout=30)
     if done.returncode != 0:

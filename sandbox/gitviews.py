@@ -16,7 +16,7 @@ import os
 import subprocess
 from collections.abc import Mapping
 
-from . import beneath, gitconfig
+from . import beneath, gitconfig, gitsafe
 from .gitdirs import GitLayout
 
 
@@ -37,8 +37,9 @@ def module_views(layout: GitLayout, roots: tuple[str, ...], git: str | None,
         fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with open(fd, "wb") as f:
             f.write(data)
-        done = subprocess.run([git or "git", "config", "--file", copy, "--unset-all",
-                               "core.worktree"], env=gitconfig.git_env(env), cwd="/",
+        done = subprocess.run(gitsafe.argv(git or "git", ["config", "--file", copy,
+                                                          "--unset-all", "core.worktree"]),
+                              env=gitconfig.git_env(env), cwd="/",
                               capture_output=True, stdin=subprocess.DEVNULL, timeout=30)
         if done.returncode == 0:
             os.chmod(copy, 0o400)
