@@ -94,6 +94,9 @@ def sweep(root: str) -> int:
     except OSError:
         return 0
     for name in names:
+        if name.endswith(MANIFEST_SUFFIX + ".part"):
+            _drop_part(root, name)
+            continue
         if not name.endswith(MANIFEST_SUFFIX):
             continue
         path = os.path.join(root, name)
@@ -114,3 +117,69 @@ def sweep(root: str) -> int:
             clean_session(path)
             cleaned += 1
     return cleaned
+
+
+def _drop_part(root: str, name: str) -> None:
+    """A manifest half-written by a session that is gone (``session-<pid>-*.made.part``):
+    removed when it is this user's regular file and its pid no longer runs."""
+    path = os.path.join(root, name)
+    pid = name[len("session-"):].split("-", 1)[0] if name.startswith("session-") else ""
+    with contextlib.suppress(OSError, ValueError):
+        st = os.lstat(path)
+        import stat as _stat
+
+        if (_stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid()
+                and start_time(int(pid)) is None):
+            os.unlink(path)
+
+
+def refuse_shared_root(root: str, writable: Iterable[str]) -> None:
+    """The private root holds every session's bookkeeping: the box must never be able
+    to write there. Raises :class:`PolicyError` when it lies inside a folder the box can
+    write (``TMPDIR`` in the project, ``[sandbox] writable = ["/tmp"]``) or contains one."""
+    from .errors import PolicyError
+    from .text import escape
+
+    for w in writable:
+        real = os.path.realpath(w)
+        if root == real or root.startswith(real.rstrip("/") + "/"):
+            raise PolicyError(
+                f"the private temp root {escape(root)} lies in {escape(real)}, which the "
+                "box can write: a boxed command could forge the sessions' records; set "
+                "TMPDIR to a folder outside it, or remove that entry from [sandbox] "
+                "writable")
+        if real.startswith(root.rstrip("/") + "/"):
+            raise PolicyError(
+                f"[sandbox] writable names {escape(real)}, inside the private temp root "
+                f"{escape(root)}: remove that entry")
+
+
+def refuse_linked(protected: Iterable[str]) -> None:
+    """A read-only bind protects a name, not a file: a hard link the agent made earlier
+    (``notes.txt`` for ``.git/config``) is a second, writable name for the same file.
+    Raises :class:`PolicyError` for the first protected file -- or file in a protected
+    folder -- that has more than one name, with the fix."""
+    import stat as _stat
+
+    from .errors import PolicyError
+    from .text import escape
+
+    def check(path: str) -> None:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return
+        if _stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+            shown = escape(path)
+            raise PolicyError(
+                f"{shown} has {st.st_nlink} names (hard links): through another one the "
+                "box could rewrite it while it is read-only here; make it a file of its "
+                f"own and check it: cp -p {shown} {shown}.own && mv {shown}.own {shown}")
+
+    for p in protected:
+        if os.path.isdir(p) and not os.path.islink(p):
+            for top, _dirs, files in os.walk(p):
+                for name in files:
+                    check(os.path.join(top, name))
+        else:
+            check(p)

@@ -67,6 +67,18 @@ def make_private_root(path: str) -> str:
     return path
 
 
+def _box_writable(project: str, settings: SandboxSettings, env: Mapping[str, str] | None,
+                  boxed: bool) -> tuple[str, ...]:
+    """The folders the box will write, as named: the project and ``[sandbox] writable``
+    (none without a box)."""
+    if not boxed:
+        return ()
+    from .policy import expand
+
+    home = (env or os.environ).get("HOME") or os.path.expanduser("~")
+    return (project, *(os.path.abspath(expand(w, home)) for w in settings.writable))
+
+
 def _git_layout(project: str, settings: SandboxSettings, env: Mapping[str, str] | None,
                 private_root: str) -> tuple[GitLayout, tuple[str, ...]]:
     """The project's git layout, asking the host's git, and the folders it may make
@@ -136,6 +148,8 @@ class Session:
         """
         settings = settings if settings is not None else SandboxSettings()
         boxed = boxed and settings.enabled
+        _leftovers.refuse_shared_root(os.path.realpath(private_tmp_root()),
+                                      _box_writable(project, settings, env, boxed))
         root = make_private_root(private_tmp_root())
         # What sessions whose harness died left behind: their /tmp tmpfs unmounted first
         # (a mount point cannot be removed), then what they made.
@@ -164,6 +178,8 @@ class Session:
                 views = module_views(layout, roots, find_git(policy.env, roots), policy.env,
                                      tmp + ".views")
                 policy = policy.with_git(layout, views)
+            if policy.boxed:
+                _leftovers.refuse_linked(policy.protected_paths())
             # The toolkit will not run from a folder the box can write (selfguard.py).
             from .selfguard import check as check_self
 

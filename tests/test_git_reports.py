@@ -201,7 +201,7 @@ def test_the_next_session_sweeps_what_a_dead_owner_left(w: World) -> None:
     (w.project / "made-dir").mkdir()
     (w.project / "made.cfg").write_text("")
     (w.project / "changed.cfg").write_text("mine")
-    tmp = Path(tempfile.mkdtemp(prefix="session-", dir=root))
+    tmp = Path(tempfile.mkdtemp(prefix=f"session-{1 << 22}-", dir=root))
     (tmp / "left").write_text("x")
     outside = w.base / "outside"
     outside.mkdir()

@@ -79,6 +79,21 @@ def live_made(folder: str, but: str = "") -> set[tuple[str, str]]:
     return out
 
 
+def own_tmp(manifest: str, pid: object) -> str:
+    """The private temp folder a manifest may remove: the one beside it, whose name it
+    carries (``<root>/session-<pid>-*`` for ``<root>/session-<pid>-*.made``), never a
+    path read from inside it -- a forged manifest would otherwise name any folder of
+    the user's. "" when the manifest's own name is not a session's."""
+    folder, name = os.path.split(manifest)
+    if not name.endswith(".made") or not isinstance(pid, int):
+        return ""
+    tmp = name[:-len(".made")]
+    prefix = f"session-{pid}-"
+    if not tmp.startswith(prefix) or len(tmp) == len(prefix) or "/" in tmp:
+        return ""
+    return os.path.join(folder, tmp)
+
+
 def clean_session(manifest: str) -> None:
     """Remove what the session of ``manifest`` made and no other live session uses,
     then the manifest."""
@@ -94,7 +109,7 @@ def clean_session(manifest: str) -> None:
             continue
         with contextlib.suppress(OSError):
             _unmake(root, rel, kind, bytes.fromhex(content))
-    tmp = data.get("tmp", "")
+    tmp = own_tmp(manifest, data.get("pid"))
     if tmp and os.path.ismount(tmp):
         # A root session's /tmp is a tmpfs on its folder (sandbox/harden.py): a mount
         # point cannot be removed, so it is detached first.

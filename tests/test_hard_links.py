@@ -1,0 +1,65 @@
+"""Protected names are protected files: a second name made earlier by a hard link
+refuses the session, since the box could rewrite the protected file through it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from launchers.config import SandboxSettings
+from sandbox.errors import PolicyError
+from sandbox.session import Session
+
+pytestmark = [
+    pytest.mark.isolation,
+    pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("bwrap") is None,
+                       reason="needs bubblewrap on Linux"),
+]
+
+SETTINGS = SandboxSettings(hide_defaults=False)
+
+
+def test_a_hard_link_to_the_git_config_refuses_the_session(project: Path,
+                                                            outside: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    config = project / ".git" / "config"
+    os.link(config, project / "notes.txt")
+    with pytest.raises(PolicyError) as info, Session.open(str(project), SETTINGS) as s:
+        # Without the refusal: the box rewrites .git/config through the other name...
+        marker = outside / "ran"
+        s.run(["sh", "-c", f"printf '[core]\\n\\tfsmonitor = \"touch {marker}\"\\n' "
+                           ">> notes.txt"])
+        # ...and host git runs it.
+        subprocess.run(["git", "status"], cwd=project, capture_output=True, check=False)
+        assert not marker.exists()
+    assert str(info.value) == (
+        f"{config} has 2 names (hard links): through another one the box could rewrite "
+        "it while it is read-only here; make it a file of its own and check it: "
+        f"cp -p {config} {config}.own && mv {config}.own {config}")
+
+
+def test_a_hard_link_to_a_trusted_openharness_file_refuses_the_session(
+        project: Path) -> None:
+    (project / ".oh").mkdir()
+    (project / ".oh" / "config.yaml").write_text("hooks: {}\n")
+    os.link(project / ".oh" / "config.yaml", project / "docs.txt")
+    with pytest.raises(PolicyError, match=r"config\.yaml has 2 names"), \
+            Session.open(str(project), SETTINGS):
+        pass
+
+
+def test_the_fix_the_refusal_names_works(project: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    config = project / ".git" / "config"
+    os.link(config, project / "notes.txt")
+    subprocess.run(["sh", "-c", f"cp -p {config} {config}.own && mv {config}.own {config}"],
+                   check=True)
+    with Session.open(str(project), SETTINGS) as s:
+        r = s.run(["sh", "-c", "echo '[core]' >> notes.txt; git status >/dev/null"])
+        assert r.returncode == 0, r
+    assert b"fsmonitor" not in config.read_bytes()

@@ -1,0 +1,95 @@
+"""A session's bookkeeping cannot be turned against the user.
+
+Manifests in the private root tell the next session what a dead one made. One forged by
+an earlier box (when it could write there) named any folder of the user's as its "temp
+folder", and the sweep removed it. Now a manifest removes only the folder its own name
+gives, and a session whose private root the box could write is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from launchers.config import SandboxSettings
+from sandbox.errors import PolicyError
+from sandbox.policy import private_tmp_root
+from sandbox.process.made import own_tmp
+from sandbox.session import Session
+
+pytestmark = [
+    pytest.mark.isolation,
+    pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("bwrap") is None,
+                       reason="needs bubblewrap on Linux"),
+]
+
+DEAD = 4_000_000  # above the kernel's pid_max: never a live process
+
+
+def test_a_forged_manifest_cannot_make_the_sweep_remove_a_users_folder(
+        project: Path, outside: Path) -> None:
+    victim = outside / "work-of-a-year"
+    victim.mkdir()
+    (victim / "thesis.tex").write_text("precious\n")
+    root = private_tmp_root()
+    os.makedirs(root, mode=0o700, exist_ok=True)
+    forged = Path(root) / f"session-{DEAD}-forged.made"
+    forged.write_text(json.dumps({"pid": DEAD, "start": "1", "tmp": str(victim),
+                                  "made": []}))
+    try:
+        # The next session's open sweeps what dead sessions left, for real.
+        with Session.open(str(project), SandboxSettings(hide_defaults=False)) as s:
+            assert s.run(["true"]).returncode == 0
+        assert (victim / "thesis.tex").read_text() == "precious\n"
+        assert not forged.exists()  # the forged manifest itself is cleared
+    finally:
+        forged.unlink(missing_ok=True)
+
+
+def test_a_manifest_names_only_the_folder_beside_it() -> None:
+    assert own_tmp("/r/session-12-abc.made", 12) == "/r/session-12-abc"
+    assert own_tmp("/r/session-12-abc.made", 13) == ""
+    assert own_tmp("/r/other.made", 12) == ""
+    assert own_tmp("/r/session-12-.made", 12) == ""
+
+
+def test_a_half_written_manifest_of_a_gone_session_is_cleared(project: Path) -> None:
+    root = private_tmp_root()
+    os.makedirs(root, mode=0o700, exist_ok=True)
+    part = Path(root) / f"session-{DEAD}-x.made.part"
+    part.write_text("")
+    try:
+        with Session.open(str(project), SandboxSettings(hide_defaults=False)):
+            pass
+        assert not part.exists()
+    finally:
+        part.unlink(missing_ok=True)
+
+
+def test_a_writable_folder_holding_the_private_root_refuses_the_session(
+        project: Path) -> None:
+    tmp = os.path.dirname(os.path.realpath(private_tmp_root()))
+    with pytest.raises(PolicyError) as info, Session.open(
+            str(project), SandboxSettings(writable=(tmp,), hide_defaults=False)):
+        pass
+    assert str(info.value) == (
+        f"the private temp root {os.path.realpath(private_tmp_root())} lies in {tmp}, "
+        "which the box can write: a boxed command could forge the sessions' records; "
+        "set TMPDIR to a folder outside it, or remove that entry from [sandbox] writable")
+
+
+def test_tmpdir_inside_the_project_refuses_the_session(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    inside = project / "tmp"
+    inside.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(inside))
+    with pytest.raises(PolicyError, match=r"lies in .*which the box can write"), \
+            Session.open(str(project), SandboxSettings(hide_defaults=False)):
+        pass
+    assert not any(inside.iterdir())  # nothing was made there
