@@ -14,7 +14,7 @@ from sandbox.settings import SandboxSettings
 SANDBOX_KEYS: tuple[str, ...] = (
     "writable", "hidden", "hide_defaults", "protect", "network", "enabled", "scrub",
     "processes", "memory", "tmp_size", "shm_size",
-    "allow_unix_sockets",
+    "allow_unix_sockets", "allow_tool_configs",
 )
 # A scrub entry: an environment name, or a pattern of one with * and ?.
 _ENV_PATTERN = re.compile(r"[A-Za-z0-9_*?]+")
@@ -45,7 +45,8 @@ def sandbox_table(file: str, raw: object) -> SandboxSettings:
         flags[key] = value
     return SandboxSettings(writable=paths["writable"], hidden=paths["hidden"],
                            scrub=_scrub_names(raw, error),
-                           allow_unix_sockets=paths["allow_unix_sockets"], **flags,
+                           allow_unix_sockets=paths["allow_unix_sockets"],
+                           allow_tool_configs=_tool_configs(raw, error), **flags,
                            **_limits(raw, error))
 
 
@@ -97,3 +98,20 @@ def _scrub_names(raw: dict[str, Any], error: Error) -> tuple[str, ...]:
                                  "digits and _, with * or ? for any characters.")
     return tuple(names)
 
+
+
+def _tool_configs(raw: dict[str, Any], error: Error) -> tuple[str, ...]:
+    from sandbox.toolconfigs import NAMES
+
+    names = raw.get("allow_tool_configs", [])
+    if not isinstance(names, list):
+        raise error("allow_tool_configs", f"must be a list of names, not {a_type(names)}.")
+    for i, item in enumerate(names, 1):
+        if not isinstance(item, str):
+            raise error("allow_tool_configs",
+                        f"element {i} must be a string, not {a_type(item)}.")
+        if item not in NAMES:
+            raise error("allow_tool_configs", f"{as_toml(item)} is not a project config the "
+                                              "box guards; the names are "
+                                              + ", ".join(NAMES) + ".")
+    return tuple(names)

@@ -138,26 +138,23 @@ def expand(path: str, home: str) -> str:
     return path
 
 
-# Project folders whose files name programs the host runs (openHarness's ``.oh/``): read
-# only in the box, so that a file trusted by content stays so for the session, and a
-# missing file in them cannot be created.
+# Project files whose contents name programs the host runs (openHarness's ``.oh/``, and
+# other tools' and editors' configs): read-only in the box. One table: sandbox/toolconfigs.
 PROJECT_CONFIG_DIRS: tuple[str, ...] = (".oh",)
 
 
-def project_config_dirs(project: str) -> tuple[str, ...]:
-    """The :data:`PROJECT_CONFIG_DIRS` of ``project`` that are real folders. A link is
-    left alone (the box never binds what a link points at); trust by content still
-    refuses what it leads to."""
-    out = []
-    for name in PROJECT_CONFIG_DIRS:
-        p = os.path.join(project, name)
-        if os.path.isdir(p) and not os.path.islink(p):
-            out.append(p)
-    return tuple(out)
+def project_config_dirs(project: str, allowed: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The rows of :data:`sandbox.toolconfigs.TOOL_CONFIGS` that exist in ``project``
+    (but those ``allowed``). A link is left alone (the box never binds what a link points
+    at); trust by content still refuses what it leads to."""
+    from .toolconfigs import present
+
+    return present(project, allowed)
 
 
 def _git_fields(project: str, writable: tuple[str, ...], git: GitLayout | None,
-                env: Mapping[str, str], home: str) -> dict[str, Any]:
+                env: Mapping[str, str], home: str, *,
+                allowed: tuple[str, ...] = ()) -> dict[str, Any]:
     """The policy's git fields from a session's layout (its missing names made), or from
     one found here without the host's git (missing names left out)."""
     common = git.common_dir if git is not None else git_common_dir(project)
@@ -169,13 +166,14 @@ def _git_fields(project: str, writable: tuple[str, ...], git: GitLayout | None,
                 f"the writable path {escape(p)} leads through {escape(link)}, a link "
                 "in a folder the box can write; name the folder it leads to instead")
     if git is not None:
-        return {"protected": (*git.protected, *project_config_dirs(project)), "missing_hooks": (),
+        return {"protected": (*git.protected, *project_config_dirs(project, allowed)),
+                "missing_hooks": (),
                 "pinned_dirs": git.pinned_dirs, "common_dir": common}
     git = find_layout(project, env=env, home=home, ask_git=False,
                       writable=tuple(os.path.realpath(w) for w in writable))
     missing = {p for p, _ in git.make_files} | set(git.make_dirs)
     return {"protected": (*(p for p in git.protected if p not in missing),
-                          *project_config_dirs(project)),
+                          *project_config_dirs(project, allowed)),
             "missing_hooks": tuple(d for d in git.make_dirs if d in git.protected),
             "pinned_dirs": git.pinned_dirs, "common_dir": common}
 
@@ -213,6 +211,8 @@ class Policy(NamedTuple):
     views: tuple[tuple[str, str], ...] = ()
     # [sandbox] allow_unix_sockets: absolute, ~ expanded (see sandbox/sockets.py).
     allow_unix_sockets: tuple[str, ...] = ()
+    # [sandbox] allow_tool_configs: rows of sandbox/toolconfigs.py the box may write.
+    allow_tool_configs: tuple[str, ...] = ()
 
     @classmethod
     def from_settings(
@@ -257,7 +257,9 @@ class Policy(NamedTuple):
         tmp = private_tmp if private_tmp is not None else private_tmp_root()
         writable = _writable_paths(s.writable, home)
         return cls(
-            **_git_fields(real_project, writable, None, session_env, home),
+            **_git_fields(real_project, writable, None, session_env, home,
+                          allowed=s.allow_tool_configs),
+            allow_tool_configs=s.allow_tool_configs,
             project=real_project,
             project_as_written=as_written,
             private_tmp=os.path.realpath(tmp),
@@ -292,7 +294,8 @@ class Policy(NamedTuple):
         made the missing protected names of (:func:`sandbox.gitdirs.find_layout`), and
         what the box sees over some of them (:mod:`sandbox.gitviews`)."""
         return self._replace(views=views, **_git_fields(self.project, self.writable, git,
-                                                        self.env, self.home))
+                                                        self.env, self.home,
+                                                        allowed=self.allow_tool_configs))
 
     # -- the sets pathguard checks against ------------------------------------------
 

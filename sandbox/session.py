@@ -79,6 +79,16 @@ def _box_writable(project: str, settings: SandboxSettings, env: Mapping[str, str
     return (project, *(os.path.abspath(expand(w, home)) for w in settings.writable))
 
 
+def _new_tool_configs(policy: Policy, before: tuple[str, ...]) -> list[str]:
+    """What the box made of the project files other tools run (sandbox/toolconfigs.py)."""
+    from .text import escape
+    from .toolconfigs import made_during
+
+    return [f"the box made {escape(path)}, read by {row.tool} ({row.why}); check it "
+            "before that tool opens the project"
+            for path, row in made_during(policy.project, before, policy.allow_tool_configs)]
+
+
 def _git_layout(project: str, settings: SandboxSettings, env: Mapping[str, str] | None,
                 private_root: str) -> tuple[GitLayout, tuple[str, ...]]:
     """The project's git layout, asking the host's git, and the folders it may make
@@ -193,7 +203,12 @@ class Session:
 
             session.hardening = Hardening.for_session(settings, policy, session._box)
             started = time.time()
+            from .toolconfigs import present
+
+            configs = present(policy.project, policy.allow_tool_configs)
             yield session
+            if policy.boxed:
+                session.warnings += _new_tool_configs(policy, configs)
             if layout is not None:
                 session.warnings += report(policy.project, layout, policy.env, started,
                                            roots[1:])

@@ -30,3 +30,5 @@ class SandboxSettings(NamedTuple):
     shm_size: int | str = "25%"
     # Unix sockets (or folders of them) the box may connect to; none by default.
     allow_unix_sockets: tuple[str, ...] = ()
+    # Rows of sandbox/toolconfigs.py released from the box's read-only set, by name.
+    allow_tool_configs: tuple[str, ...] = ()

@@ -1,0 +1,80 @@
+"""Project files that other tools run: read-only in the box.
+
+A developer who boxes one harness usually has other agent tools and an editor open on
+the same project. Each reads files of the project to decide what to start -- hooks, MCP
+servers, tasks run when a folder opens -- so a boxed command that rewrote one would run
+on the host the next time that tool opens the project. One table, each row with its tool;
+``[sandbox] allow_tool_configs`` releases rows by name. A leaf: the standard library only.
+
+An entry that exists is bound read-only (a folder with all it holds). One that does not
+exist is not made over (bubblewrap would leave its mount point in the project): the
+session's end says which the box created, so the user checks them before that tool runs.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import NamedTuple
+
+
+class ToolConfig(NamedTuple):
+    """A path relative to the project, the tool that runs what it names, and how."""
+
+    name: str
+    tool: str
+    why: str
+
+
+TOOL_CONFIGS: tuple[ToolConfig, ...] = (
+    ToolConfig(".oh", "openHarness", "hooks run from .oh/config.yaml"),
+    ToolConfig(".claude", "Claude Code", "project hooks, commands, agents and settings"),
+    ToolConfig(".mcp.json", "MCP clients (Claude Code and others)",
+               "MCP servers started from the project"),
+    ToolConfig(".vscode", "VS Code and its forks",
+               "tasks run on folder open, launch configurations, settings naming programs"),
+    ToolConfig(".idea", "JetBrains IDEs", "run configurations and startup tasks"),
+    ToolConfig(".cursor", "Cursor", "hooks, rules and MCP servers"),
+    ToolConfig(".gemini", "Gemini CLI", "settings with hooks and MCP servers"),
+    ToolConfig(".codex", "Codex CLI", "project config with MCP servers"),
+    ToolConfig(".zed", "Zed", "tasks and language-server settings"),
+    ToolConfig(".devcontainer", "Dev Containers", "commands run when a container is made"),
+    ToolConfig(".envrc", "direnv", "a shell script run on entering the folder (if allowed)"),
+    ToolConfig(".bashrc", "bash", "run at start-up where the project is a home"),
+    ToolConfig(".bash_profile", "bash", "run by a login shell where the project is a home"),
+    ToolConfig(".profile", "sh and bash", "run by a login shell where the project is a home"),
+    ToolConfig(".zshrc", "zsh", "run at start-up where the project is a home"),
+    ToolConfig(".zprofile", "zsh", "run by a login shell where the project is a home"),
+    ToolConfig(".zshenv", "zsh", "run by every zsh where the project is a home"),
+    ToolConfig(".gitconfig", "git", "a user config where the project is a home"),
+    ToolConfig(".gitmodules", "git", "submodule URLs and update commands"),
+    ToolConfig(".ripgreprc", "ripgrep", "options, including a preprocessor program"),
+)
+
+NAMES: tuple[str, ...] = tuple(t.name for t in TOOL_CONFIGS)
+
+
+def guarded(allowed: tuple[str, ...] = ()) -> tuple[ToolConfig, ...]:
+    """The rows in force: all but those ``[sandbox] allow_tool_configs`` released."""
+    return tuple(t for t in TOOL_CONFIGS if t.name not in allowed)
+
+
+def present(project: str, allowed: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The rows' paths that exist in ``project`` as files or real folders. A link is
+    left alone here: the box never binds what a link points at."""
+    out = []
+    for t in guarded(allowed):
+        p = os.path.join(project, t.name)
+        if os.path.lexists(p) and not os.path.islink(p):
+            out.append(p)
+    return tuple(out)
+
+
+def made_during(project: str, before: tuple[str, ...],
+                allowed: tuple[str, ...] = ()) -> list[tuple[str, ToolConfig]]:
+    """(path, row) for each row that was absent at the session's start and exists now."""
+    out = []
+    for t in guarded(allowed):
+        p = os.path.join(project, t.name)
+        if p not in before and os.path.lexists(p):
+            out.append((p, t))
+    return out
