@@ -69,13 +69,15 @@ def _fire(runner: HookRunner, event: Event, fields: dict[str, Any], mode: str) -
 
 
 def fire_event(runner: HookRunner, event: Event, fields: dict[str, Any], mode: str,
-               cancel: threading.Event, *, session_id: str | None = None) -> Decision:
+               cancel: threading.Event, *, session_id: str | None = None,
+               tool_use_id: str | None = None) -> Decision:
     """The event through the runner, with the fields :func:`event_fields` gives."""
     if event == "PreToolUse" and fields.get("problem"):
         return runner.refuse_call(fields["tool"], protocol.plural(fields["problem"]))
     if event == "PreToolUse":
         return runner.pre_tool_use(fields["tool"], fields["input"],
-                                   tool_use_id=new_session_id(), permission_mode=mode,
+                                   tool_use_id=tool_use_id or new_session_id(),
+                                   permission_mode=mode,
                                    session_id=session_id, cancel=cancel)
     return runner.user_prompt_submit(fields["prompt"], permission_mode=mode,
                                      session_id=session_id, cancel=cancel)

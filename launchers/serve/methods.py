@@ -248,7 +248,8 @@ class ServeSession:
         if p.get("new_turn"):
             runner.new_turn()
         decision = fire_event(runner, event, fields, args.permission_mode, cancel,
-                              session_id=p.get("session_id"))
+                              session_id=p.get("session_id"),
+                              tool_use_id=p.get("tool_use_id"))
         return document(event, outcome=decision.outcome, decision=decision,
                         warnings=decision.warnings)
 
