@@ -24,6 +24,8 @@ hs_system_packages() {
     command -v git >/dev/null 2>&1 || missing+=(git)
     # jq: the Claude Code example hooks (examples/project/.claude) and their tests use it.
     command -v jq >/dev/null 2>&1 || missing+=(jq)
+    # node: the example harness on `serve` (examples/node-harness) and its test use it.
+    command -v node >/dev/null 2>&1 || missing+=(nodejs)
     if [ -x /usr/bin/python3 ]; then
         # Debian and Ubuntu keep ensurepip (which venv needs) in python3-venv.
         if command -v dpkg-query >/dev/null 2>&1; then

@@ -119,18 +119,31 @@ def cmd_audit(args: argparse.Namespace) -> int:
         return fail(str(err))
     except PolicyError as err:
         return fail(policy_error_line(err, config))
-    admission = Admission(policy)
-    no_box = _no_box(policy) if any(admission.boxed(s.sandbox) for s in config.hooks) else None
-    checked = [_check_harness(admission, spec, no_box) for spec in config.hooks]
-    if getattr(args, "openharness", None):
+    openharness = getattr(args, "openharness", None)
+    if openharness:
         # Imported here: only --openharness pays for the YAML front end.
         from launchers.openharness.config import OhConfigError
 
         try:
-            checked += _check_openharness(admission, os.path.abspath(args.openharness))
+            checked = check_hooks(config, policy, openharness)
         except OhConfigError as err:
             return fail(str(err))
+    else:
+        checked = check_hooks(config, policy)
     return _tell(checked, config, policy, found.path if found else None, as_json=as_json)
+
+
+def check_hooks(config: Config, policy: Policy, openharness: str | None = None
+                ) -> list[Checked]:
+    """The guard's verdict on every hook of ``config`` (and of the openHarness file
+    ``openharness``) under ``policy``, and whether each could start. Raises
+    OhConfigError."""
+    admission = Admission(policy)
+    no_box = _no_box(policy) if any(admission.boxed(s.sandbox) for s in config.hooks) else None
+    checked = [_check_harness(admission, spec, no_box) for spec in config.hooks]
+    if openharness:
+        checked += _check_openharness(admission, os.path.abspath(openharness))
+    return checked
 
 
 def _no_box(policy: Policy) -> str | None:
@@ -184,10 +197,29 @@ def _check_openharness(admission: Admission, path: str) -> list[Checked]:
     return out
 
 
+def document(checked: Sequence[Checked], config: Config, policy: Policy,
+             warnings: Sequence[str]) -> dict[str, Any]:
+    """The ``audit --json`` document."""
+    return {
+        "version": JSON_VERSION,
+        "config": config.path,
+        "project": policy.project,
+        "sandbox": policy.boxed,
+        "hooks": [c.as_json() for c in checked],
+        "warnings": list(warnings),
+        "ok": not any(c.refusals for c in checked),
+    }
+
+
+def warnings_of(checked: Sequence[Checked], config: Config, policy: Policy) -> list[str]:
+    """The config's warnings and the porting lint's."""
+    return [*config.warnings, *_lint(checked, policy.project)]
+
+
 def _tell(checked: list[Checked], config: Config, policy: Policy, looked_at: str | None, *,
           as_json: bool) -> int:
     ok = not any(c.refusals for c in checked)
-    warnings = [*config.warnings, *_lint(checked, policy.project)]
+    warnings = warnings_of(checked, config, policy)
     say(banner(config, boxed=policy.boxed))
     for warning in warnings:
         say(warning)
@@ -196,13 +228,5 @@ def _tell(checked: list[Checked], config: Config, policy: Policy, looked_at: str
             say(r.message)
     say(_verdict_line(checked, config, looked_at))
     if as_json:
-        print(json.dumps({
-            "version": JSON_VERSION,
-            "config": config.path,
-            "project": policy.project,
-            "sandbox": policy.boxed,
-            "hooks": [c.as_json() for c in checked],
-            "warnings": warnings,
-            "ok": ok,
-        }, ensure_ascii=False))
+        print(json.dumps(document(checked, config, policy, warnings), ensure_ascii=False))
     return 0 if ok else 1

@@ -27,10 +27,7 @@ from launchers.protocol import NO_HOOKS_BANNER
 EVENTS: tuple[Event, ...] = ("PreToolUse", "UserPromptSubmit")
 
 
-
-
-
-def _event(args: argparse.Namespace) -> tuple[Event, dict[str, Any]]:
+def event_fields(args: argparse.Namespace) -> tuple[Event, dict[str, Any]]:
     """The event and its fields from the options. Raises UsageError."""
     event = args.event
     if event not in EVENTS:
@@ -66,20 +63,27 @@ def _fire(runner: HookRunner, event: Event, fields: dict[str, Any], mode: str) -
     """Run the event so that Ctrl-C cancels the running hook (the seed's Esc) and still
     waits for its whole tree to be ended."""
 
-    def work(cancel: threading.Event) -> Decision:
-        if event == "PreToolUse" and fields.get("problem"):
-            return runner.refuse_call(fields["tool"], protocol.plural(fields["problem"]))
-        if event == "PreToolUse":
-            return runner.pre_tool_use(fields["tool"], fields["input"],
-                                       tool_use_id=new_session_id(), permission_mode=mode,
-                                       cancel=cancel)
-        return runner.user_prompt_submit(fields["prompt"], permission_mode=mode, cancel=cancel)
-
-    decision, _ = run_interruptible(work, "hook-event")
+    decision, _ = run_interruptible(
+        lambda cancel: fire_event(runner, event, fields, mode, cancel), "hook-event")
     return decision
 
 
-def _document(event: str | None, *, outcome: str, warnings: list[str],
+def fire_event(runner: HookRunner, event: Event, fields: dict[str, Any], mode: str,
+               cancel: threading.Event, *, session_id: str | None = None,
+               tool_use_id: str | None = None) -> Decision:
+    """The event through the runner, with the fields :func:`event_fields` gives."""
+    if event == "PreToolUse" and fields.get("problem"):
+        return runner.refuse_call(fields["tool"], protocol.plural(fields["problem"]))
+    if event == "PreToolUse":
+        return runner.pre_tool_use(fields["tool"], fields["input"],
+                                   tool_use_id=tool_use_id or new_session_id(),
+                                   permission_mode=mode,
+                                   session_id=session_id, cancel=cancel)
+    return runner.user_prompt_submit(fields["prompt"], permission_mode=mode,
+                                     session_id=session_id, cancel=cancel)
+
+
+def document(event: str | None, *, outcome: str, warnings: list[str],
               decision: Decision | None = None, error: str | None = None,
               refusals: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The one ``--json`` document, whatever happened. ``outcome`` is allowed, blocked,
@@ -115,13 +119,13 @@ def cmd_hook(args: argparse.Namespace) -> int:
         if args.json:
             doc.setdefault("outcome", "error")
             doc.setdefault("error", None if doc["outcome"] == "refused" else message)
-            print(json.dumps(_document(event, warnings=warnings, **doc), ensure_ascii=False))
+            print(json.dumps(document(event, warnings=warnings, **doc), ensure_ascii=False))
         return 2
 
     project = os.path.abspath(args.project or ".")
     warnings: list[str] = []
     try:
-        event, fields = _event(args)
+        event, fields = event_fields(args)
         config, _ = load_user_config(args.config, project)
     except (UsageError, ConfigError) as err:
         return stop(args.event if args.event in EVENTS else None, str(err))
@@ -162,7 +166,7 @@ def _tell(decision: Decision, event: Event, warnings: list[str], *, as_json: boo
     elif decision.message is not None:
         say(decision.message)
     if as_json:
-        print(json.dumps(_document(event, outcome=decision.outcome, decision=decision,
+        print(json.dumps(document(event, outcome=decision.outcome, decision=decision,
                                    warnings=warnings + decision.warnings), ensure_ascii=False))
     else:
         for context in decision.contexts:

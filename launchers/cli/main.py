@@ -1,4 +1,4 @@
-"""``harness-sandbox``: audit, banner, run, hook, trust, doctor.
+"""``harness-sandbox``: audit, banner, run, hook, trust, doctor, import, serve.
 
 Each command lives in its own module, imported only when that command runs, so that
 ``harness-sandbox run`` pays for nothing it does not use. Messages to people go to
@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("launchers.cli.doctor", "cmd_doctor"),
     "trust": ("launchers.cli.trust", "cmd_trust"),
     "import": ("launchers.cli.import_claude", "cmd_import"),
+    "serve": ("launchers.cli.serve", "cmd_serve"),
 }
 
 
@@ -99,6 +100,10 @@ def parser() -> "argparse.ArgumentParser":
     _session_options(p)
     p.add_argument("--write", action="store_true",
                    help="append the entries to the user config, after audit's checks")
+    p = sub.add_parser("serve", help="one session over JSON lines on stdin and stdout")
+    _session_options(p)
+    p.add_argument("--no-hooks", action="store_true", help="a session with hooks turned off")
+    p.add_argument("--no-sandbox", action="store_true", help="a session with no sandbox")
     return top
 
 

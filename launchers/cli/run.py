@@ -63,7 +63,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         with Session.open(project, config.sandbox) as session:
             if args.host:
-                program = _host_program(session, argv[0])
+                program = host_program(session, argv[0])
                 if program is None:
                     _say(f"{argv[0]}: command not found")
                     return EXIT_NOT_FOUND
@@ -78,7 +78,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     return _report(result, session, argv[0], args.timeout)
 
 
-def _host_program(session: Session, name: str) -> str | None:
+def host_program(session: Session, name: str) -> str | None:
     """The absolute program the host runner starts for ``name``. A bare name is looked
     up once, on the PATH a host command gets (pruned of the agent's folders)."""
     if "/" in name:
@@ -93,7 +93,7 @@ def _report(result: RunResult, session: Session, program: str,
     """The command's output, the session's warnings, and the exit status."""
     if result.outcome == "failed_to_start":
         _say(f"{program}: {result.error}")
-        return EXIT_NOT_FOUND if result.errno == errno.ENOENT else EXIT_NOT_EXECUTABLE
+        return exit_status(result)
     out, err_ = sys.stdout.buffer, sys.stderr.buffer
     out.write(result.stdout)
     out.flush()
@@ -105,12 +105,20 @@ def _report(result: RunResult, session: Session, program: str,
         if capped:
             _say(f"the command's {name} passed {session.policy.output_cap} bytes; "
                  "the rest was dropped")
+    if result.outcome == "timed_out":
+        _say(f"{result.plan.description if result.plan else program} timed out after "
+             f"{timeout or 0:g} s")
+    return exit_status(result)
+
+
+def exit_status(result: RunResult) -> int:
+    """The status ``run`` exits with for ``result`` (see the module's doc)."""
+    if result.outcome == "failed_to_start":
+        return EXIT_NOT_FOUND if result.errno == errno.ENOENT else EXIT_NOT_EXECUTABLE
     if result.outcome == "exited":
         return result.returncode if result.returncode is not None else 1
     if result.outcome == "signaled":
         return 128 + (result.signal or 0)
     if result.outcome == "timed_out":
-        _say(f"{result.plan.description if result.plan else program} timed out after "
-             f"{timeout or 0:g} s")
         return EXIT_TIMED_OUT
     return EXIT_CANCELLED

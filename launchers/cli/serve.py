@@ -1,0 +1,28 @@
+"""``harness-sandbox serve``: one session over JSON lines on stdin and stdout.
+
+stdout carries the protocol and nothing else: the descriptor is moved aside before the
+session starts, and fd 1 (and ``sys.stdout``) become stderr, so a stray print goes to
+people and never corrupts a message. See docs/serve.md for the protocol.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import argparse
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from launchers.serve.methods import Defaults
+    from launchers.serve.server import serve
+
+    out_fd = os.dup(1)  # not inherited: no child holds the harness's pipe open
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    defaults = Defaults(project=args.project, config=args.config,
+                        no_hooks=bool(args.no_hooks), no_sandbox=bool(args.no_sandbox))
+    with os.fdopen(out_fd, "wb") as out:
+        return serve(sys.stdin.buffer, out, defaults)

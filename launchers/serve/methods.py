@@ -1,0 +1,283 @@
+"""What each method does to the one session a server holds.
+
+Every document is the one the CLI gives: ``open`` answers with ``audit --json``'s
+document (built by the same functions), ``hook`` with ``hook --json``'s, and
+``hook_openharness`` with ``hook --openharness --json``'s. The session is the library's
+:class:`~sandbox.session.Session` and :class:`~launchers.hooks.HookRunner`, so records,
+replay, resume, the identity pins (checked before each hook runs) and the trust of an
+openHarness file (read again for each event) are as in the library.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import threading
+from contextlib import ExitStack
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from launchers import records as rec
+from launchers.serve import wire
+from launchers.serve.wire import WireError
+
+if TYPE_CHECKING:
+    from launchers.config import Config
+    from launchers.hooks import HookRunner
+    from sandbox.plan import RunResult
+    from sandbox.session import Session
+
+
+class Defaults(NamedTuple):
+    """What ``serve``'s options give ``open`` when its params do not say."""
+
+    project: str = "."
+    config: str | None = None
+    no_hooks: bool = False
+    no_sandbox: bool = False
+
+
+class LockedRecorder(rec.Recorder):
+    """A recorder that several threads' events write to: one record at a time."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self._lock = threading.Lock()
+
+    def write(self, record: rec.Record) -> None:
+        with self._lock:
+            super().write(record)
+
+
+def _text(data: bytes) -> str:
+    # As records keep output: bytes that are not UTF-8 survive as \udcXX escapes.
+    return data.decode("utf-8", errors="surrogateescape")
+
+
+def run_document(result: RunResult) -> dict[str, Any]:
+    """A run's result: ``exit`` is the status ``harness-sandbox run`` would exit with."""
+    from launchers.cli.run import exit_status
+
+    return {
+        "exit": exit_status(result),
+        "outcome": result.outcome,
+        "timed_out": result.outcome == "timed_out",
+        "signal": result.signal,
+        "stdout": _text(result.stdout),
+        "stderr": _text(result.stderr),
+        "stdout_capped": result.stdout_capped,
+        "stderr_capped": result.stderr_capped,
+        "error": result.error,
+        "elapsed": round(result.elapsed, 6),
+    }
+
+
+def _not_found(name: str) -> dict[str, Any]:
+    return {"exit": 127, "outcome": "failed_to_start", "timed_out": False, "signal": None,
+            "stdout": "", "stderr": "", "stdout_capped": False, "stderr_capped": False,
+            "error": f"{name}: command not found", "elapsed": 0.0}
+
+
+def _in_project(project: str, cwd: str) -> str:
+    """``cwd`` (relative to the project, or absolute) as a real folder inside it."""
+    real = os.path.realpath(os.path.join(project, cwd))
+    if os.path.commonpath([real, project]) != project:
+        raise WireError(wire.INVALID_PARAMS, f"run: cwd {cwd!r} is not inside the project "
+                        f"{project}")
+    if not os.path.isdir(real):
+        raise WireError(wire.INVALID_PARAMS, f"run: cwd {cwd!r} is not a folder")
+    return real
+
+
+# The box starts in the project; another folder of it is entered by a shell in the box.
+_CD = 'cd -- "$1" || exit 125; shift; exec "$@"'
+
+
+class ServeSession:
+    """The session a server holds: closed, then open, then closed for good."""
+
+    def __init__(self, defaults: Defaults) -> None:
+        self.defaults = defaults
+        self._stack: ExitStack | None = None
+        self.session: Session | None = None
+        self.runner: HookRunner | None = None
+        self.config: Config | None = None
+        self.openharness: str | None = None
+        self.no_hooks = False
+        self._recorder: rec.Recorder | None = None
+
+    @property
+    def is_open(self) -> bool:
+        return self.session is not None
+
+    # -- open ----------------------------------------------------------------------
+
+    def open(self, p: dict[str, Any]) -> dict[str, Any]:
+        from launchers.cli.common import load_user_config, policy_error_line
+        from launchers.config import ConfigError
+        from launchers.hooks import new_session_id
+        from sandbox.errors import PolicyError, SandboxError
+        from sandbox.session import Session
+
+        d = self.defaults
+        project = os.path.abspath(p.get("project", d.project))
+        try:
+            config, _ = load_user_config(p.get("config", d.config), project)
+        except ConfigError as err:
+            raise WireError(wire.CONFIG, str(err)) from err
+        boxed = not p.get("no_sandbox", d.no_sandbox)
+        stack = ExitStack()
+        try:
+            session = stack.enter_context(Session.open(project, config.sandbox, boxed=boxed))
+        except PolicyError as err:
+            raise WireError(wire.POLICY, policy_error_line(err, config)) from err
+        except SandboxError as err:
+            raise WireError(wire.SANDBOX, str(err)) from err
+        try:
+            self.no_hooks = bool(p.get("no_hooks", d.no_hooks))
+            sid = p.get("session_id") or new_session_id()
+            doc = self._admit(p, config, session, sid, stack)
+        except BaseException:
+            stack.close()
+            self._recorder = None
+            raise
+        self._stack, self.session, self.config = stack, session, config
+        self.openharness = p.get("openharness")
+        return doc
+
+    def _admit(self, p: dict[str, Any], config: Config, session: Session, sid: str,
+               stack: ExitStack) -> dict[str, Any]:
+        """The audit, then the hook runner (its records, replay and resume)."""
+        from launchers.cli.audit import check_hooks, document, warnings_of
+        from launchers.config import banner
+        from launchers.errors import OhConfigError
+
+        try:
+            checked = check_hooks(config, session.policy, p.get("openharness"))
+        except OhConfigError as err:
+            raise WireError(wire.CONFIG, str(err)) from err
+        warnings = warnings_of(checked, config, session.policy)
+        audit = document(checked, config, session.policy, warnings)
+        if not audit["ok"] and not self.no_hooks:
+            lines = [r.message for c in checked for r in c.refusals]
+            raise WireError(wire.REFUSED, "\n".join(lines), {"audit": audit})
+        warnings = list(warnings)
+        self.runner = self._runner(p, config, session, sid=sid, warnings=warnings,
+                                   stack=stack)
+        return {"version": wire.PROTOCOL_VERSION, "session_id": sid,
+                "banner": banner(config, no_hooks=self.no_hooks, boxed=session.policy.boxed),
+                "warnings": warnings, "audit": audit}
+
+    def _runner(self, p: dict[str, Any], config: Config, session: Session, *, sid: str,
+                warnings: list[str], stack: ExitStack) -> HookRunner:
+        from launchers.hooks import HookRefused, HookRunner
+
+        recorded: list[dict[str, Any]] | None = None
+        replay: rec.Replay | None = None
+        try:
+            if "replay" in p:
+                replay = rec.Replay(rec.read(p["replay"]))
+            if "resume" in p:
+                log = rec.read(p["resume"])
+                recorded = rec.recorded_hooks(log)
+                replay = rec.Replay(log)
+                killed = rec.killed_during_hook(log)
+                if killed is not None:
+                    warnings.append(killed)
+            if "records" in p:
+                self._recorder = stack.enter_context(LockedRecorder(p["records"]))
+        except (OSError, rec.RecordError) as err:
+            raise WireError(wire.CONFIG, f"open: {err}") from err
+        try:
+            runner = HookRunner(config, session, no_hooks=self.no_hooks,
+                                recorder=self._recorder, replay=replay, session_id=sid,
+                                recorded=recorded, resumed="resume" in p)
+        except HookRefused as err:
+            raise WireError(wire.REFUSED, "\n".join(err.messages)) from err
+        warnings += runner.warnings
+        return runner
+
+    def _open(self) -> Session:
+        if self.session is None:
+            raise WireError(wire.NOT_OPEN, "no session is open: send open first")
+        return self.session
+
+    # -- run -----------------------------------------------------------------------
+
+    def run(self, p: dict[str, Any], cancel: threading.Event) -> dict[str, Any]:
+        from launchers.cli.run import host_program
+        from sandbox.errors import SandboxUnavailable
+
+        session = self._open()
+        argv: list[str] = list(p["argv"])
+        host = bool(p.get("host", False))
+        if host:
+            if "cwd" in p:
+                raise WireError(wire.INVALID_PARAMS, "run: cwd is for the box; the host "
+                                "runner always starts from /")
+            program = host_program(session, argv[0])
+            if program is None:
+                return _not_found(argv[0])
+            argv[0] = program
+        elif "cwd" in p:
+            cwd = _in_project(session.policy.project, p["cwd"])
+            if cwd != session.policy.project:
+                argv = ["/bin/sh", "-c", _CD, "sh", cwd, *argv]
+        stdin = p.get("stdin", "").encode("utf-8", errors="surrogateescape")
+        try:
+            result = session.run(argv, stdin=stdin, timeout=p.get("timeout"), cancel=cancel,
+                                 boxed=not host, env_extra=p.get("env"))
+        except SandboxUnavailable as err:
+            raise WireError(wire.SANDBOX, str(err)) from err
+        return run_document(result)
+
+    # -- hooks ---------------------------------------------------------------------
+
+    def hook(self, p: dict[str, Any], cancel: threading.Event) -> dict[str, Any]:
+        from launchers.cli.hook import document, event_fields, fire_event
+        from launchers.errors import UsageError
+
+        self._open()
+        runner = self.runner
+        assert runner is not None
+        args = _event_args(p)
+        try:
+            event, fields = event_fields(args)
+        except UsageError as err:
+            raise WireError(wire.INVALID_PARAMS, f"hook: {err}") from err
+        if p.get("new_turn"):
+            runner.new_turn()
+        decision = fire_event(runner, event, fields, args.permission_mode, cancel,
+                              session_id=p.get("session_id"),
+                              tool_use_id=p.get("tool_use_id"))
+        return document(event, outcome=decision.outcome, decision=decision,
+                        warnings=decision.warnings)
+
+    def hook_openharness(self, p: dict[str, Any], cancel: threading.Event) -> dict[str, Any]:
+        from launchers.serve.openharness import fire_one
+
+        session = self._open()
+        path = p.get("file") or self.openharness or os.path.join(
+            session.policy.project_as_written, ".oh", "config.yaml")
+        return fire_one(session, os.path.abspath(path), p, _event_args(p), cancel,
+                        no_hooks=self.no_hooks)
+
+    # -- close ---------------------------------------------------------------------
+
+    def close(self) -> list[str]:
+        """End the session (everything it made removed, the records closed); what the
+        session's end reports (see :meth:`Session.open`)."""
+        stack, session = self._stack, self.session
+        self._stack = self.session = self.runner = None
+        if stack is None or session is None:
+            return []
+        stack.close()
+        return list(session.warnings)
+
+
+def _event_args(p: dict[str, Any]) -> argparse.Namespace:
+    """The ``hook`` command's options from a request's params."""
+    return argparse.Namespace(
+        event=p["event"], tool=p.get("tool"), prompt=p.get("prompt"),
+        input=json.dumps(p["input"]) if "input" in p else None,
+        session_id=p.get("session_id"), permission_mode=p.get("permission_mode", "auto"))
