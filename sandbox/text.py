@@ -29,3 +29,24 @@ def escape(text: str) -> str:
         else:
             out.append(ch)
     return "".join(out)
+
+
+# For a whole message on a terminal: line breaks and tabs stay (a message may have
+# several lines), every other control character and the bidirectional overrides (which
+# reorder what is shown) are written out. Backslashes stay single: a seed's text that
+# holds one is printed as the seed has it.
+_TERMINAL = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))
+             if c not in (0x09, 0x0A)}
+_TERMINAL.update({c: f"\\u{c:04x}" for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))})
+
+
+def for_terminal(text: str) -> str:
+    """``text`` safe to write to a terminal: the agent's ``ESC ]52`` (a clipboard write)
+    or ``ESC [2J`` quoted in a hook's reason arrives as four printable characters."""
+    if text.isprintable():
+        return text
+    out = text.translate(_TERMINAL)
+    if any(0xDC80 <= ord(ch) <= 0xDCFF for ch in out):
+        out = "".join(f"\\x{ord(ch) - 0xDC00:02x}" if 0xDC80 <= ord(ch) <= 0xDCFF else ch
+                      for ch in out)
+    return out

@@ -24,7 +24,13 @@ JSON_VERSION = 1
 
 
 def say(text: str, *, named: bool = False) -> None:
-    """One line for people, on stderr; ``named`` puts the program's name first."""
+    """One line for people, on stderr; ``named`` puts the program's name first. The one
+    point every human-facing line goes through: control characters a hook or a boxed
+    command chose are written out (:func:`sandbox.text.for_terminal`); ``--json`` and the
+    protocol's answers keep them verbatim."""
+    from sandbox.text import for_terminal
+
+    text = for_terminal(text)
     sys.stderr.write(f"{PROG}: {text}\n" if named else f"{text}\n")
     sys.stderr.flush()
 

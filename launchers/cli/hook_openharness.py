@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import uuid
 from typing import Any
 
@@ -169,5 +168,5 @@ def _tell(result: Result, *, as_json: bool) -> int:
         print(json.dumps({"version": JSON_VERSION, **result.to_json()}, ensure_ascii=False))
     else:
         for line in describe(result):
-            print(line, file=sys.stderr)
+            say(line)  # the one output point: the agent's control characters written out
     return 1 if result.denied else 0
