@@ -82,9 +82,13 @@ def test_a_virtual_environment_in_the_project_will_not_start(project: Path) -> N
     assert done.stderr == refusal("harness-sandbox's interpreter", python) + "\n"
 
 
-def test_an_absolute_pythonpath_into_the_project_is_refused(project: Path) -> None:
+def test_an_absolute_pythonpath_into_the_project_is_refused_under_python_m(
+        project: Path) -> None:
+    # The installed command ignores PYTHONPATH (-I: tests/test_isolated_start.py); a
+    # plain ``python -m launchers.cli`` reads it, and the self-guard refuses.
     done = cli(["audit", "--project", str(project)], cwd=project.parent,
-               env={"PYTHONPATH": str(project)})
+               env={"PYTHONPATH": f"{project!s}:{ROOT}:{SITE}"},
+               program=[sys.executable, "-m", "launchers.cli"])
     assert done.returncode == 2
     assert done.stderr == refusal(
         "a folder on harness-sandbox's import path (sys.path)", project, FIX_PATH) + "\n"
