@@ -82,10 +82,34 @@ def _exec_lines(gitdir: str) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for rel in _TODO:
         data = beneath.read_beneath(gitdir, rel, 1 << 20)
-        for line in (data or b"").decode("utf-8", "replace").splitlines():
-            word, _, rest = line.strip().partition(" ")
-            if word in ("exec", "x") and rest.strip():
-                out.append((os.path.join(gitdir, rel), rest.strip()))
+        # git's sequencer skips blanks and tabs before the word and takes any blank,
+        # tab or line end after it; a line ends at "\n" only ("\r" is a blank).
+        for line in (data or b"").decode("utf-8", "replace").split("\n"):
+            parts = line.strip(" \t\r\v\f").split(None, 1)
+            if len(parts) == 2 and parts[0] in ("exec", "x") and parts[1].strip():
+                out.append((os.path.join(gitdir, rel), parts[1].strip()))
+    return out
+
+
+# The strategies git has built in: any other name runs the program git-merge-<name>.
+_BUILT_IN = ("ort", "recursive", "resolve", "octopus", "ours", "subtree")
+
+
+def _strategies(gitdir: str) -> list[tuple[str, str]]:
+    """(file, strategy) for each merge strategy an operation left in progress names that
+    git does not have built in: continuing it on the host runs ``git-merge-<name>``,
+    found on PATH -- or, for a name with a slash, a path of the agent's choice."""
+    out: list[tuple[str, str]] = []
+    for rel in ("rebase-merge/strategy", "rebase-apply/strategy"):
+        data = beneath.read_beneath(gitdir, rel, 4096)
+        name = (data or b"").decode("utf-8", "replace").strip()
+        if name and name not in _BUILT_IN:
+            out.append((os.path.join(gitdir, rel), name))
+    opts = beneath.read_beneath(gitdir, "sequencer/opts", 1 << 16) or b""
+    for line in opts.decode("utf-8", "replace").splitlines():
+        key, _, value = line.strip().partition("=")
+        if key.strip().lower() == "strategy" and value.strip() not in _BUILT_IN:
+            out.append((os.path.join(gitdir, "sequencer/opts"), value.strip()))
     return out
 
 
@@ -178,9 +202,14 @@ def _restore(path: str, text: str) -> str | None:
 
 
 def _todos(project: str, now: GitLayout) -> list[str]:
-    return [f"{escape(todo)} asks git to run {escape(command)}; git rebase --continue (or "
+    runs = [f"{escape(todo)} asks git to run {escape(command)}; git rebase --continue (or "
             f"cherry-pick, revert) on the host in {escape(project)} would run it; check "
             "it before you do" for g in now.git_dirs for todo, command in _exec_lines(g)]
+    return runs + [
+        f"{escape(file)} names the merge strategy {escape(name)}; git rebase --continue "
+        f"(or cherry-pick, revert) on the host in {escape(project)} would run "
+        f"git-merge-{escape(name)}; check it before you do"
+        for g in now.git_dirs for file, name in _strategies(g)]
 
 
 def _new_gitlinks(project: str, now: GitLayout, git: str | None, env: Mapping[str, str],
