@@ -92,9 +92,12 @@ def _includes(key: str) -> bool:
 # and the system's config. Any other failure is refused (the check cannot decide).
 _NO_REPOSITORY = ("not a git repository", "detected dubious ownership")
 _BOOLEAN = {"", "true", "false", "yes", "no", "on", "off", "1", "0"}
-# Kept for the host git we ask: they say which config files the user's git reads.
+# Kept for the host git we ask: they say which config files the user's git reads, and
+# what config it is given from the environment. GIT_CONFIG_COUNT goes with each of its
+# GIT_CONFIG_KEY_<n> and GIT_CONFIG_VALUE_<n> (git refuses to start with half a set).
 _GIT_ENV_KEPT = ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM",
-                 "GIT_CONFIG_COUNT", "GIT_CONFIG_PARAMETERS")
+                 "GIT_CONFIG_COUNT", "GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_",
+                 "GIT_CONFIG_PARAMETERS")
 
 class Entry(NamedTuple):
     """One config value: the file it came from (absolute; "" for none), key, value."""

@@ -85,3 +85,19 @@ def test_every_neutral_key_is_accepted_by_git_and_is_not_read_back_as_the_users(
     assert not [e for e in found.entries if (e.key, e.value) in
                 {(n.key.lower(), n.value) for n in gitsafe.NEUTRAL}]
     assert found.hooks == str(project / ".git" / "hooks")
+
+
+def test_git_config_from_the_environment_is_kept_whole_and_honoured(
+        project: Path, outside: Path) -> None:
+    """GIT_CONFIG_COUNT with its KEY/VALUE pairs in the harness's environment: the session
+    opens (git is given the whole set), and the relative core.hooksPath it names is what
+    the box must not write."""
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    (project / "githooks").mkdir()
+    env = {**os.environ, "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.hooksPath",
+           "GIT_CONFIG_VALUE_0": "githooks"}
+    with Session.open(str(project), SETTINGS, env=env) as s:
+        r = s.run(["sh", "-c", "echo 'touch /x' > githooks/pre-commit"])
+    assert r.returncode != 0, r
+    assert b"Read-only file system" in r.stderr, r
+    assert not (project / "githooks" / "pre-commit").exists()
