@@ -327,7 +327,12 @@ class Policy(NamedTuple):
         """H: what a boxed hook could not read. Empty for host hooks."""
         if not (boxed and self.boxed):
             return ()
-        return tuple(Zone(h, "hidden", z.HIDDEN) for h in self.hidden)
+        out = [Zone(h, "hidden", z.HIDDEN) for h in self.hidden]
+        if self.platform.startswith("linux"):
+            # The Linux box's /run is an empty tmpfs (its sockets are the host's): a hook
+            # there could never start in the box.
+            out.append(Zone("/run", "hidden", z.HIDDEN))
+        return tuple(out)
 
     def guard(self, *, boxed: bool) -> Guard:
         """pathguard's Guard over W and H for a hook run boxed or on the host. Build it
