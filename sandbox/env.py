@@ -216,6 +216,9 @@ LOADER_VARS: tuple[LoaderVar, ...] = (
     LoaderVar("RUSTC_WRAPPER", "code", "a program cargo runs around rustc"),
     LoaderVar("CARGO_HOME", "path", "cargo's config, which names programs"),
     LoaderVar("NPM_CONFIG_USERCONFIG", "path", "npm's config (script-shell, node-options)"),
+    LoaderVar("NPM_CONFIG_GLOBALCONFIG", "path", "npm's global config"),
+    LoaderVar("NPM_CONFIG_SCRIPT_SHELL", "code", "the shell npm runs scripts with"),
+    LoaderVar("NPM_CONFIG_NODE_OPTIONS", "code", "options on the node npm starts"),
     LoaderVar("KUBECONFIG", "list", "kubectl configs (exec credential plugins)"),
     LoaderVar("DOCKER_CONFIG", "path", "docker's config (credential helpers)"),
     LoaderVar("AWS_CONFIG_FILE", "path", "AWS config (credential_process)"),
@@ -231,8 +234,11 @@ _GIT_CONFIG_SET = re.compile(r"GIT_CONFIG_(COUNT|KEY_\d+|VALUE_\d+)")
 
 
 def loader_var(name: str) -> LoaderVar | None:
-    """The table's row for ``name``, or None."""
+    """The table's row for ``name``, or None. npm reads ``npm_config_*`` in any case, so
+    those rows match as npm does."""
     row = _EXACT.get(name)
+    if row is None and name.upper().startswith("NPM_CONFIG_"):
+        row = _EXACT.get(name.upper())
     if row is not None:
         return row
     for p in _PREFIXES:
@@ -258,9 +264,39 @@ def path_words(value: str) -> list[str]:
 
 def _names_writable(value: str, guard: Guard) -> bool:
     for word in path_words(value):
-        verdict = guard.check(word, "/", check_hidden=False)
+        verdict = guard.check(word.lstrip("@"), "/", check_hidden=False)
         if not verdict.ok:
             return True
+    return False
+
+
+# Options of code-form variables whose value is a file or module to load: given a name
+# that is not absolute, the program finds it from its working folder -- the project, for
+# a host hook that changes there as the seed tells it to -- or from a module path.
+_LOAD_OPTIONS = ("-I", "-r", "--require", "--import", "--loader", "--experimental-loader",
+                 "-javaagent", "-agentpath")
+_LOAD_ATTACHED = ("-I", "-r", "-javaagent:", "-agentpath:")
+
+
+def _untraceable(value: str) -> bool:
+    """A code-form value that names code by a relative word: ``--require ./.pnp.cjs``,
+    ``--require=./x.js``, ``-Ilib``, ``@args`` (a relative argument file). Where that
+    leads depends on the folder the program starts in, so it cannot be checked."""
+    words = [w for w in re.split(r"[\s\"']+", value) if w]
+    for i, word in enumerate(words):
+        opt, eq, val = word.partition("=")
+        if opt in _LOAD_OPTIONS and not eq:
+            val = words[i + 1] if i + 1 < len(words) else ""
+        elif not eq and not word.startswith("--"):
+            opt = next((o for o in _LOAD_ATTACHED if word.startswith(o) and word != o), "")
+            val = word[len(opt):] if opt else ""
+        if opt.rstrip(":") in _LOAD_OPTIONS and val and not val.lstrip("@").startswith("/"):
+            return True
+        bare = word.lstrip("@")
+        if word.startswith("@") and not bare.startswith("/"):
+            return True
+        if "/" in word and not word.startswith(("/", "-", "@/")) and "=" not in word:
+            return True  # a relative path: ./x, lib/x
     return False
 
 
@@ -282,6 +318,7 @@ def prune_loaders(env: Mapping[str, str], guard: Guard) -> dict[str, str]:
             else:
                 out[name] = pruned
         elif (row.form == "path" and not value.startswith("/")) or \
+                (row.form == "code" and _untraceable(value)) or \
                 _names_writable(value, guard):
             del out[name]
             dropped_git_set = dropped_git_set or bool(_GIT_CONFIG_SET.fullmatch(name))
