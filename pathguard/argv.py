@@ -15,7 +15,9 @@
 - Every accepted element that exists is pinned (:class:`pathguard.identity.Pins`): what
   it led to at the check is compared again before each run.
 
-This is best effort by design: a path inside an ``sh -c`` string is not seen.
+An element with a blank (a command line a wrapper such as ``env -S`` splits) has its
+first word checked as well. This is best effort by design: a path later inside an
+``sh -c`` string is not seen.
 """
 
 from __future__ import annotations
@@ -156,7 +158,13 @@ def check_command(hook: str, command: Sequence[str], *, project: str, guard: Gua
     checks = _Checks(hook, project)
     argv0 = _check_program(command[0], checks, guard, path_env)
     for element in command[1:]:
-        for text in _path_candidates(element, project):
+        texts = list(_path_candidates(element, project))
+        # An element with a blank is no path, but may be a command line a wrapper
+        # splits (``env -S "<project>/h.sh --quiet"``): its first word is checked too.
+        first = element.split(None, 1)[0] if element.strip() else ""
+        if first and first != element:
+            texts += [t for t in _path_candidates(first, project) if t not in texts]
+        for text in texts:
             checked = _check_element(text, project, guard)
             if checked is not None:
                 checks.record(checked)

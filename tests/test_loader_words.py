@@ -82,3 +82,16 @@ def test_a_host_hook_in_the_project_does_not_load_the_agents_pnp_file(
         d = r.pre_tool_use("bash", {"command": "ls"}, tool_use_id="7EX")
         assert d.outcome == "allowed", d.warnings
     assert not marker.exists()
+
+
+def test_a_command_line_handed_to_env_split_string_is_checked(project: Path) -> None:
+    from pathguard.argv import check_command
+
+    (project / "h.sh").write_text("#!/bin/sh\n")
+    pol = policy(project, {})
+    for flag in ("-S", "--split-string"):
+        v = check_command("split", ["/usr/bin/env", flag, f"{project}/h.sh --quiet"],
+                          project=str(project), guard=pol.guard(boxed=False),
+                          path_env="/usr/bin:/bin")
+        assert not v.ok, flag
+        assert v.details[0].kind == "project", v.details
