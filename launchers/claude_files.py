@@ -179,6 +179,29 @@ def move_commands(moves: Iterable[Move]) -> list[str]:
     if not moves:
         return []
     folders = dict.fromkeys(os.path.dirname(m.target) for m in moves)
-    lines = [f"mkdir -p {' '.join(shlex.quote(f) for f in folders)}"]
-    lines += [f"cp {shlex.quote(m.source)} {shlex.quote(m.target)}" for m in moves]
+    lines = [f"mkdir -p {' '.join(shell_word(f) for f in folders)}"]
+    lines += [f"cp {shell_word(m.source)} {shell_word(m.target)}" for m in moves]
     return lines
+
+
+def shell_word(text: str) -> str:
+    """``text`` as one word a shell reads back exactly, in printable characters only: a
+    name with control characters (the project's, so the agent's choice) is written in
+    bash's and zsh's ``$'...'`` quoting, so the printed command still names the file and
+    nothing reaches the terminal raw."""
+    if text.isprintable():
+        return shlex.quote(text)
+    out = []
+    for ch in text:
+        o = ord(ch)
+        if ch in "\\'":
+            out.append("\\" + ch)
+        elif 0xDC80 <= o <= 0xDCFF:
+            out.append(f"\\x{o - 0xDC00:02x}")  # an undecodable byte, as the byte
+        elif ch.isprintable():
+            out.append(ch)
+        elif o < 0x100:
+            out.append(f"\\x{o:02x}")
+        else:
+            out.append("".join(f"\\x{b:02x}" for b in ch.encode()))
+    return "$'" + "".join(out) + "'"
