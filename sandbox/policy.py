@@ -152,6 +152,15 @@ def project_config_dirs(project: str, allowed: tuple[str, ...] = ()) -> tuple[st
     return present(project, allowed)
 
 
+def _host_reads(writable: tuple[str, ...], env: Mapping[str, str], home: str
+                ) -> tuple[str, ...]:
+    """What the host reads to decide what to run that lies in a ``[sandbox] writable``
+    folder and exists (see :mod:`sandbox.hostreads`)."""
+    from .hostreads import inside, present
+
+    return present(inside(writable, env, home)) if writable else ()
+
+
 def _git_fields(project: str, writable: tuple[str, ...], git: GitLayout | None,
                 env: Mapping[str, str], home: str, *,
                 allowed: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -166,14 +175,16 @@ def _git_fields(project: str, writable: tuple[str, ...], git: GitLayout | None,
                 f"the writable path {escape(p)} leads through {escape(link)}, a link "
                 "in a folder the box can write; name the folder it leads to instead")
     if git is not None:
-        return {"protected": (*git.protected, *project_config_dirs(project, allowed)),
+        return {"protected": (*git.protected, *project_config_dirs(project, allowed),
+                              *_host_reads(writable, env, home)),
                 "missing_hooks": (),
                 "pinned_dirs": git.pinned_dirs, "common_dir": common}
     git = find_layout(project, env=env, home=home, ask_git=False,
                       writable=tuple(os.path.realpath(w) for w in writable))
     missing = {p for p, _ in git.make_files} | set(git.make_dirs)
     return {"protected": (*(p for p in git.protected if p not in missing),
-                          *project_config_dirs(project, allowed)),
+                          *project_config_dirs(project, allowed),
+                          *_host_reads(writable, env, home)),
             "missing_hooks": tuple(d for d in git.make_dirs if d in git.protected),
             "pinned_dirs": git.pinned_dirs, "common_dir": common}
 

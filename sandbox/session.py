@@ -79,6 +79,16 @@ def _box_writable(project: str, settings: SandboxSettings, env: Mapping[str, str
     return (project, *(os.path.abspath(expand(w, home)) for w in settings.writable))
 
 
+def _new_host_reads(reads: tuple[str, ...], before: tuple[str, ...]) -> list[str]:
+    """What the box made of the files the host reads to decide what to run, in a
+    ``[sandbox] writable`` folder (sandbox/hostreads.py)."""
+    from .text import escape
+
+    return [f"the box made {escape(p)}, which the host reads to decide what to run "
+            "(git, a shell, or this toolkit); check it before you use them"
+            for p in reads if p not in before and os.path.lexists(p)]
+
+
 def _new_tool_configs(policy: Policy, before: tuple[str, ...]) -> list[str]:
     """What the box made of the project files other tools run (sandbox/toolconfigs.py)."""
     from .text import escape
@@ -206,9 +216,14 @@ class Session:
             from .toolconfigs import present
 
             configs = present(policy.project, policy.allow_tool_configs)
+            from . import hostreads
+
+            reads = hostreads.inside(policy.writable, policy.env, policy.home)
+            before = hostreads.present(reads)
             yield session
             if policy.boxed:
                 session.warnings += _new_tool_configs(policy, configs)
+                session.warnings += _new_host_reads(reads, before)
             if layout is not None:
                 session.warnings += report(policy.project, layout, policy.env, started,
                                            roots[1:])
