@@ -351,7 +351,7 @@ def probe_bwrap(env: Mapping[str, str] | None = None) -> Probe:
             found = SandboxUnavailable(f"{bwrap} lacks {', '.join(missing)}", INSTALL_FIX)
     links: tuple[str, ...] | None = None
     if error is None:
-        r = _run([bwrap, *_TRIAL, sys.executable, "-c", _LIST_LINKS])
+        r = _run([bwrap, *_TRIAL, sys.executable, "-I", "-c", _LIST_LINKS])
         if r.returncode == 0:
             links = tuple(r.stdout.decode().split())
     return Probe(
