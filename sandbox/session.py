@@ -280,8 +280,12 @@ class Session:
         backend = self._backend(boxed)
         plan = backend.plan(argv, env_extra)
         if self.hardening is None:
-            result = supervisor.run(plan, stdin=stdin, timeout=timeout, cancel=cancel,
-                                    output_cap=self.policy.output_cap)
+            try:
+                result = supervisor.run(plan, stdin=stdin, timeout=timeout, cancel=cancel,
+                                        output_cap=self.policy.output_cap)
+            finally:
+                for fd in plan.run_fds:  # this run's own (bwrap's options)
+                    os.close(fd)
         else:
             result = self.hardening.supervise(plan, lambda start, spawn: supervisor.run(
                 plan, stdin=stdin, timeout=timeout, cancel=cancel,

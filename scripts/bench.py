@@ -98,7 +98,13 @@ def library_cases(project: Path, hook_dir: Path, rounds: int) -> Results:
         # The same session's box without the filter and the bounds (the box before they
         # came), for the hardened-vs-old figures; its plan can run many times.
         old = Session(session.policy)
-        box_plan = old.plan([TRUE])
+        # bwrap with the box's arguments on its command line (the pure plan: no
+        # descriptors, so it can run many times).
+        from sandbox.backends import bwrap as bwrap_backend
+        from sandbox.probe import require_box
+
+        box_plan = bwrap_backend.plan(session.policy, [TRUE],
+                                      bwrap=require_box(session.policy))
         host_plan = host.plan(session.policy, [TRUE])
         spec = HookSpec(name="ok", event="PreToolUse", command=(str(hook_dir / "ok.sh"),),
                         tools=("bash",))

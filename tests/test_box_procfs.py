@@ -151,3 +151,15 @@ def test_the_box_cannot_leave_a_set_id_program_for_the_host(
     for p in project.iterdir():
         assert not p.stat().st_mode & 0o6000, (p, oct(p.stat().st_mode))
     assert (project / "t").exists()
+
+
+def test_the_options_descriptor_of_each_run_is_closed_after_it(
+        world: tuple[Session, Path, Path]) -> None:
+    session, _, _ = world
+    bare = Session(session.policy)  # no bounds, no filter: the plain run path
+    for s in (session, bare):
+        s.run(["true"])
+        before = len(os.listdir("/proc/self/fd"))
+        for _ in range(10):
+            assert s.run(["true"]).returncode == 0
+        assert len(os.listdir("/proc/self/fd")) == before
