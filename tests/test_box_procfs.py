@@ -162,4 +162,5 @@ def test_the_options_descriptor_of_each_run_is_closed_after_it(
         before = len(os.listdir("/proc/self/fd"))
         for _ in range(10):
             assert s.run(["true"]).returncode == 0
-        assert len(os.listdir("/proc/self/fd")) == before
+        # Ten runs, no more descriptors (one the session opened lazily may have gone).
+        assert len(os.listdir("/proc/self/fd")) <= before
