@@ -84,7 +84,7 @@ def test_the_session_says_how_to_use_it_without_with(tmp_path: Path) -> None:
     try:
         assert session.run(["/bin/echo", "hi"]).stdout == b"hi\n"
         with pytest.raises(TypeError, match=r"a list of words, such as \['ls -l'\]"):
-            session.run("ls -l")  # type: ignore[arg-type]
+            session.run("ls -l")
         tmp = session.policy.private_tmp
         assert os.path.isdir(tmp)
     finally:
