@@ -350,8 +350,8 @@ def probe_bwrap(env: Mapping[str, str] | None = None) -> Probe:
     path_env = (os.environ if env is None else env).get("PATH")
     bwrap = find_bwrap(path_env)
     if bwrap is None:
-        missing = not_found(path_env)
-        return Probe(None, euid=euid, diagnosis=missing.diagnosis, fix=missing.fix,
+        absent = not_found(path_env)
+        return Probe(None, euid=euid, diagnosis=absent.diagnosis, fix=absent.fix,
                      **s._asdict())
     v = _run([bwrap, "--version"])
     version = v.stdout.decode(errors="replace").strip() or None
