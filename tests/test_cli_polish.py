@@ -3,14 +3,17 @@ and errors a mistyped option or path gets. Real processes, the installed command
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from helpers.procs import left_after, running_with
 
 from launchers.cli.closed_pipe import EXIT_CLOSED_PIPE, reader_gone
 
@@ -80,3 +83,77 @@ def test_reader_gone_is_true_only_for_a_pipe_or_socket_without_its_reader(
         assert reader_gone(a.fileno())
     with open(tmp_path / "file", "wb") as f:
         assert not reader_gone(f.fileno())
+
+
+# ---- run streams, and ends with its reader ----
+
+def shell(script: str, home: Path, cwd: Path) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(["bash", "-c", script], capture_output=True, env=env_for(home),
+                          cwd=cwd, timeout=60, check=False)
+
+
+@needs_bwrap
+@pytest.mark.isolation
+@pytest.mark.parametrize("where", [[], ["--host"]], ids=["box", "host"])
+def test_run_yes_into_head_ends_as_in_a_shell(
+        where: list[str], project: Path, home: Path) -> None:
+    # A word only this run's processes carry, to find any left behind.
+    word = f"polish-yes-{os.getpid()}-{len(where)}"
+    cmd = " ".join([CLI, "run", "--project", str(project), *where, "--", "yes", word])
+    try:
+        # timeout(1) only stops a run that would never end (the test then fails).
+        done = shell(f'timeout 20 {cmd} | head -1; echo "${{PIPESTATUS[*]}}"', home, project)
+        assert done.stdout == f"{word}\n{EXIT_CLOSED_PIPE} 0\n".encode()
+        assert done.stderr == b""
+        assert left_after(word, 5.0) == []
+    finally:
+        for pid in running_with(word):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+@needs_bwrap
+@pytest.mark.isolation
+def test_run_passes_output_on_before_the_command_ends(project: Path, home: Path) -> None:
+    # The command waits for a file the reader makes once it has seen the first line:
+    # with the output held back until the end, neither would ever go on.
+    flag = project / "seen"
+    proc = subprocess.Popen(
+        [CLI, "run", "--project", str(project), "--timeout", "30", "--", "sh", "-c",
+         f"echo first; echo err-first >&2; while [ ! -e {flag} ]; do sleep 0.05; done; "
+         "echo second"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env_for(home), cwd=project)
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        assert proc.stdout.readline() == b"first\n"
+        assert proc.stderr.readline() == b"err-first\n"
+        flag.touch()
+        assert proc.stdout.read() == b"second\n"
+        assert proc.wait(30) == 0
+        assert proc.stderr.read() == b""
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@needs_bwrap
+@pytest.mark.isolation
+def test_run_output_is_not_capped(project: Path, home: Path) -> None:
+    # Two MiB, past the default 1 MiB cap a hook's answer has: a shell drops nothing.
+    done = subprocess.run([CLI, "run", "--project", str(project), "--", "head", "-c",
+                           str(2 << 20), "/dev/zero"], capture_output=True,
+                          env=env_for(home), cwd=project, timeout=60, check=False)
+    assert (done.returncode, len(done.stdout), done.stderr) == (0, 2 << 20, b"")
+
+
+@needs_bwrap
+@pytest.mark.isolation
+def test_a_stderr_that_looks_like_bwraps_own_is_still_the_commands(
+        project: Path, home: Path) -> None:
+    # Held back while it may be bwrap's line about the box, then printed whole.
+    done = subprocess.run([CLI, "run", "--project", str(project), "--", "sh", "-c",
+                           "echo 'bwrap: said by the command' >&2; echo b >&2; exit 1"],
+                          capture_output=True, env=env_for(home), cwd=project, timeout=60,
+                          check=False)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        1, b"", b"bwrap: said by the command\nb\n")

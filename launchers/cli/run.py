@@ -1,5 +1,8 @@
 """``harness-sandbox run``: one command in the session's box, as bash and exec run it.
 
+The command's stdout and stderr pass on as they come, uncapped (:mod:`launchers.cli.stream`);
+a reader that goes away ends the run and everything it started, with status 141.
+
 Exit status: the command's own; 124 timed out; 125 the box could not be built (or the
 config or a path it names is unusable); 126 the command could not be executed; 127 it
 was not found; 128+N killed by signal N (in the box, as bwrap reports it); 130 cancelled.
@@ -41,6 +44,7 @@ def _stdin() -> bytes:
 
 def cmd_run(args: argparse.Namespace) -> int:
     # Imported here: `run` is on the hot path and pays only for what it uses.
+    from launchers.cli.stream import streamed
     from launchers.config import ConfigError
     from sandbox.errors import PolicyError, SandboxUnavailable
     from sandbox.session import Session
@@ -68,7 +72,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                     _say(f"{argv[0]}: command not found")
                     return EXIT_NOT_FOUND
                 argv[0] = program
-            result = session.run(argv, stdin=stdin, timeout=args.timeout, boxed=not args.host)
+            with streamed():  # the output as it comes; a closed reader ends the run
+                result = session.run(argv, stdin=stdin, timeout=args.timeout,
+                                     boxed=not args.host)
     except PolicyError as err:
         _say(policy_error_line(err, config))
         return EXIT_NO_BOX
