@@ -4,6 +4,7 @@ and errors a mistyped option or path gets. Real processes, the installed command
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -157,3 +158,40 @@ def test_a_stderr_that_looks_like_bwraps_own_is_still_the_commands(
                           check=False)
     assert (done.returncode, done.stdout, done.stderr) == (
         1, b"", b"bwrap: said by the command\nb\n")
+
+
+# ---- hook: a tool name that is none, a config that is not there ----
+
+def hook_cli(project: Path, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([CLI, "hook", *args, "--project", str(project)], text=True,
+                          capture_output=True, env=env_for(home), cwd=project, timeout=60,
+                          check=False)
+
+
+@pytest.mark.isolation
+def test_hook_tool_bash_warns_as_the_same_name_in_a_config_does(
+        project: Path, home: Path, programs: Path) -> None:
+    (home / "config.toml").write_text(
+        '[[hooks]]\nname = "no-force-push"\nevent = "PreToolUse"\n'
+        f'command = ["{programs / "no-force-push.sh"}"]\ntools = ["bash"]\n')
+    force = '{"command": "git push --force origin main"}'
+    done = hook_cli(project, home, "PreToolUse", "--tool", "Bash", "--input", force)
+    assert (done.returncode, done.stdout) == (0, "")
+    assert done.stderr == ('⚠ --tool "Bash" is not a tool here, so no hook that lists tools '
+                           "covers it; tool names are lower case, such as bash.\n")
+    blocked = hook_cli(project, home, "PreToolUse", "--tool", "bash", "--input", force)
+    assert blocked.returncode == 1
+    assert "⚠" not in blocked.stderr
+
+
+def test_hook_tool_warnings_name_the_fix_and_reach_the_json(project: Path, home: Path) -> None:
+    done = hook_cli(project, home, "PreToolUse", "--tool", "mcp__github__create_issue",
+                    "--json")
+    line = ('⚠ --tool "mcp__github__create_issue" is not a tool here, so no hook that lists '
+            "tools covers it; an MCP server's tools are called through the mcp tool, so name "
+            "mcp.")
+    assert (done.returncode, done.stderr) == (0, line + "\n")
+    assert json.loads(done.stdout)["warnings"] == [line]
+    for tool in ("bash", "mcp", "read_file"):
+        quiet = hook_cli(project, home, "PreToolUse", "--tool", tool)
+        assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")
