@@ -195,3 +195,27 @@ def test_hook_tool_warnings_name_the_fix_and_reach_the_json(project: Path, home:
     for tool in ("bash", "mcp", "read_file"):
         quiet = hook_cli(project, home, "PreToolUse", "--tool", tool)
         assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")
+
+
+@pytest.mark.parametrize("front", [[], ["--openharness", "oh.yaml"]], ids=["hooks", "oh"])
+def test_hook_with_a_config_that_is_not_there_names_it_and_stops(
+        front: list[str], project: Path, home: Path) -> None:
+    (project / "oh.yaml").write_text("hooks: {}\n")
+    missing = home / "typo" / "config.toml"
+    done = hook_cli(project, home, "PreToolUse", "--tool", "bash", "--config", str(missing),
+                    *front)
+    line = (f"{missing}: no such file (named by --config); give the path of the user "
+            "config, or leave --config out to use the one found by default.\n")
+    assert done.returncode == 2
+    assert done.stderr == (f"harness-sandbox: {line}" if front else line)
+    js = hook_cli(project, home, "PreToolUse", "--tool", "bash", "--config", str(missing),
+                  "--json")
+    assert js.returncode == 2
+    assert json.loads(js.stdout)["error"] == line.rstrip("\n")
+
+
+def test_hook_with_no_config_found_by_default_is_still_no_hooks(
+        project: Path, home: Path) -> None:
+    # HARNESS_HOME names a folder with no config.toml: that is no hooks, said nowhere.
+    done = hook_cli(project, home, "PreToolUse", "--tool", "bash")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")

@@ -141,7 +141,7 @@ def cmd_hook(args: argparse.Namespace) -> int:
     warnings: list[str] = []
     try:
         event, fields = event_fields(args)
-        config, _ = load_user_config(args.config, project)
+        config, _ = load_user_config(args.config, project, named_must_exist=True)
     except (UsageError, ConfigError) as err:
         return stop(args.event if args.event in EVENTS else None, str(err))
     warnings += config.warnings
