@@ -219,3 +219,49 @@ def test_hook_with_no_config_found_by_default_is_still_no_hooks(
     # HARNESS_HOME names a folder with no config.toml: that is no hooks, said nowhere.
     done = hook_cli(project, home, "PreToolUse", "--tool", "bash")
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+
+
+# ---- the real cause: ~ not expanded, a script with Windows line ends ----
+
+def hook_config(home: Path, command: list[str]) -> None:
+    (home / "config.toml").write_text(
+        f'[[hooks]]\nname = "t"\nevent = "PreToolUse"\ncommand = {json.dumps(command)}\n')
+
+
+def script(folder: Path, name: str, text: bytes) -> Path:
+    path = folder / name
+    path.write_bytes(text)
+    path.chmod(0o755)
+    return path
+
+
+@pytest.mark.isolation
+def test_a_tilde_in_a_later_argument_is_said_to_be_unexpanded(
+        project: Path, home: Path, outside: Path) -> None:
+    ok = script(outside, "ok.sh", b"#!/bin/sh\nexit 0\n")
+    hook_config(home, [str(ok), "~/rules.txt", "--rules=$HOME/r.yaml"])
+    env = env_for(home)
+    want = [
+        "hook t: ~/rules.txt is not expanded: no shell runs the command, so variables and ~ "
+        "stay as written, and as written it is a path relative to the project "
+        f"({project}/~/rules.txt), which the agent could create or change; write the path "
+        f"out: {env['HOME']}/rules.txt.",
+        "hook t: $HOME/r.yaml is not expanded: no shell runs the command, so variables and ~ "
+        "stay as written, and as written it is a path relative to the project "
+        f"({project}/$HOME/r.yaml), which the agent could create or change; write the path "
+        f"out: {env['HOME']}/r.yaml."]
+    audit = subprocess.run([CLI, "audit", "--project", str(project)], capture_output=True,
+                           text=True, env=env, cwd=project, timeout=60, check=False)
+    assert audit.returncode == 1
+    assert audit.stderr.splitlines()[1:-1] == want
+    fired = hook_cli(project, home, "PreToolUse", "--tool", "bash", "--json")
+    assert fired.returncode == 2
+    refusals = json.loads(fired.stdout)["refusals"]
+    assert [(r["path"], r["kind"], r["reason"]) for r in refusals] == [
+        ("~/rules.txt", "project", want[0]), ("$HOME/r.yaml", "project", want[1])]
+    # A relative path with nothing to expand keeps the seed's refusal.
+    hook_config(home, [str(ok), "rules/r.yaml"])
+    plain = hook_cli(project, home, "PreToolUse", "--tool", "bash")
+    assert plain.stderr == ("hook t: rules/r.yaml is in the project, so the agent could "
+                            "change it. Move it outside (for example "
+                            "~/.local/share/harness/hooks/), or start with --no-hooks.\n")
