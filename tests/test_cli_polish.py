@@ -265,3 +265,54 @@ def test_a_tilde_in_a_later_argument_is_said_to_be_unexpanded(
     assert plain.stderr == ("hook t: rules/r.yaml is in the project, so the agent could "
                             "change it. Move it outside (for example "
                             "~/.local/share/harness/hooks/), or start with --no-hooks.\n")
+
+
+def crlf_line(path: Path) -> str:
+    return (f"{path} exists but has Windows line ends: its #! line asks for an interpreter "
+            "whose name ends in a carriage return (\\r), which is not found; convert it to "
+            f"Unix line ends: sed -i 's/\\r$//' {path}.")
+
+
+@needs_bwrap
+@pytest.mark.isolation
+@pytest.mark.parametrize("where", [[], ["--host"]], ids=["box", "host"])
+def test_run_of_a_script_with_windows_line_ends_names_the_cause(
+        where: list[str], project: Path, home: Path) -> None:
+    sh = script(project, "crlf.sh", b"#!/bin/sh\r\necho hi\r\n")
+    py = script(project, "crlf.py", b"#!/usr/bin/env python3\r\nprint(1)\r\n")
+    for path, name in ((sh, "./crlf.sh"), (py, "./crlf.py")):
+        program = str(path) if where else name
+        done = subprocess.run([CLI, "run", "--project", str(project), *where, "--", program],
+                              capture_output=True, text=True, env=env_for(home), cwd=project,
+                              timeout=60, check=False)
+        assert done.returncode == 127
+        lines = done.stderr.splitlines()
+        assert lines[-1] == f"harness-sandbox: {crlf_line(path)}"
+        if path == sh:  # the kernel's answer, then the cause
+            assert lines == [f"harness-sandbox: {program}: No such file or directory",
+                             f"harness-sandbox: {crlf_line(path)}"]
+    missing = subprocess.run([CLI, "run", "--project", str(project), "--", "./gone.sh"],
+                             capture_output=True, text=True, env=env_for(home), cwd=project,
+                             timeout=60, check=False)
+    assert missing.stderr == "harness-sandbox: ./gone.sh: No such file or directory\n"
+
+
+@pytest.mark.isolation
+@pytest.mark.parametrize("where", [[], ["--no-sandbox"]], ids=["box", "host"])
+def test_a_hook_that_runs_a_crlf_script_gets_that_hint_not_the_path_one(
+        where: list[str], project: Path, home: Path, outside: Path) -> None:
+    crlf = script(outside, "check.sh", b"#!/bin/sh\r\nexit 0\r\n")
+    hook_config(home, ["/bin/sh", "-c", f"{crlf}; exit $?"])
+    done = hook_cli(project, home, "PreToolUse", "--tool", "bash", *where)
+    assert done.returncode == 1
+    hints = [line for line in done.stderr.splitlines() if line.startswith("hint: ")]
+    assert hints == [f"hint: hook t ran a script that cannot start: {crlf_line(crlf)}"]
+
+
+def test_a_fifo_in_place_of_a_script_is_not_waited_on(tmp_path: Path) -> None:
+    from launchers.startable import crlf_reason, shebang
+
+    fifo = tmp_path / "script.sh"
+    os.mkfifo(fifo)
+    assert shebang(str(fifo)) is None  # opened without waiting for a writer
+    assert crlf_reason(str(fifo)) is None
