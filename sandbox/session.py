@@ -37,6 +37,7 @@ from .text import escape
 
 if TYPE_CHECKING:
     from .harden import Hardening
+    from .network.session import Network
 
 
 def make_private_root(path: str) -> str:
@@ -99,6 +100,25 @@ def _new_tool_configs(policy: Policy, before: tuple[str, ...]) -> list[str]:
             for path, row in made_during(policy.project, before, policy.allow_tool_configs)]
 
 
+class _Made:
+    """What a session's end reports the box made: files other tools run from the project
+    (sandbox/toolconfigs.py), and files the host reads to decide what to run in a
+    writable folder (sandbox/hostreads.py). Looked at once at the open."""
+
+    def __init__(self, policy: Policy) -> None:
+        from . import hostreads
+        from .toolconfigs import present
+
+        self.policy = policy
+        self.configs = present(policy.project, policy.allow_tool_configs)
+        self.reads = hostreads.inside(policy.writable, policy.env, policy.home)
+        self.before = hostreads.present(self.reads)
+
+    def report(self) -> list[str]:
+        return [*_new_tool_configs(self.policy, self.configs),
+                *_new_host_reads(self.reads, self.before)]
+
+
 def _git_layout(project: str, settings: SandboxSettings, env: Mapping[str, str] | None,
                 private_root: str) -> tuple[GitLayout, tuple[str, ...]]:
     """The project's git layout, asking the host's git, and the folders it may make
@@ -142,6 +162,8 @@ class Session:
         # The filter, bounds and groups (sandbox/harden.py); set by open().
         self.hardening: Hardening | None = None
         self._plan_fds: list[int] = []
+        # The allow-list's proxy (sandbox/network/), when the policy has one.
+        self.network: Network | None = None
 
     @classmethod
     @contextmanager
@@ -205,36 +227,44 @@ class Session:
 
             check_self(policy)
             session = cls(policy)
-            if session._box is not None:
-                session._box.check()  # fail now, before anything runs, if there is no box
-                if layout is not None and isinstance(session._box, BwrapBackend):
-                    session._box.hold(roots)
-            from .harden import Hardening
-
-            session.hardening = Hardening.for_session(settings, policy, session._box)
+            session._start(settings, roots if layout is not None else None)
             started = time.time()
-            from .toolconfigs import present
-
-            configs = present(policy.project, policy.allow_tool_configs)
-            from . import hostreads
-
-            reads = hostreads.inside(policy.writable, policy.env, policy.home)
-            before = hostreads.present(reads)
+            made = _Made(policy)
             yield session
             if policy.boxed:
-                session.warnings += _new_tool_configs(policy, configs)
-                session.warnings += _new_host_reads(reads, before)
+                session.warnings += made.report()
             if layout is not None:
                 session.warnings += report(policy.project, layout, policy.env, started,
                                            roots[1:])
+            if session.network is not None:
+                session.warnings += session.network.report()
         finally:
             _end(session, manifest, tmp)
+
+    def _start(self, settings: SandboxSettings, held: tuple[str, ...] | None) -> None:
+        """Make sure the box can be built (fail now, before anything runs), hold the
+        binds below ``held`` (the git layout's roots), and start the filter, the bounds
+        and the allow-list's proxy."""
+        if self._box is not None:
+            self._box.check()
+            if held is not None and isinstance(self._box, BwrapBackend):
+                self._box.hold(held)
+        from .harden import Hardening
+
+        self.hardening = Hardening.for_session(settings, self.policy, self._box)
+        if self.policy.network_allow is not None:
+            from .network.session import Network
+
+            self.network = Network.open(self.policy)
 
     def close(self) -> None:
         """Give back what :meth:`open` took for the filter and the bounds."""
         if self.hardening is not None:
             self.hardening.close()
             self.hardening = None
+        if self.network is not None:
+            self.network.close()
+            self.network = None
         while self._plan_fds:
             os.close(self._plan_fds.pop())
 
@@ -277,8 +307,13 @@ class Session:
         """
         from .process import supervisor
 
+        if isinstance(argv, (str, bytes)):
+            raise TypeError("Session.run takes the command as a list of words, "
+                            f"such as [{argv!r}], not as one string")
         backend = self._backend(boxed)
         plan = backend.plan(argv, env_extra)
+        net = self.network if boxed and self._box is not None else None
+        mark = net.proxy.mark() if net is not None else 0
         if self.hardening is None:
             try:
                 result = supervisor.run(plan, stdin=stdin, timeout=timeout, cancel=cancel,
@@ -290,4 +325,6 @@ class Session:
             result = self.hardening.supervise(plan, lambda start, spawn: supervisor.run(
                 plan, stdin=stdin, timeout=timeout, cancel=cancel,
                 output_cap=self.policy.output_cap, on_start=start, spawn=spawn))
+        if net is not None:
+            result = result._replace(refused=net.proxy.since(mark))
         return backend.read(result)
