@@ -10,7 +10,9 @@
   the session's runs; an unprivileged user cannot mount one that outlives a run, and it
   stays an unbounded folder (said in :meth:`Hardening.bounds`);
 - host runs each in a control group of their own, killed whole when the run ends;
-- the child subreaper role while the session is open (:mod:`sandbox.orphans`).
+- the child subreaper role while the session is open, with a box or without
+  (:mod:`sandbox.process.orphans`): what a host run leaves behind outside its group comes
+  here, and what hides from the marker sweep is killed.
 
 Whatever cannot be had is reported by :meth:`Hardening.bounds`, never pretended.
 """
@@ -116,6 +118,9 @@ class Hardening:
     def open(cls, limits: Limits, *, boxed: bool, private_tmp: str) -> Hardening:
         self = cls(limits, boxed=boxed, private_tmp=private_tmp)
         if not boxed:
+            # Host runs only: their leftovers come here to be found (orphans.py).
+            orphans.acquire()
+            self._subreaper = True
             return self
         try:
             self.filter = compile_filter()
@@ -182,7 +187,7 @@ class Hardening:
                 self.host_ended(group)
         if box and pids:
             return self.box_ended(pids[0], result)
-        self.reap()
+        self.reap()  # and what hides from the marker sweep (sandbox/process/orphans.py)
         return result
 
     def close(self) -> None:

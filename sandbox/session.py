@@ -16,8 +16,8 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from contextlib import AbstractContextManager, contextmanager
+from typing import TYPE_CHECKING, Any
 
 from . import leftovers as _leftovers
 from .backends import Backend, choose
@@ -66,6 +66,30 @@ def make_private_root(path: str) -> str:
             f"the private temp root {escape(path)} has mode {mode:04o}, not 0700; "
             "remove it and try again")
     return path
+
+
+def _readable(project: str) -> None:
+    """Refuse a project this user cannot list or enter: nothing could run there, and
+    what the session reads of it (its git folder) would fail half-way. The box runs
+    without capabilities, so root's override of the mode bits does not hold in it: for
+    root the bits themselves decide."""
+    try:
+        st = os.stat(project)
+    except OSError:
+        return  # a project that is not there yet is the caller's to refuse or make
+    if not stat.S_ISDIR(st.st_mode):
+        return
+    if not os.access(project, os.R_OK | os.X_OK):
+        raise PolicyError(
+            f"the project {escape(project)} cannot be read by you (uid {os.getuid()}): "
+            "Permission denied; run as a user who may read it, or change its mode")
+    if os.geteuid() == 0:
+        shift = 6 if st.st_uid == 0 else 3 if st.st_gid in (0, *os.getgroups()) else 0
+        if (st.st_mode >> shift) & 0o5 != 0o5:
+            raise PolicyError(
+                f"the project {escape(project)} has mode {stat.S_IMODE(st.st_mode):04o}: "
+                "the box runs without root's override of the mode bits, so it could not "
+                "list or enter it; give it read and search (chmod u+rx)")
 
 
 def _box_writable(project: str, settings: SandboxSettings, env: Mapping[str, str] | None,
@@ -147,6 +171,40 @@ def _end(session: Session | None, manifest: str | None, tmp: str) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
 
 
+class Opening:
+    """What :meth:`Session.open` returns: a context manager, whose ``with`` gives the
+    session; or, for callers that cannot use ``with``, :meth:`start` and :meth:`end`."""
+
+    def __init__(self, manager: AbstractContextManager[Session]) -> None:
+        self._manager = manager
+        self._session: Session | None = None
+
+    def __enter__(self) -> Session:
+        return self._manager.__enter__()
+
+    def __exit__(self, *exc: Any) -> bool | None:
+        return self._manager.__exit__(*exc)
+
+    def start(self) -> Session:
+        """Open the session (as ``with`` does); :meth:`end` must follow."""
+        self._session = self._manager.__enter__()
+        return self._session
+
+    def end(self) -> None:
+        """End a session :meth:`start` opened; its warnings are then final."""
+        if self._session is not None:
+            self._session = None
+            self._manager.__exit__(None, None, None)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in Session.__dict__:
+            raise AttributeError(
+                f"Session.open(...) is not the session: write `with Session.open(...) as "
+                f"session:` and call session.{name} inside, or session = "
+                "Session.open(...).start() and .end() when done")
+        raise AttributeError(name)
+
+
 class Session:
     """Runs commands under one policy. Build it with :meth:`open` (which owns the private
     temp folder) or directly from a policy whose folders already exist."""
@@ -166,7 +224,6 @@ class Session:
         self.network: Network | None = None
 
     @classmethod
-    @contextmanager
     def open(
         cls,
         project: str,
@@ -175,8 +232,11 @@ class Session:
         boxed: bool = True,
         env: Mapping[str, str] | None = None,
         output_cap: int = DEFAULT_OUTPUT_CAP,
-    ) -> Iterator[Session]:
-        """A session for ``project`` with ``[sandbox]`` ``settings`` (defaults if None).
+    ) -> Opening:
+        """A session for ``project`` with ``[sandbox]`` ``settings`` (defaults if None),
+        used as ``with Session.open(project) as session:`` (the session ends with the
+        block: its folders, mounts and proxy are removed). Without ``with``, call
+        ``.start()`` on what this returns, and ``.end()`` when done.
 
         Raises :class:`PolicyError` for a path the user named that cannot be used and
         :class:`SandboxUnavailable` when the session needs the box and it cannot be built.
@@ -188,8 +248,16 @@ class Session:
         repository staged as a gitlink) is reported in :attr:`warnings`
         (:mod:`sandbox.gitreport`).
         """
+        return Opening(cls._open(project, settings, boxed=boxed, env=env,
+                                 output_cap=output_cap))
+
+    @classmethod
+    @contextmanager
+    def _open(cls, project: str, settings: SandboxSettings | None, *, boxed: bool,
+              env: Mapping[str, str] | None, output_cap: int) -> Iterator[Session]:
         settings = settings if settings is not None else SandboxSettings()
         boxed = boxed and settings.enabled
+        _readable(project)
         _leftovers.refuse_shared_root(os.path.realpath(private_tmp_root()),
                                       _box_writable(project, settings, env, boxed))
         root = make_private_root(private_tmp_root())
