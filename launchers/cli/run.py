@@ -44,7 +44,7 @@ def _stdin() -> bytes:
 
 def cmd_run(args: argparse.Namespace) -> int:
     # Imported here: `run` is on the hot path and pays only for what it uses.
-    from launchers.cli.stream import streamed
+    from launchers.cli.stream import StreamingPipes
     from launchers.config import ConfigError
     from sandbox.errors import PolicyError, SandboxUnavailable
     from sandbox.session import Session
@@ -72,9 +72,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                     _say(f"{argv[0]}: command not found")
                     return EXIT_NOT_FOUND
                 argv[0] = program
-            with streamed():  # the output as it comes; a closed reader ends the run
-                result = session.run(argv, stdin=stdin, timeout=args.timeout,
-                                     boxed=not args.host)
+            # The output as it comes; a closed reader ends the run.
+            result = session.run(argv, stdin=stdin, timeout=args.timeout,
+                                 boxed=not args.host, pipes=StreamingPipes)
     except PolicyError as err:
         _say(policy_error_line(err, config))
         return EXIT_NO_BOX

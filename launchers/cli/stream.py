@@ -14,19 +14,16 @@ does), and the command exits as a program killed by SIGPIPE
 (:mod:`launchers.cli.closed_pipe`). A reader that is slow holds the command back, as a
 pipe does (and ``--timeout`` is looked at once the write is done).
 
-The supervisor takes no output sink, so the streaming reader stands in for its pipes'
-class while the run lasts; this process runs one command, and nothing else reads pipes
-meanwhile.
+The streaming reader is handed to the run as its pipes' class (``Session.run(...,
+pipes=StreamingPipes)``).
 """
 
 from __future__ import annotations
 
 import os
 import select
-from collections.abc import Iterator
-from contextlib import contextmanager
 
-from sandbox.process import pipes, supervisor
+from sandbox.process import pipes
 
 
 def write_all(fd: int, data: bytes) -> None:
@@ -82,13 +79,3 @@ class StreamingPipes(pipes.Pipes):
         write_all(2, kept)
 
 
-@contextmanager
-def streamed() -> Iterator[None]:
-    """While inside, every run's output goes straight to our stdout and stderr."""
-    if vars(supervisor)["Pipes"] is not pipes.Pipes:  # already streaming, or someone else's
-        raise RuntimeError("the supervisor's pipes are not the standard ones")
-    setattr(supervisor, "Pipes", StreamingPipes)  # noqa: B010  (a class, not a value)
-    try:
-        yield
-    finally:
-        setattr(supervisor, "Pipes", pipes.Pipes)  # noqa: B010
