@@ -360,6 +360,18 @@ def _from_host_git(f: _Finder, project: str, git: str, env: Mapping[str, str],
             wants += gitconfig.wanted(gitconfig.ask_file(git, w.path, env), top, home)
 
 
+def _under_any(path: str, folders: set[str]) -> bool:
+    """``path`` is one of ``folders`` or inside one: its ancestors looked up, not every
+    folder compared (a repository with hundreds of modules has thousands of each)."""
+    while True:
+        if path in folders:
+            return True
+        parent = os.path.dirname(path)
+        if parent == path:
+            return False
+        path = parent
+
+
 def find_layout(project: str, *, env: Mapping[str, str] | None = None,
                 home: str | None = None, writable: tuple[str, ...] = (),
                 forbidden: tuple[str, ...] = (), ask_git: bool = True) -> GitLayout:
@@ -377,8 +389,8 @@ def find_layout(project: str, *, env: Mapping[str, str] | None = None,
         git = gitconfig.find_git(env, (*roots, *forbidden))
         if git is not None:
             _from_host_git(f, project, git, env, home)
-    pinned = [d for d in f.pinned if d not in roots and not any(
-        d == p or d.startswith(p + "/") for p in f.protected)]
+    protected = set(f.protected)
+    pinned = [d for d in f.pinned if d not in roots and not _under_any(d, protected)]
     return GitLayout(common, tuple(dict.fromkeys(f.git_dirs)), tuple(f.protected),
                      tuple(pinned), tuple(f.make_dirs), tuple(f.make_files),
                      tuple(f.links), dot, tuple(f.skipped), tuple(f.module_dirs),

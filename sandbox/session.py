@@ -284,7 +284,7 @@ class Session:
                 _leftovers.make(manifest, tmp, roots, dirs=layout.make_dirs,
                                 files=layout.make_files, protected=layout.protected)
             policy = Policy.from_settings(project, settings, boxed=boxed, private_tmp=tmp,
-                                          env=env, output_cap=output_cap)
+                                          env=env, git=layout)._replace(output_cap=output_cap)
             if layout is not None:
                 views = module_views(layout, roots, find_git(policy.env, roots), policy.env,
                                      tmp + ".views")

@@ -106,23 +106,12 @@ def run(
     if cancel is not None and cancel.is_set():
         return RunResult("cancelled", elapsed=0.0, plan=plan)
     watched = plan.watched
-    marker: str | None = None
-    env: Mapping[str, str] = plan.env
-    if watched:
-        watchdog.ensure()
-        marker = watchdog.marker()
-        env = {**plan.env, MARKER_VAR: marker}
-
+    marker, env = _marked_env(plan)
     try:
         proc = _spawn_registered(plan, env, spawn)
     except OSError as err:
-        return RunResult(
-            "failed_to_start",
-            error=_os_error_text(err),
-            errno=err.errno,
-            elapsed=time.monotonic() - started,
-            plan=plan,
-        )
+        return RunResult("failed_to_start", error=_os_error_text(err), errno=err.errno,
+                         elapsed=time.monotonic() - started, plan=plan)
     pid = proc.pid
     if watched:
         watchdog.send(b"+ %d\n" % pid)
@@ -139,6 +128,16 @@ def run(
         if subreaper_enabled():
             with subreaper.spawn_lock:
                 subreaper.running.discard(pid)
+
+
+def _marked_env(plan: LaunchPlan) -> tuple[str | None, Mapping[str, str]]:
+    """A watched plan's marker (the watchdog started for it) and its environment with
+    the marker; an unwatched one's environment as it is."""
+    if not plan.watched:
+        return None, plan.env
+    watchdog.ensure()
+    marker = watchdog.marker()
+    return marker, {**plan.env, MARKER_VAR: marker}
 
 
 def _spawn_registered(
