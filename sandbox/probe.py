@@ -269,9 +269,24 @@ class Probe(NamedTuple):
             },
             "links": None if self.links is None else list(self.links),
             "euid": self.euid,
+            "box_identity": self.box_identity,
             "diagnosis": self.diagnosis,
             "fix": self.fix,
         }
+
+    @property
+    def box_identity(self) -> dict[str, object]:
+        """Which host user the box's processes are, and what that means: the box maps
+        the user who starts it to itself in a user namespace of its own, with no
+        capability in any namespace."""
+        root = self.euid == 0
+        return {"host_uid": self.euid, "capabilities": "none",
+                "files_made_owned_by": "root" if root else f"uid {self.euid}",
+                "note": ("host root without capabilities: the kernel's interfaces that "
+                         "check only the uid (/proc/sys and the like) are read-only in the "
+                         "box, and set-id modes are refused; run as a normal user where "
+                         "you can") if root else
+                        "your own user, without capabilities"}
 
 
 def parse_features(help_text: str) -> tuple[str, ...]:

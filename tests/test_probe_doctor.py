@@ -325,3 +325,23 @@ def test_doctor_reports_each_protection_in_force_or_why_not() -> None:
     lines = human.stderr.splitlines()
     assert f"seccomp: in force (libseccomp filter for {arches})" in lines
     assert any(line.startswith("memory: ") for line in lines)
+
+
+def test_doctor_says_which_host_user_the_box_runs_as(tmp_path: Path) -> None:
+    from sandbox.session import Session
+
+    r = subprocess.run([CLI, "doctor", "--json"], capture_output=True, text=True,
+                       check=False)
+    who = json.loads(r.stdout)["box_identity"]
+    assert who["host_uid"] == os.geteuid() and who["capabilities"] == "none"
+    text = subprocess.run([CLI, "doctor"], capture_output=True, text=True, check=False)
+    owner = "root" if os.geteuid() == 0 else f"uid {os.geteuid()}"
+    assert (f"the box runs as: host uid {os.geteuid()}, no capabilities; files it makes "
+            f"are owned by {owner}\n") in text.stderr
+    # And it is so: what the box makes in the project is that user's on the host.
+    project = tmp_path / "p"
+    project.mkdir()
+    with Session.open(str(project)) as s:
+        made = s.run(["sh", "-c", "echo x > made; grep CapEff /proc/self/status"])
+    assert made.stdout.split()[-1] == b"0000000000000000"
+    assert (project / "made").stat().st_uid == who["host_uid"]
