@@ -27,11 +27,12 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from . import filtercache
 from .errors import SandboxUnavailable
 from .limits import Bound, Limits, describe
 from .plan import LaunchPlan, RunResult
 from .process import cgroup, orphans
-from .seccomp import Compiled, compile_filter, reader
+from .seccomp import Compiled, reader
 
 if TYPE_CHECKING:
     from .backends import Backend
@@ -123,7 +124,8 @@ class Hardening:
             self._subreaper = True
             return self
         try:
-            self.filter = compile_filter()
+            # Kept between sessions in the private temp root (sandbox/filtercache.py).
+            self.filter = filtercache.load(os.path.dirname(private_tmp))
         except (ImportError, OSError, RuntimeError, AttributeError) as err:
             raise SandboxUnavailable(
                 f"the system-call filter could not be built: {err}", FILTER_FIX) from err
