@@ -15,7 +15,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 
-from launchers.claude_command import SHELL, convert
+from launchers.claude.command import SHELL, convert
 from pathguard.argv import CommandVerdict, Refusal
 
 _VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")

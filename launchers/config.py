@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal, NamedTuple, cast
 
-from launchers.claude_tools import lower_map
+from launchers.claude.tools import lower_map
 
 # Re-exported: the config's error and the [sandbox] table's type are part of its interface.
 from launchers.errors import ConfigError as ConfigError

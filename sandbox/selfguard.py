@@ -12,7 +12,7 @@ against the folders the agent can write:
 - the Python installation or virtual environment (``sys.prefix``, ``sys.base_prefix``);
 - every absolute folder on the import path (``sys.path``): a later import could come
   from there. (The console entry drops empty and relative entries before it imports
-  anything: see :mod:`launchers.syspath`.)
+  anything: see :mod:`launchers.cli.syspath`.)
 
 A refusal names what lies where and the fix. It is a :class:`PolicyError`.
 """

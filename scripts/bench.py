@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from launchers.config import Config, HookSpec  # noqa: E402
-from launchers.hooks import HookRunner  # noqa: E402
+from launchers.harness.hooks import HookRunner  # noqa: E402
 from sandbox.backends import host  # noqa: E402
 from sandbox.process import supervisor  # noqa: E402
 from sandbox.session import Session  # noqa: E402
@@ -233,7 +233,7 @@ def audit_cases(project: Path, home: Path, hook_dir: Path, env: dict[str, str],
 def import_cases(rounds: int) -> Results:
     """(h) importing the package, over a bare interpreter."""
     def imports() -> None:
-        subprocess.run([sys.executable, "-c", "import launchers.hooks, sandbox.session"],
+        subprocess.run([sys.executable, "-c", "import launchers.harness.hooks, sandbox.session"],
                        check=True, cwd=str(ROOT))
 
     def interpreter() -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from launchers import trust
+from launchers.openharness import trust
 
 REPO = Path(__file__).resolve().parent.parent
 HOOKS = REPO / "scripts" / "hooks"

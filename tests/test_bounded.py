@@ -16,11 +16,12 @@ import yaml
 from helpers.hook_programs import install_hooks
 
 import launchers.openharness as oh
-from launchers import bounded, protocol
-from launchers import records as rec
+from launchers import bounded
 from launchers.bounded import MAX_DEPTH, BoundsError
 from launchers.config import Config, ConfigError, HookSpec, load
-from launchers.hooks import HookRunner
+from launchers.harness import protocol
+from launchers.harness import records as rec
+from launchers.harness.hooks import HookRunner
 from sandbox.plan import RunResult
 from sandbox.session import Session
 
@@ -250,7 +251,7 @@ def test_a_crash_is_exit_2_and_one_line_naming_it_and_where_to_report(
     assert len(lines) == 1
     assert lines[0].startswith("harness-sandbox hook: internal error: RecursionError: "
                                "maximum recursion depth exceeded")
-    assert "(at launchers/protocol.py:" in lines[0]
+    assert "(at launchers/harness/protocol.py:" in lines[0]
     assert lines[0].endswith("This is a bug in harness-sandbox: please report it, with the "
                              "command you ran, to the project's issue tracker.")
 

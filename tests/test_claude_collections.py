@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from launchers.porting_lint import wrapped
+from launchers.claude.lint import wrapped
 
 REPO = Path(__file__).resolve().parent.parent
 

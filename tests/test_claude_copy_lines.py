@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from launchers.claude_files import Move, move_commands, shell_word
+from launchers.claude.files import Move, move_commands, shell_word
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="the lines are for bash and zsh")

@@ -19,8 +19,8 @@ from typing import NamedTuple
 
 import pytest
 
-from launchers.claude_command import convert
-from launchers.claude_import import map_matcher
+from launchers.claude.command import convert
+from launchers.claude.importer import map_matcher
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -17,9 +17,9 @@ from typing import NamedTuple
 
 import pytest
 
-from launchers import records as rec
 from launchers.config import Config, HookSpec
-from launchers.hooks import HookRunner
+from launchers.harness import records as rec
+from launchers.harness.hooks import HookRunner
 from sandbox.session import Session
 
 pytestmark = pytest.mark.isolation

@@ -177,7 +177,7 @@ def test_nothing_is_left_when_the_harness_is_killed(w: World) -> None:
         deadline = time.monotonic() + 20
         while not _leftovers(w) and time.monotonic() < deadline:
             time.sleep(0.01)
-        # Killed as soon as the session has made its files: the box may not even run.
+        # Killed as the session has made its files: the box may not even run.
         assert _leftovers(w) == ["commondir", "config.worktree"]
         manifest = _manifest_of(driver.pid)
         assert manifest is not None

@@ -23,7 +23,7 @@ import pytest
 from helpers.trees import FIX_W
 
 from launchers.config import Config, HookSpec, OnFailure
-from launchers.hooks import Decision, HookRefused, HookRunner
+from launchers.harness.hooks import Decision, HookRefused, HookRunner
 from sandbox.session import Session
 
 CLI = os.path.join(os.path.dirname(sys.executable), "harness-sandbox")

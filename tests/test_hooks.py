@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from helpers.procs import left_after, running_with
 
-from launchers import records as rec
 from launchers.config import Config, Event, HookSpec, OnFailure
-from launchers.hooks import Decision, HookRefused, HookRunner
+from launchers.harness import records as rec
+from launchers.harness.hooks import Decision, HookRefused, HookRunner
 from sandbox.plan import RunResult
 from sandbox.policy import Policy
 from sandbox.session import Session
@@ -394,7 +394,7 @@ def test_the_hook_reads_the_envelope_the_seed_describes(session: Session, hook: 
 
 def test_an_mcp_call_carries_server_tool_and_arguments(session: Session, hook: Hooks,
                                                        project: Path) -> None:
-    from launchers.protocol import mcp_input
+    from launchers.harness.protocol import mcp_input
 
     r = runner(session, hook("mcp-audit", "copy-stdin.py", "mcp", tools=["mcp"]))
     call(r, "mcp", mcp_input("github", "create_issue", {"title": "t", "body": "b"}))
@@ -455,7 +455,7 @@ def test_every_run_is_recorded_as_an_effect_under_its_input_digest(
                        "no_hooks": False, "session_id": "01MSESSION"}
     assert running["type"] == "hook.started"
     assert effect["type"] == "hook.effect" and effect["hook"] == "no-force-push"
-    from launchers.protocol import pre_tool_use
+    from launchers.harness.protocol import pre_tool_use
 
     envelope = pre_tool_use("01MSESSION", session.policy.project_as_written, "auto", "bash",
                             PUSH, tool_use_id="7EX", project=session.policy.project)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from launchers.config import Config, HookSpec
-from launchers.hooks import HookRunner
+from launchers.harness.hooks import HookRunner
 from sandbox.env import LOADER_VARS, LoaderVar, host_env, path_words
 from sandbox.policy import Policy
 from sandbox.session import Session

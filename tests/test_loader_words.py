@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from launchers.config import Config, HookSpec
-from launchers.hooks import HookRunner
+from launchers.harness.hooks import HookRunner
 from sandbox.env import host_env
 from sandbox.policy import Policy
 from sandbox.session import Session

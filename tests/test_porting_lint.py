@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from launchers.porting_lint import (
+from launchers.claude.lint import (
     FINDINGS_LIMIT,
     READ_LIMIT,
     Finding,

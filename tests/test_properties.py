@@ -28,11 +28,11 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import launchers.openharness as oh
-from launchers import protocol
-from launchers import records as rec
 from launchers.bounded import MAX_DEPTH, bracket_depth, one_line
 from launchers.config import EVENTS, HOOK_KEYS, Config, ConfigError, Event, HookSpec, load
-from launchers.hooks import HookRunner
+from launchers.harness import protocol
+from launchers.harness import records as rec
+from launchers.harness.hooks import HookRunner
 from launchers.sandbox_table import SANDBOX_KEYS
 from sandbox.plan import RunResult
 

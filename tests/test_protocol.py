@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from launchers import protocol as p
+from launchers.harness import protocol as p
 from sandbox.plan import RunResult
 
 

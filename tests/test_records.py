@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from launchers import records as r
 from launchers.config import HookSpec
+from launchers.harness import records as r
 from sandbox.plan import RunResult
 
 PUSH = HookSpec(name="no-force-push", event="PreToolUse", command=("/opt/h/no-force-push.sh",),

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from launchers.syspath import safe_path
+from launchers.cli.syspath import safe_path
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = os.path.join(os.path.dirname(sys.executable), "harness-sandbox")

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from launchers import openharness as oh
-from launchers import trust
+from launchers.openharness import trust
 
 BOX = pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("bwrap") is None,
                          reason="needs bubblewrap on Linux")

@@ -90,7 +90,7 @@ def _verdict_line(checked: Sequence[Checked], config: Config, looked_at: str | N
 
 def _lint(checked: Sequence[Checked], project: str) -> list[str]:
     """The porting lint: scripts that test for Claude Code's names object to nothing here."""
-    from launchers.porting_lint import lint_answers, lint_hooks
+    from launchers.claude.lint import lint_answers, lint_hooks
 
     ours = [c for c in checked if c.source == "harness"]
     return [*lint_hooks(((c.name, c.argv) for c in ours), project=project),
@@ -180,7 +180,7 @@ def _check_openharness(admission: Admission, path: str) -> list[Checked]:
     A file whose content is not trusted is one refused entry (``kind: "untrusted"``):
     nothing of it is checked, since nothing of it may run. Raises OhConfigError."""
     from launchers.openharness.config import load as load_openharness
-    from launchers.trust import Untrusted, untrusted_refusal
+    from launchers.openharness.trust import Untrusted, untrusted_refusal
 
     try:
         config = load_openharness(path, policy=admission.policy)

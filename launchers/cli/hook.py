@@ -16,13 +16,14 @@ import os
 import threading
 from typing import Any
 
-from launchers import bounded, protocol
+from launchers import bounded
 from launchers.cli.common import JSON_VERSION, load_user_config, policy_error_line, say
 from launchers.cli.interrupt import run_interruptible
 from launchers.config import ConfigError, Event
 from launchers.errors import UsageError
-from launchers.hooks import Decision, HookRefused, HookRunner, new_session_id
-from launchers.protocol import NO_HOOKS_BANNER
+from launchers.harness import protocol
+from launchers.harness.hooks import Decision, HookRefused, HookRunner, new_session_id
+from launchers.harness.protocol import NO_HOOKS_BANNER
 
 EVENTS: tuple[Event, ...] = ("PreToolUse", "UserPromptSubmit")
 

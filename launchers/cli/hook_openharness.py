@@ -134,7 +134,7 @@ def _prepare(args: argparse.Namespace, project: str) -> tuple[Config, OhConfig, 
 def _fire_in_session(args: argparse.Namespace, project: str, user: Config, config: OhConfig,
                      ctx: Context) -> Result | int:
     """The event fired in the session, or the exit status when it could not be."""
-    from launchers.trust import refuse_store_in_box
+    from launchers.openharness.trust import refuse_store_in_box
     from sandbox.errors import PolicyError, SandboxError
     from sandbox.session import Session
 

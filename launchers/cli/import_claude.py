@@ -18,7 +18,7 @@ import sys
 import tempfile
 
 from launchers.admission import Admission
-from launchers.claude_import import (
+from launchers.claude.importer import (
     Converted,
     Imported,
     ImportFailed,
@@ -27,8 +27,8 @@ from launchers.claude_import import (
     move_commands,
     render_all,
 )
+from launchers.claude.lint import lint_answers, lint_hooks
 from launchers.config import Config, ConfigError, SandboxSettings, load, locate
-from launchers.porting_lint import lint_answers, lint_hooks
 from launchers.startable import start_problem
 from sandbox.errors import PolicyError
 from sandbox.policy import Policy

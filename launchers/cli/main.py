@@ -5,11 +5,11 @@ Each command lives in its own module, imported only when that command runs, so t
 stderr; ``--json`` output is one document on stdout.
 
 The first statements drop every import-path entry that names the working directory
-(see :mod:`launchers.syspath`), before anything else is imported; so this module has no
+(see :mod:`launchers.cli.syspath`), before anything else is imported; so this module has no
 ``from __future__`` import, and its annotations that name argparse are strings.
 """
 
-from launchers import syspath
+from launchers.cli import syspath
 
 syspath.clean()
 

@@ -2,7 +2,7 @@
 
 The supervisor reads a run's stdout and stderr into buffers capped at
 ``[sandbox] output_cap``: what a hook's answer and a ``--json`` document need. A command
-run from a terminal or into a pipe needs the opposite: every byte, as soon as it is
+run from a terminal or into a pipe needs the opposite: every byte, as it is
 written, and the end of the run when its reader goes away (``run -- yes | head -1``).
 
 So for the one run of a ``run`` command the pipes' reader passes each chunk on to our

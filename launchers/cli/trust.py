@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from launchers.cli.common import say
 from launchers.errors import ConfigError, OhConfigError, UsageError
 from launchers.openharness.config import OhConfig, OhHook
-from launchers.trust import (
+from launchers.openharness.trust import (
     TrustStore,
     parse_bytes,
     read_file,

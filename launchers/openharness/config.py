@@ -183,10 +183,10 @@ def parse(text: str, path: str) -> OhConfig:
 
 def load(path: str, *, policy: Policy | None = None) -> OhConfig:
     """Read ``path`` once, refuse it unless those bytes are trusted at its path, and
-    check them (see :mod:`launchers.trust`; ``policy``: the session's, so that a trust
+    check them (see :mod:`launchers.openharness.trust`; ``policy``: the session's, so that a trust
     store the box could write is refused). Raises :class:`OhConfigError`, including
     ``trust.Untrusted`` and ``trust.TrustStoreError``."""
-    from launchers.trust import load_trusted
+    from launchers.openharness.trust import load_trusted
 
     return load_trusted(path, policy=policy)
 

@@ -74,7 +74,7 @@ def session_runner(session: Session, pins: Mapping[str, Pins] | None = None
         pinned = pins.get(argv[-1]) if pins else None
         changed = pinned.changed() if pinned is not None else None
         if changed is not None:
-            from launchers.hooks import changed_since_start
+            from launchers.harness.hooks import changed_since_start
 
             return changed_since_start(changed)
         return session.run(

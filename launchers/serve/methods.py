@@ -3,7 +3,7 @@
 Every document is the one the CLI gives: ``open`` answers with ``audit --json``'s
 document (built by the same functions), ``hook`` with ``hook --json``'s, and
 ``hook_openharness`` with ``hook --openharness --json``'s. The session is the library's
-:class:`~sandbox.session.Session` and :class:`~launchers.hooks.HookRunner`, so records,
+:class:`~sandbox.session.Session` and :class:`~launchers.harness.hooks.HookRunner`, so records,
 replay, resume, the identity pins (checked before each hook runs) and the trust of an
 openHarness file (read again for each event) are as in the library.
 """
@@ -17,13 +17,13 @@ import threading
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from launchers import records as rec
+from launchers.harness import records as rec
 from launchers.serve import wire
 from launchers.serve.wire import WireError
 
 if TYPE_CHECKING:
     from launchers.config import Config
-    from launchers.hooks import HookRunner
+    from launchers.harness.hooks import HookRunner
     from launchers.serve.server import Emit
     from sandbox.plan import RunResult
     from sandbox.process.pipes import Pipes
@@ -81,7 +81,7 @@ def streaming(emit: Emit) -> type[Pipes]:
 
 def run_document(result: RunResult) -> dict[str, Any]:
     """A run's result: ``exit`` is the status ``harness-sandbox run`` would exit with;
-    the rest as records keep a run (:func:`launchers.records.result_to_json`)."""
+    the rest as records keep a run (:func:`launchers.harness.records.result_to_json`)."""
     from launchers.cli.run import exit_status
 
     doc = rec.result_to_json(result)
@@ -134,7 +134,7 @@ class ServeSession:
     def open(self, p: dict[str, Any]) -> dict[str, Any]:
         from launchers.cli.common import load_user_config, policy_error_line
         from launchers.config import ConfigError
-        from launchers.hooks import new_session_id
+        from launchers.harness.hooks import new_session_id
         from sandbox.errors import PolicyError, SandboxError
         from sandbox.session import Session
 
@@ -189,7 +189,7 @@ class ServeSession:
 
     def _runner(self, p: dict[str, Any], config: Config, session: Session, *, sid: str,
                 warnings: list[str], stack: ExitStack) -> HookRunner:
-        from launchers.hooks import HookRefused, HookRunner
+        from launchers.harness.hooks import HookRefused, HookRunner
 
         recorded: list[dict[str, Any]] | None = None
         replay: rec.Replay | None = None

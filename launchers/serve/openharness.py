@@ -23,7 +23,7 @@ def fire_one(session: Session, path: str, p: dict[str, Any], args: argparse.Name
     from launchers.errors import OhConfigError
     from launchers.openharness.config import EVENTS, TOOL_EVENTS, load, unknown_event
     from launchers.openharness.fire import Result, check, fire, pins_of, session_runner
-    from launchers.trust import Untrusted, refuse_store_in_box
+    from launchers.openharness.trust import Untrusted, refuse_store_in_box
 
     event: str = p["event"]
     if event not in EVENTS:

@@ -272,7 +272,7 @@ def profile(policy: Policy, *, folds: Callable[[str], bool] | None = None) -> Pr
         names = param(prefix, exact)
         filters = [f'(literal (param "{n}"))' for n in names]
         if below:
-            # The subpath as well as the literal: the rule must hold for the path itself
+            # The subpath as the literal: the rule must hold for the path itself
             # being made, not only for what lies below it.
             filters += [f'(subpath (param "{n}"))' for n in names]
         return filters + [f'(regex (param "{n}"))' for n in param(prefix + "_RX", folded)]

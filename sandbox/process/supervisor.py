@@ -244,7 +244,7 @@ def _watch_exit(pid: int, streams: Pipes) -> int:
 def _end_tree(plan: LaunchPlan, pid: int, streams: Pipes, marker: str | None,
               outcome: Outcome) -> None:
     """The main process is gone (or about to be): end its group before reaping it, while
-    the zombie still pins the group's id; drain the pipes as long as the plan says; hunt
+    the zombie still pins the group's id; drain the pipes as the plan says; hunt
     down what carries the marker when the run did not simply exit or the pipes are
     still held."""
     _killpg(pid)

@@ -25,7 +25,7 @@ def running_with(word: str) -> list[int]:
 
 def left_after(word: str, seconds: float = 1.0) -> list[int]:
     """The processes with ``word`` still running once ``seconds`` have passed (returns
-    as soon as none is left)."""
+    as none is left)."""
     deadline = time.monotonic() + seconds
     while running_with(word) and time.monotonic() < deadline:
         time.sleep(0.02)

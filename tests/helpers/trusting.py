@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from launchers import trust
+from launchers.openharness import trust
 
 
 @contextlib.contextmanager

@@ -1,6 +1,6 @@
 """The hook protocol: envelopes in, answers out, and every text the protocol shows.
 
-Pure: nothing here starts a process or touches a file. :mod:`launchers.hooks` runs the
+Pure: nothing here starts a process or touches a file. :mod:`launchers.harness.hooks` runs the
 hooks and calls :func:`parse` on each result.
 
 An envelope is one line of JSON (Claude Code's field names, without

@@ -27,7 +27,7 @@ _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
 class Command(NamedTuple):
     """``argv`` to run; ``shell`` when it is ``/bin/sh -c``; ``words`` the string's words
-    with the variables expanded (for a shell string, as far as they can be told)."""
+    with the variables expanded (for a shell string, as they can be told)."""
 
     argv: tuple[str, ...]
     shell: bool

@@ -29,8 +29,9 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, Literal
 
-from launchers import bounded, protocol
+from launchers import bounded
 from launchers.config import Event, HookSpec
+from launchers.harness import protocol
 from sandbox.plan import RunResult
 
 Record = dict[str, Any]

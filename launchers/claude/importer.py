@@ -5,10 +5,10 @@ A settings file (``~/.claude/settings.json``, ``.claude/settings.json``,
 command, timeout}]}]}``. Each ``PreToolUse`` and ``UserPromptSubmit`` command hook
 becomes one entry:
 
-* ``matcher`` -> ``tools`` through :data:`launchers.claude_tools.TOOL_MAP` (a plain name
+* ``matcher`` -> ``tools`` through :data:`launchers.claude.tools.TOOL_MAP` (a plain name
   or ``|``-list matched exactly, anything else as a regular expression searched in each
   tool name, as Claude Code does; ``*``, empty or absent covers every tool);
-* the command string -> an argv (:mod:`launchers.claude_command`);
+* the command string -> an argv (:mod:`launchers.claude.command`);
 * a file the argv names that lies in the project or in a folder the box hides gets a
   new place under ``~/.local/share/harness/hooks/`` and the ``mkdir``/``cp`` to put it
   there (:class:`Move`); the entry names the new place;
@@ -26,12 +26,12 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
-from launchers.claude_command import convert
-from launchers.claude_files import HOOKS_HOME as HOOKS_HOME
-from launchers.claude_files import Move as Move
-from launchers.claude_files import Mover
-from launchers.claude_files import move_commands as move_commands
-from launchers.claude_tools import CLAUDE_TOOLS, MCP_PREFIX, MCP_SAMPLE, TOOL_MAP
+from launchers.claude.command import convert
+from launchers.claude.files import HOOKS_HOME as HOOKS_HOME
+from launchers.claude.files import Move as Move
+from launchers.claude.files import Mover
+from launchers.claude.files import move_commands as move_commands
+from launchers.claude.tools import CLAUDE_TOOLS, MCP_PREFIX, MCP_SAMPLE, TOOL_MAP
 from launchers.config import EVENTS, TIMEOUT_MAX, TIMEOUT_MIN
 
 SETTINGS_LIMIT = 4 * 1024 * 1024

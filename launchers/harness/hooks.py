@@ -22,12 +22,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from launchers import protocol
-from launchers import records as rec
 from launchers.admission import Admission
 from launchers.config import Config, Event, HookSpec
 from launchers.errors import HookRefused as HookRefused
 from launchers.failure_hints import Failure, block_hints, describe, places_of
+from launchers.harness import protocol
+from launchers.harness import records as rec
 from pathguard.argv import Refusal
 from pathguard.identity import Pins
 from sandbox.plan import RunResult

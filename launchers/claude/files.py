@@ -17,7 +17,7 @@ import shlex
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
-from launchers.porting_lint import read_text
+from launchers.claude.lint import read_text
 
 HOOKS_HOME = "~/.local/share/harness/hooks"
 SIBLINGS_LIMIT = 50  # files taken along with one hook: past it, the rest are said
