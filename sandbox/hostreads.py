@@ -1,6 +1,6 @@
 """What the host reads to decide what to run, wherever it lies: read-only in the box.
 
-The project's own files of that kind are covered by :mod:`sandbox.gitdirs` and
+The project's own files of that kind are covered by :mod:`sandbox.git.dirs` and
 :mod:`sandbox.toolconfigs`. A ``[sandbox] writable`` folder can hold more: a writable
 home holds the toolkit's own config and trust store, git's global config and the
 shells' start-up files. Each that exists inside a folder the box can write is bound

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 from .beneath import link_on_the_way
 from .env import drop_names
 from .errors import PolicyError
-from .gitdirs import GitLayout, find_layout, git_common_dir
+from .git.dirs import GitLayout, find_layout, git_common_dir
 from .settings import SandboxSettings
 from .text import escape
 
@@ -230,12 +230,12 @@ class Policy(NamedTuple):
     tmpdir: str = ""
     env: Mapping[str, str] = MappingProxyType({})
     output_cap: int = DEFAULT_OUTPUT_CAP
-    # Found once, at from_settings(): see sandbox.gitdirs. Canonical paths, each reached
+    # Found once, at from_settings(): see sandbox.git.dirs. Canonical paths, each reached
     # from a writable root without following a link.
     protected: tuple[str, ...] = ()
     missing_hooks: tuple[str, ...] = ()
     pinned_dirs: tuple[str, ...] = ()
-    # (protected path, what the box sees there instead): see sandbox.gitviews.
+    # (protected path, what the box sees there instead): see sandbox.git.views.
     views: tuple[tuple[str, str], ...] = ()
     # [sandbox] allow_unix_sockets: absolute, ~ expanded (see sandbox/sockets.py).
     allow_unix_sockets: tuple[str, ...] = ()
@@ -318,8 +318,8 @@ class Policy(NamedTuple):
 
     def with_git(self, git: GitLayout, views: tuple[tuple[str, str], ...] = ()) -> Policy:
         """This policy with the git layout a session found (asking the host's git) and
-        made the missing protected names of (:func:`sandbox.gitdirs.find_layout`), and
-        what the box sees over some of them (:mod:`sandbox.gitviews`)."""
+        made the missing protected names of (:func:`sandbox.git.dirs.find_layout`), and
+        what the box sees over some of them (:mod:`sandbox.git.views`)."""
         return self._replace(views=views, **_git_fields(self.project, self.writable, git,
                                                         self.env, self.home,
                                                         allowed=self.allow_tool_configs))
@@ -372,7 +372,7 @@ class Policy(NamedTuple):
 
     def protected_paths(self) -> tuple[str, ...]:
         """What git reads to decide which programs to run, read-only in the box (see
-        :mod:`sandbox.gitdirs`). Empty when ``protect`` is off."""
+        :mod:`sandbox.git.dirs`). Empty when ``protect`` is off."""
         return self.protected if self.protect else ()
 
     def missing_hook_dirs(self) -> tuple[str, ...]:

@@ -24,10 +24,10 @@ from .backends import Backend, choose
 from .backends.bwrap import BwrapBackend
 from .backends.host import HostBackend
 from .errors import PolicyError
-from .gitconfig import find_git
-from .gitdirs import GitLayout, find_layout
-from .gitreport import report
-from .gitviews import module_views
+from .git.config import find_git
+from .git.dirs import GitLayout, find_layout
+from .git.report import report
+from .git.views import module_views
 from .plan import LaunchPlan, RunResult
 from .policy import DEFAULT_OUTPUT_CAP, Policy, expand, private_tmp_root
 from .process.made import clean_session
@@ -131,7 +131,8 @@ class _Made:
     writable folder (sandbox/hostreads.py). Looked at once at the open."""
 
     def __init__(self, policy: Policy) -> None:
-        from . import hostreads
+        from sandbox import hostreads
+
         from .toolconfigs import present
 
         self.policy = policy
@@ -243,11 +244,11 @@ class Session:
         :class:`SandboxUnavailable` when the session needs the box and it cannot be built.
 
         What host git reads to decide what to run is found once, here (see
-        :mod:`sandbox.gitdirs`); missing protected names are made, and removed at the
+        :mod:`sandbox.git.dirs`); missing protected names are made, and removed at the
         end (or by the watchdog, or by the next session, if the harness dies). At the
         end, what the box could not stop (a new git folder, a re-pointed link, a nested
         repository staged as a gitlink) is reported in :attr:`warnings`
-        (:mod:`sandbox.gitreport`).
+        (:mod:`sandbox.git.report`).
         """
         return Opening(cls._open(project, settings, boxed=boxed, env=env,
                                  output_cap=output_cap))

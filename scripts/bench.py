@@ -308,7 +308,7 @@ def network_cases(base: Path, rounds: int) -> Results:
     return results
 
 
-# -- a repository with many git folders (sandbox/gitdirs.py, sandbox/gitviews.py) ---
+# -- a repository with many git folders (sandbox/git/dirs.py, sandbox/git/views.py) ---
 
 
 def scale_cases(base: Path, rounds: int, modules: int = 200) -> Results:

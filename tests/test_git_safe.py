@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from launchers.config import SandboxSettings
-from sandbox import gitsafe
+from sandbox.git import safe as gitsafe
 from sandbox.session import Session
 
 pytestmark = [
@@ -79,7 +79,7 @@ def test_every_neutral_key_is_accepted_by_git_and_is_not_read_back_as_the_users(
         done = subprocess.run(gitsafe.argv(git, args), cwd=project, capture_output=True,
                               env={**os.environ, "LC_ALL": "C"})
         assert done.returncode == 0, (args, done.stderr)
-    from sandbox.gitconfig import ask_project
+    from sandbox.git.config import ask_project
 
     found = ask_project(git, str(project), dict(os.environ))
     assert not [e for e in found.entries if (e.key, e.value) in

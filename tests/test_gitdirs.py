@@ -131,6 +131,6 @@ def test_a_bwrap_without_bind_fd_is_named_with_the_fix(tmp_path: Path) -> None:
     (b"[core]\n\teditor = vi \\\n  -x\n", True),  # a continued line: asked
 ])
 def test_a_config_is_asked_about_when_it_may_name_a_program(text: bytes, ask: bool) -> None:
-    from sandbox.gitconfig import worth_asking
+    from sandbox.git.config import worth_asking
 
     assert worth_asking(text) is ask

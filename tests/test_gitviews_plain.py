@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.gitviews import without_worktree
+from sandbox.git.views import without_worktree
 
 WRITTEN_BY_GIT = b"""[core]
 \trepositoryformatversion = 0

@@ -6,7 +6,7 @@ supervisor runs it. Nothing here spawns.
 The rule for bind sources: no path bound here is ever a link's target. The read-write
 roots (the project, a real linked worktree's common dir, ``[sandbox] writable``) are
 canonical paths the user named; every other path (pinned git folders, protected git
-files, the files the git config names) was found by :mod:`sandbox.gitdirs` walking down
+files, the files the git config names) was found by :mod:`sandbox.git.dirs` walking down
 from one of those roots without following a link, and every folder between the root and
 a protected path is pinned (bound onto itself), so that a boxed command cannot rename
 it and put a link in its place for the next box to follow. A session binds those paths
@@ -255,7 +255,7 @@ def box_args(
        - the project's ``.git``, and every folder between a read-write root and a
          protected path, bound onto itself, so that it is a mount point and cannot be
          renamed away and replaced by one whose hooks are writable, or by a link;
-       - protected paths (``.git/hooks``, ``.git/config``, see :mod:`sandbox.gitdirs`)
+       - protected paths (``.git/hooks``, ``.git/config``, see :mod:`sandbox.git.dirs`)
          bound read-only onto themselves, after the read-write bind that contains
          them; a ``.git/hooks``
          that does not exist yet becomes an empty read-only tmpfs (bwrap leaves its

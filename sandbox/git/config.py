@@ -16,9 +16,9 @@ import subprocess
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from . import gitsafe
-from .errors import GitLayoutError
-from .text import escape
+from sandbox.errors import GitLayoutError
+from sandbox.git import safe as gitsafe
+from sandbox.text import escape
 
 # Keys whose value is a command git may run in the course of ordinary work (status,
 # commit, fetch, diff, merge...). The value's first word, and every word with a ``/``,

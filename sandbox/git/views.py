@@ -21,8 +21,10 @@ import re
 import subprocess
 from collections.abc import Mapping
 
-from . import beneath, gitconfig, gitsafe
-from .gitdirs import GitLayout
+from sandbox import beneath
+from sandbox.git import config as gitconfig
+from sandbox.git import safe as gitsafe
+from sandbox.git.dirs import GitLayout
 
 
 def module_views(layout: GitLayout, roots: tuple[str, ...], git: str | None,

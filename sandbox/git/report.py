@@ -11,10 +11,12 @@ import subprocess
 import time
 from collections.abc import Mapping
 
-from . import beneath, gitconfig, gitsafe
-from .errors import GitLayoutError
-from .gitdirs import GitLayout, find_layout
-from .text import escape
+from sandbox import beneath
+from sandbox.errors import GitLayoutError
+from sandbox.git import config as gitconfig
+from sandbox.git import safe as gitsafe
+from sandbox.git.dirs import GitLayout, find_layout
+from sandbox.text import escape
 
 
 def _hooks(gitdir: str) -> list[str]:

@@ -6,7 +6,7 @@ folder of the project (its ``.git``, a linked worktree's own and common folders,
 ``worktrees/*`` entry, every module folder at any depth): ``hooks``, ``config``,
 ``config.worktree``, ``commondir`` and ``gitdir``; and, inside the folders the box can
 write, the files the config includes, ``core.hooksPath`` and every program a key names
-(asked of the host's git, :mod:`sandbox.gitconfig`). A protected name that does not
+(asked of the host's git, :mod:`sandbox.git.config`). A protected name that does not
 exist is made before the box starts (a ``commondir`` of ``.``, an empty file, an empty
 folder) and removed at the end, so the box cannot create it.
 
@@ -31,10 +31,11 @@ import os
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from . import beneath, gitconfig
-from .beneath import Found
-from .errors import GitLayoutError
-from .text import escape
+from sandbox import beneath
+from sandbox.beneath import Found
+from sandbox.errors import GitLayoutError
+from sandbox.git import config as gitconfig
+from sandbox.text import escape
 
 # What git reads in each git folder to decide what to run (gitrepository-layout), and
 # what to make when it is missing: a folder, or a file with this content.
