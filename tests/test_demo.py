@@ -65,4 +65,10 @@ def test_the_demo_shows_the_banner_the_audit_and_the_hooks_at_work(home: Path) -
     # The demo forgets what it trusted: the store it used holds nothing.
     store = home / ".local/share/harness/trusted.json"
     assert '"files": {}' in store.read_text()
-    assert "harness: bash in" in (home / ".local/share/harness-sandbox-demo/notify.log").read_text()
+    # The host hook's notification log was shown; then everything the demo made went.
+    assert "harness: bash in" in out
+    assert not (home / ".local/share/harness-sandbox-demo").exists()
+    # Its story is on stdout, each refusal said as the point it is.
+    assert done.stderr == ""
+    assert "(exit 1: the call is blocked)\n" in done.stdout
+    assert "not what the demo expected" not in done.stdout
