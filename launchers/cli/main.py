@@ -80,6 +80,12 @@ def parser() -> "argparse.ArgumentParser":
     p.add_argument("--no-hooks", action="store_true", help="run with hooks turned off")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
 
+    _more_commands(sub)
+    return top
+
+
+def _more_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """trust, doctor, import and serve."""
     p = sub.add_parser("trust", help="review an openHarness file and trust its content")
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--openharness", metavar="FILE", help="show its hooks, then trust it")
@@ -104,7 +110,6 @@ def parser() -> "argparse.ArgumentParser":
     _session_options(p)
     p.add_argument("--no-hooks", action="store_true", help="a session with hooks turned off")
     p.add_argument("--no-sandbox", action="store_true", help="a session with no sandbox")
-    return top
 
 
 def version() -> str:
