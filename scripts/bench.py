@@ -353,6 +353,28 @@ def scale_cases(base: Path, rounds: int, modules: int = 200) -> Results:
     return results
 
 
+# -- serve, from the Node.js client (examples/node-harness/bench.mjs) ----------------
+
+
+def serve_cases(rounds: int) -> Results:
+    """(v) ``harness-sandbox serve`` as a Node.js harness meets it: a boxed ``true`` and a
+    boxed PreToolUse hook round-trip (medians), and 1,000 runs in flight at once."""
+    node = shutil.which("node")
+    if node is None:
+        return {"v_serve": {"error": "node is not installed"}}
+    done = subprocess.run([node, str(ROOT / "examples" / "node-harness" / "bench.mjs"),
+                           str(rounds), CLI], capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        return {"v_serve": {"error": done.stderr or done.stdout}}
+    got = json.loads(done.stdout)
+    return {"v_serve_boxed_true": {"median_ms": got["serve_boxed_true_ms"], "p95_ms": None,
+                                   "n": rounds},
+            "v_serve_pretooluse_hook": {"median_ms": got["serve_pretooluse_hook_ms"],
+                                        "p95_ms": None, "n": rounds},
+            "v_serve_1000_in_flight_ok": got["in_flight_1000_ok"],
+            "v_serve_1000_in_flight_ms": got["in_flight_1000_ms"]}
+
+
 def measure(quick: bool) -> Results:
     rounds = 15 if quick else 60
     cli_rounds = 8 if quick else 30
@@ -371,6 +393,7 @@ def measure(quick: bool) -> Results:
         results.update(import_cases(cli_rounds))
         results.update(network_cases(base, cli_rounds))
         results.update(scale_cases(base, cli_rounds))
+        results.update(serve_cases(rounds))
         results["cli_peak_rss_kib_run_true"] = peak_kib(
             env, CLI, "run", "--project", str(project), "--", TRUE)
         results["cli_peak_rss_kib_audit_1000"] = peak_kib(

@@ -42,6 +42,8 @@ export class ServeClient {
     if (message.event === "ready") return this.onReady(message);
     const waiting = this.pending.get(message.id);
     if (!waiting) return;
+    // An event about a request in flight (a streamed run's output) comes before its reply.
+    if ("event" in message) return waiting.onEvent?.(message);
     this.pending.delete(message.id);
     if ("error" in message) waiting.reject(new ServeError(message.error));
     else waiting.resolve(message.result);
@@ -49,9 +51,11 @@ export class ServeClient {
 
   // Send one request; the promise settles with its result, or rejects with ServeError.
   // `sent` receives the id at once (for a later cancel).
-  request(method, params = {}, sent = () => {}) {
+  // `onEvent` receives its events (with `stream: true`, a run's output as it comes).
+  request(method, params = {}, sent = () => {}, onEvent = undefined) {
     const id = ++this.nextId;
-    const reply = new Promise((resolve, reject) => this.pending.set(id, { resolve, reject }));
+    const reply = new Promise((resolve, reject) =>
+      this.pending.set(id, { resolve, reject, onEvent }));
     this.child.stdin.write(JSON.stringify({ id, method, params }) + "\n");
     sent(id);
     return reply;
