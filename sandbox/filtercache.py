@@ -18,7 +18,6 @@ the library is not found there, nothing is kept.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import stat
 from collections.abc import Sequence
@@ -55,7 +54,20 @@ def key(table: Sequence[Denial] = DENIED) -> str | None:
     if binding is None:
         return None
     text = repr((tuple(table), arches(), os.uname().machine, library, binding))
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+    return _sha256(text.encode())[:32]
+
+
+def _sha256(data: bytes) -> str:
+    """SHA-256 from the interpreter's own module: importing hashlib loads OpenSSL, about
+    three milliseconds of every session's start."""
+    try:
+        from _sha256 import sha256  # type: ignore[import-not-found]  # Python 3.11
+    except ImportError:
+        try:
+            from _sha2 import sha256  # type: ignore[import-not-found]  # 3.12 and later
+        except ImportError:
+            from hashlib import sha256
+    return str(sha256(data).hexdigest())
 
 
 def _read_kept(path: str) -> bytes | None:
