@@ -19,6 +19,9 @@ from pathlib import Path
 import pytest
 from helpers.gitworld import GIT_ID, World, explain, host_git_runs_nothing, w
 
+from sandbox.session import Session
+from sandbox.settings import SandboxSettings
+
 pytestmark = [
     pytest.mark.isolation,
     pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("bwrap") is None,
@@ -336,3 +339,32 @@ def test_the_next_session_cleans_up_when_harness_and_watchdog_were_both_killed(
     finally:
         driver.kill()
         driver.wait()
+
+
+def test_the_report_reads_the_boxs_index_itself_not_with_git(w: World) -> None:
+    # Host git on PATH is a wrapper that logs each subcommand and runs the real one:
+    # at the session's end no git may be asked to read the index the box wrote.
+    wrapper = w.base / "bin"
+    wrapper.mkdir()
+    log = w.base / "git.log"
+    real = shutil.which("git")
+    (wrapper / "git").write_text(f'#!/bin/sh\necho "$*" >> {log}\nexec {real} "$@"\n')
+    (wrapper / "git").chmod(0o755)
+    env = {**w.env, "PATH": f"{wrapper}:{w.env['PATH']}"}
+    with Session.open(str(w.project), SandboxSettings(hide_defaults=False), env=env) as s:
+        log.write_text("")
+        r = s.run(["sh", "-c", f"git init -q inner && git -C inner {' '.join(GIT_ID)} "
+                   "commit -q --allow-empty -m x && git add inner"])
+    assert r.ok, explain(r)
+    assert any("staged as a gitlink" in line for line in s.warnings)
+    asked = log.read_text().splitlines()
+    assert not [a for a in asked if "ls-files" in a or "status" in a], asked
+
+
+def test_an_index_the_report_cannot_read_is_said(w: World) -> None:
+    r, warnings = w.box("git update-index --split-index")
+    assert r.ok, explain(r)
+    assert warnings == [
+        f"the index {w.project}/.git/index was written during the session in a form this "
+        "check does not read (a split index, or damaged) and git run on the host in "
+        f"{w.project} would use it; check it before you do"]

@@ -239,12 +239,6 @@ def _gitlinks(done: subprocess.CompletedProcess[bytes], cwd: str) -> list[str]:
     return out
 
 
-def gitlinks(git: str, top: str, env: Mapping[str, str]) -> list[str]:
-    """The paths the index records as gitlinks (submodules, nested repositories staged):
-    host git in the project goes into each that has a ``.git`` (``git status`` does)."""
-    return _gitlinks(_git(git, ["ls-files", "--stage", "-z"], env, top), top)
-
-
 def ask_file(git: str, path: str, env: Mapping[str, str]) -> list[Entry]:
     """Every entry of one config file and what it includes."""
     listed = _git(git, ["config", "--file", path, "--includes", "--show-origin", "-z",

@@ -16,6 +16,7 @@ from sandbox.errors import GitLayoutError
 from sandbox.git import config as gitconfig
 from sandbox.git import safe as gitsafe
 from sandbox.git.dirs import GitLayout, find_layout
+from sandbox.git.index import gitlinks as index_gitlinks
 from sandbox.text import escape
 
 
@@ -227,8 +228,18 @@ def _new_gitlinks(project: str, now: GitLayout, git: str | None, env: Mapping[st
     # A new module folder under .git/modules is said once, as a new git folder. The
     # gitlinks known at the start are looked at again (a .git made in an empty one).
     known = (*known, *now.git_dirs)
+    staged: list[str] | None = []
+    if fresh:
+        # Read here, not by git: the box wrote this index (sandbox/git/index.py).
+        top = os.path.dirname(now.git_dirs[0]) if os.path.basename(
+            now.git_dirs[0]) == ".git" else project
+        staged = index_gitlinks(index, top)
+        if staged is None:
+            out.append(f"the index {escape(index)} was written during the session in a "
+                       "form this check does not read (a split index, or damaged)"
+                       + _tail(project))
     paths = list(dict.fromkeys([*start_links, *(
-        gitconfig.gitlinks(git, project, env) if git and fresh else ())]))
+        p for p in staged or () if p == project or p.startswith(project + "/"))]))
     for path, g in _gitlinks(paths, project, known):
         also = _with(_hooks(g), _programs(git, os.path.join(g, "config"), env))
         out.append(f"the repository {escape(path)} inside the project was made during the "
