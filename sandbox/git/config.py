@@ -203,22 +203,25 @@ def _finish(proc: subprocess.Popen[bytes]) -> subprocess.CompletedProcess[bytes]
 
 
 def ask_project(git: str, project: str, env: Mapping[str, str]) -> Project:
-    """Asks git run in ``project`` three questions at once (they do not depend on each
-    other): where the hooks and the top are, the config with its files, the index's
-    gitlinks. A failure other than "no repository here" is refused."""
+    """Asks git run in ``project`` two questions at once (they do not depend on each
+    other): where the hooks, the top and the git folder are, and the config with its
+    files. The index's gitlinks are read from the file (:mod:`sandbox.git.index`); git
+    reads the index only when that reader cannot (a split index). A failure other than
+    "no repository here" is refused."""
     procs = [_start(git, args, env, project) for args in (
-        ["rev-parse", "--path-format=absolute", "--git-path", "hooks", "--show-toplevel"],
-        ["config", "--show-origin", "-z", "--list"],
-        ["ls-files", "--stage", "-z"])]
-    done, listed, links = (_finish(p) for p in procs)
+        ["rev-parse", "--path-format=absolute", "--git-path", "hooks", "--show-toplevel",
+         "--absolute-git-dir"],
+        ["config", "--show-origin", "-z", "--list"])]
+    done, listed = (_finish(p) for p in procs)
     said = done.stderr.decode("utf-8", "replace")
     if done.returncode != 0 and not any(w in said for w in _NO_REPOSITORY):
         raise _failed(f"the repository of {escape(project)}", done)
-    top, hooks, cwd = project, None, project
+    top, hooks, cwd, gitdir = project, None, project, ""
     if done.returncode == 0:
         lines = os.fsdecode(done.stdout).split("\n")
         hooks = lines[0]
         top = lines[1] if len(lines) > 1 and lines[1] else project
+        gitdir = lines[2] if len(lines) > 2 else ""
     elif listed.returncode != 0:
         # Where git sees no repository it refuses to work at all, and reads only the
         # user's and the system's config: asked from / for that.
@@ -226,8 +229,19 @@ def ask_project(git: str, project: str, env: Mapping[str, str]) -> Project:
         listed = _finish(_start(git, ["config", "--show-origin", "-z", "--list"], env, cwd))
     if listed.returncode != 0:
         raise _failed(f"the config for {escape(project)}", listed)
-    found = _gitlinks(links, project) if hooks else []
+    found = _index_gitlinks(git, env, project, top, gitdir) if hooks else []
     return Project(top, hooks, _parse(listed.stdout, cwd), found)
+
+
+def _index_gitlinks(git: str, env: Mapping[str, str], project: str, top: str,
+                    gitdir: str) -> list[str]:
+    """The gitlinks the index records in ``project`` (which may lie below the top)."""
+    from sandbox.git.index import gitlinks
+
+    read = gitlinks(os.path.join(gitdir, "index"), top) if gitdir else None
+    if read is None:
+        return _gitlinks(_git(git, ["ls-files", "--stage", "-z"], env, project), project)
+    return [p for p in read if p == project or p.startswith(project.rstrip("/") + "/")]
 
 
 def _gitlinks(done: subprocess.CompletedProcess[bytes], cwd: str) -> list[str]:
