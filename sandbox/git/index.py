@@ -17,7 +17,9 @@ import stat
 import struct
 
 _GITLINK = 0o160000
-_MAX_INDEX = 1 << 30
+# Far above a large repository's index (tens of MiB), and what a box could make the
+# host read into memory at most.
+_MAX_INDEX = 256 << 20
 # The fixed part of an entry before the object name: ctime, mtime, dev, ino, mode,
 # uid, gid, size (ten 32-bit words).
 _STAT = 40
