@@ -244,6 +244,9 @@ class Policy(NamedTuple):
     # ``[sandbox] network`` as a list: the hosts the session's proxy lets the box reach
     # (sandbox/network/); None when the network is all or nothing.
     network_allow: tuple[str, ...] | None = None
+    # Where the session's proxy listens on 127.0.0.1 for a box that shares the host's
+    # network (macOS); 0 where the box reaches it through a socket (Linux) or has none.
+    proxy_port: int = 0
 
     @classmethod
     def from_settings(

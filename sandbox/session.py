@@ -315,6 +315,14 @@ class Session:
         """Make sure the box can be built (fail now, before anything runs), hold the
         binds below ``held`` (the git layout's roots), and start the filter, the bounds
         and the allow-list's proxy."""
+        if self.policy.network_allow is not None:
+            from .network.session import Network
+
+            self.network = Network.open(self.policy)
+            if self.network is not None and self.network.port:
+                # A box on the host's network is told the proxy's port (macOS).
+                self.policy = self.policy._replace(proxy_port=self.network.port)
+                self._box = choose(self.policy) if self.policy.boxed else None
         if self._box is not None:
             self._box.check()
             if held is not None and isinstance(self._box, BwrapBackend):
@@ -322,10 +330,6 @@ class Session:
         from .harden import Hardening
 
         self.hardening = Hardening.for_session(settings, self.policy, self._box)
-        if self.policy.network_allow is not None:
-            from .network.session import Network
-
-            self.network = Network.open(self.policy)
 
     def close(self) -> None:
         """Give back what :meth:`open` took for the filter and the bounds."""

@@ -339,12 +339,57 @@ def test_doctor_and_audit_say_the_network_mode(tmp_path: Path, project: Path) ->
     assert json.loads(audit.stdout)["network"] == {"mode": "none", "allow": None}
 
 
-def test_a_box_without_the_proxy_refuses_the_list(project: Path) -> None:
+def test_a_platform_without_a_box_for_the_list_refuses_it(project: Path) -> None:
     from sandbox.errors import SandboxUnavailable
     from sandbox.network.session import Network
     from sandbox.policy import Policy
 
     policy = Policy.from_settings(str(project), listed("pypi.org"), private_tmp="/nonexistent",
-                                  platform="darwin")
-    with pytest.raises(SandboxUnavailable, match="needs the Linux box"):
+                                  platform="freebsd14")
+    with pytest.raises(SandboxUnavailable, match="has no box on freebsd14"):
         Network.open(policy)
+
+
+# -- the macOS box: the proxy on 127.0.0.1, one port in its profile ------------------
+
+
+def test_a_box_on_the_hosts_network_gets_the_proxy_on_a_loopback_port(
+        project: Path, site: tuple[Path, int]) -> None:
+    # The proxy itself is the same on every platform: tried for real here, from the
+    # host, as the macOS box's clients reach it.
+    from sandbox.network.session import Network
+    from sandbox.policy import Policy
+
+    _, port = site
+    policy = Policy.from_settings(str(project), listed(f"127.0.0.1:{port}"),
+                                  private_tmp="/nonexistent", platform="darwin")
+    net = Network.open(policy)
+    assert net is not None and net.port > 0 and net.proxy.path == ""
+    try:
+        proxy = f"http://127.0.0.1:{net.port}"
+        ok = subprocess.run([*CURL, "-x", proxy, f"http://127.0.0.1:{port}/hello.txt"],
+                            capture_output=True)
+        no = subprocess.run([*CURL, "-x", proxy, "-w", "%{http_code}",
+                             f"http://127.0.0.1:{free_port()}/"], capture_output=True)
+    finally:
+        net.close()
+    assert ok.stdout == b"hello from the origin\n"
+    assert no.stdout.endswith(b"403")
+    assert [r.host for r in net.refusals()] == ["127.0.0.1"]
+
+
+def test_the_macos_profile_opens_only_the_proxys_port(project: Path, tmp_path: Path) -> None:
+    from sandbox.backends.seatbelt import plan
+    from sandbox.policy import Policy
+
+    base = Policy.from_settings(str(project), listed("pypi.org"), private_tmp=str(tmp_path),
+                                platform="darwin")
+    with_proxy = plan(base._replace(proxy_port=40123), ["/usr/bin/true"])
+    text = with_proxy.argv[2]
+    assert '(allow network-outbound (remote ip "localhost:40123"))' in text
+    assert "(allow network-outbound)\n" not in text  # not the whole network
+    assert with_proxy.env["HTTPS_PROXY"] == with_proxy.env["http_proxy"] == \
+        "http://127.0.0.1:40123"
+    none = plan(Policy.from_settings(str(project), SandboxSettings(), private_tmp=str(tmp_path),
+                                     platform="darwin"), ["/usr/bin/true"])
+    assert "remote ip" not in none.argv[2] and "HTTPS_PROXY" not in none.env

@@ -297,6 +297,10 @@ def profile(policy: Policy, *, folds: Callable[[str], bool] | None = None) -> Pr
         parts.append(_rule("deny", "file-write-unlink", ancestors))
     if policy.network:
         parts.append(network_profile())
+    elif policy.network_allow is not None and policy.proxy_port:
+        # The allow-list: the session's proxy on this machine's loopback, and nothing
+        # else (it resolves names and connects for the box; sandbox/network/).
+        parts.append(f'(allow network-outbound (remote ip "localhost:{policy.proxy_port}"))\n')
     parts.append(_socket_rules(policy, param))
     return Profile(text="".join(parts), params=tuple(params))
 
@@ -340,10 +344,20 @@ def plan(
     return LaunchPlan(
         backend="seatbelt",
         argv=(SANDBOX_EXEC, "-p", prof.text, *prof.definitions(), "--", *args),
-        env=box_env(policy, env_extra, tmpdir=canonical(policy.private_tmp)),
+        env=_with_proxy(policy, box_env(policy, env_extra,
+                                        tmpdir=canonical(policy.private_tmp))),
         cwd=policy.project,
         description=shlex.join(args),
     )
+
+
+def _with_proxy(policy: Policy, env: dict[str, str]) -> dict[str, str]:
+    """The box's environment, pointed at the session's proxy when there is one."""
+    if policy.network_allow is None or not policy.proxy_port:
+        return env
+    from sandbox.network.box import proxy_env
+
+    return {**env, **proxy_env(policy.network_allow, port=policy.proxy_port)}
 
 
 class SeatbeltBackend:

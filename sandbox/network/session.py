@@ -27,24 +27,37 @@ class Network:
             return None
         from sandbox.errors import SandboxUnavailable
 
-        if policy.platform != "linux":
-            # Refused, not run with no network or all of it: neither is what was asked.
-            raise SandboxUnavailable(
-                "[sandbox] network as a list needs the Linux box; this macOS box has no "
-                "proxy yet", "write network = false (no network) or true (all of it)")
-
         from . import allow
         from .box import host_socket
         from .proxy import Proxy
 
+        entries = allow.parse_all(policy.network_allow)
+        if policy.platform == "darwin":
+            # A box that shares the host's network reaches the proxy on 127.0.0.1, at
+            # the one port its profile opens (sandbox/backends/seatbelt.py).
+            try:
+                return cls(Proxy.start(entries, port=0))
+            except OSError as err:
+                raise SandboxUnavailable(f"the session's network proxy could not start: "
+                                         f"{err}", "check that 127.0.0.1 can be listened "
+                                         "on") from err
+        if policy.platform != "linux":
+            raise SandboxUnavailable(  # refused, not run with no network or all of it
+                f"[sandbox] network as a list has no box on {policy.platform}",
+                "write network = false (no network) or true (all of it)")
         path = host_socket(policy)
         # What a killed session with this name left (the name holds a fresh folder).
         shutil.rmtree(os.path.dirname(path), ignore_errors=True)
         try:
-            return cls(Proxy.start(allow.parse_all(policy.network_allow), path=path))
+            return cls(Proxy.start(entries, path=path))
         except OSError as err:
             raise SandboxUnavailable(f"the session's network proxy could not start: {err}",
                                      "check that the temp folder is writable") from err
+
+    @property
+    def port(self) -> int:
+        """The proxy's port on 127.0.0.1 (a box that shares the host's network), or 0."""
+        return max(self.proxy.port, 0)
 
     def refusals(self) -> list[Refusal]:
         return self.proxy.refusals()
@@ -67,8 +80,9 @@ class Network:
 
     def close(self) -> None:
         self.proxy.close()
-        with contextlib.suppress(OSError):
-            shutil.rmtree(os.path.dirname(self.proxy.path))
+        if self.proxy.path:
+            with contextlib.suppress(OSError):
+                shutil.rmtree(os.path.dirname(self.proxy.path))
 
 
 def mode(network: bool | tuple[str, ...], *, boxed: bool = True) -> dict[str, object]:
