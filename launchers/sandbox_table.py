@@ -37,8 +37,8 @@ def sandbox_table(file: str, raw: object) -> SandboxSettings:
     paths = {key: _sandbox_paths(raw, key, error)
              for key in ("writable", "hidden", "allow_unix_sockets")}
     flags: dict[str, bool] = {}
-    for key, default in (("hide_defaults", True), ("protect", True), ("enabled", True)):
-        value = raw.get(key, default)
+    for key in ("hide_defaults", "protect", "enabled"):
+        value = raw.get(key, SandboxSettings._field_defaults[key])
         if not isinstance(value, bool):
             raise error(key, f"must be true or false, not {a_type(value)}.")
         flags[key] = value

@@ -17,10 +17,14 @@ import os
 import re
 from typing import Literal, NamedTuple
 
-DEFAULT_PROCESSES = 4096
-DEFAULT_MEMORY = "50%"
-DEFAULT_TMP_SIZE = "25%"
-DEFAULT_SHM_SIZE = "25%"
+from .settings import SandboxSettings
+
+# The table's own defaults (sandbox/settings.py), named here for the messages.
+_DEFAULTS = SandboxSettings._field_defaults
+DEFAULT_PROCESSES: int = _DEFAULTS["processes"]
+DEFAULT_MEMORY: str = _DEFAULTS["memory"]
+DEFAULT_TMP_SIZE: str = _DEFAULTS["tmp_size"]
+DEFAULT_SHM_SIZE: str = _DEFAULTS["shm_size"]
 MAX_PROCESSES = 1 << 22
 
 _SIZE = re.compile(r"(\d+)\s*([KMGT]?)(?:i?B)?|(\d{1,3})%", re.IGNORECASE)
