@@ -13,7 +13,7 @@ import errno
 import os
 import stat
 import sys
-from typing import Any, Literal, NamedTuple
+from typing import Literal, NamedTuple
 
 _SYS_OPENAT2 = 437  # the same number on x86_64, aarch64 and the other unified tables
 _RESOLVE_NO_SYMLINKS = 0x04
@@ -33,7 +33,6 @@ class Found(NamedTuple):
     ino: tuple[int, int] = (0, 0)
 
 
-_libc: Any = None
 # The syscall's number is Linux's: elsewhere only the component walk is used.
 _have_openat2: bool | None = None if sys.platform.startswith("linux") else False
 
@@ -43,11 +42,10 @@ def _openat2(dirfd: int, rel: str, flags: int) -> int:
     # needs it.
     import ctypes
 
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
+    from sandbox.libc import libc
+
     how = (ctypes.c_uint64 * 3)(flags, 0, _RESOLVE_NO_SYMLINKS | _RESOLVE_BENEATH)
-    fd = _libc.syscall(_SYS_OPENAT2, dirfd, os.fsencode(rel), ctypes.byref(how),
+    fd = libc().syscall(_SYS_OPENAT2, dirfd, os.fsencode(rel), ctypes.byref(how),
                        ctypes.sizeof(how))
     if fd < 0:
         err = ctypes.get_errno()

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import filtercache
 from .errors import SandboxUnavailable
+from .libc import detach, mount_tmpfs
 from .limits import Bound, Limits, describe
 from .plan import LaunchPlan, RunResult
 from .process import cgroup, orphans
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
 Runner = Callable[[Callable[[int], None] | None, "cgroup.Spawn[Any] | None"], RunResult]
 
 FILTER_FIX = "install libseccomp (sudo apt-get install libseccomp2) and pyseccomp"
-MNT_DETACH = 2
 
 
 def _ours(marker: str) -> bool:
@@ -58,14 +58,11 @@ def unmount_stale(root: str) -> None:
     """Unmount the session tmpfs mounts under ``root`` whose harness process is gone
     (killed before its session ended: its tmpfs would hold memory until a reboot). A
     session folder is named ``session-<pid>-...``."""
-    import ctypes
-
     try:
         with open("/proc/self/mountinfo", encoding="utf-8") as f:
             points = [line.split()[4] for line in f]
     except OSError:
         return
-    libc = ctypes.CDLL(None, use_errno=True)
     for point in points:
         head, _, name = point.rpartition("/")
         parts = name.split("-")
@@ -78,7 +75,7 @@ def unmount_stale(root: str) -> None:
             pass
         except OSError:
             continue
-        libc.umount2(point.encode(), MNT_DETACH)
+        detach(point)
 
 
 def _mount_tmpfs(path: str, size: int) -> str | None:
@@ -87,12 +84,10 @@ def _mount_tmpfs(path: str, size: int) -> str | None:
         return ("mounting a size-capped tmpfs that lasts for the session needs root; an "
                 "unprivileged user's private /tmp is a folder on the host's disk")
     unmount_stale(os.path.dirname(path))
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    opts = f"size={size},mode=0700".encode()
-    if libc.mount(b"tmpfs", path.encode(), b"tmpfs", 0x2 | 0x4, opts) != 0:
-        return f"mounting a tmpfs failed: {os.strerror(ctypes.get_errno())}"
+    try:
+        mount_tmpfs(path, f"size={size},mode=0700")
+    except OSError as err:
+        return str(err.strerror)  # "mounting a tmpfs failed: <the OS's reason>"
     return None
 
 
@@ -208,10 +203,7 @@ class Hardening:
             cgroup.remove(self.box_group)
             self.box_group = None
         if self.boxed and self.tmp_why is None:
-            import ctypes
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.umount2(self.private_tmp.encode(), MNT_DETACH)
+            detach(self.private_tmp)
             self.tmp_why = "the session has ended"
         if self.filter is not None:
             os.close(self.filter.fd)

@@ -113,9 +113,9 @@ def clean_session(manifest: str) -> None:
     if tmp and os.path.ismount(tmp):
         # A root session's /tmp is a tmpfs on its folder (sandbox/harden.py): a mount
         # point cannot be removed, so it is detached first.
-        import ctypes
+        from sandbox.libc import detach
 
-        ctypes.CDLL(None, use_errno=True).umount2(os.fsencode(tmp), 2)  # MNT_DETACH
+        detach(tmp)
     for folder in (tmp, tmp + ".views") if tmp else ():
         with contextlib.suppress(OSError):
             st = os.lstat(folder)

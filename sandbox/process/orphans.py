@@ -53,7 +53,9 @@ _unmarked: set[int] = set()
 def _prctl(option: int, value: int) -> int:
     import ctypes
 
-    libc = ctypes.CDLL(None, use_errno=True)
+    from sandbox.libc import libc as opened
+
+    libc = opened()
     arg = ctypes.c_int(0)
     if option == PR_GET_CHILD_SUBREAPER:
         rc = libc.prctl(option, ctypes.byref(arg), 0, 0, 0)
