@@ -201,6 +201,7 @@ def box_args(
     features: Collection[str] | None = None,
     fds: Mapping[str, int] | None = None,
     shm_size: int | None = None,
+    proc_belt: bool = True,
 ) -> tuple[str, ...]:
     """bwrap and its options for the session's box, up to the command.
 
@@ -211,7 +212,10 @@ def box_args(
     ``shm_size`` (bytes) makes ``/dev/shm`` a tmpfs of that size (else it is a folder of
     /dev's tmpfs, which grows to half the machine's memory). ``/proc/keys`` and
     ``/proc/key-users`` are covered (``KEYRING_LISTS``), and the procfs entries that
-    change the host's kernel are read-only (``PROC_READ_ONLY``).
+    change the host's kernel are read-only (``PROC_READ_ONLY``). ``proc_belt=False``
+    leaves the box's ``/proc`` without those covers, for a box whose own starter mounts
+    a fresh one per command and covers that (:mod:`sandbox.warm`): the kernel refuses a
+    new procfs mount in a user namespace while the only one there is partly covered.
 
     Mounts are applied in order, each covering what is beneath it:
 
@@ -253,9 +257,9 @@ def box_args(
     _require_features(bwrap, features)
     ops, read_only_last = _mount_ops(policy)
     args: list[str] = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    for name in PROC_READ_ONLY:
+    for name in PROC_READ_ONLY if proc_belt else ():
         args += ["--ro-bind-try", name, name]
-    for name in KEYRING_LISTS:
+    for name in KEYRING_LISTS if proc_belt else ():
         args += ["--ro-bind", "/dev/null", name]
     if shm_size is not None:
         args += ["--size", str(shm_size), "--tmpfs", "/dev/shm"]
