@@ -37,6 +37,7 @@ from .text import escape
 
 if TYPE_CHECKING:
     from .harden import Hardening
+    from .warm.client import WarmBox
 
 
 def make_private_root(path: str) -> str:
@@ -142,6 +143,8 @@ class Session:
         # The filter, bounds and groups (sandbox/harden.py); set by open().
         self.hardening: Hardening | None = None
         self._plan_fds: list[int] = []
+        # The session's warm box (sandbox/warm/), where boxed runs start; set by open().
+        self.warm: WarmBox | None = None
 
     @classmethod
     @contextmanager
@@ -153,8 +156,15 @@ class Session:
         boxed: bool = True,
         env: Mapping[str, str] | None = None,
         output_cap: int = DEFAULT_OUTPUT_CAP,
+        warm: bool = True,
     ) -> Iterator[Session]:
         """A session for ``project`` with ``[sandbox]`` ``settings`` (defaults if None).
+
+        On Linux a box session makes its box once, here, with a resident starter in it
+        (the warm box, :mod:`sandbox.warm`): each boxed run starts inside it, in a PID,
+        mount and IPC namespace of its own, in about a millisecond or two. ``warm=False``
+        builds a new box for every run instead (the cold box). On macOS there is nothing
+        to keep warm: each run is its own ``sandbox-exec``.
 
         Raises :class:`PolicyError` for a path the user named that cannot be used and
         :class:`SandboxUnavailable` when the session needs the box and it cannot be built.
@@ -205,13 +215,7 @@ class Session:
 
             check_self(policy)
             session = cls(policy)
-            if session._box is not None:
-                session._box.check()  # fail now, before anything runs, if there is no box
-                if layout is not None and isinstance(session._box, BwrapBackend):
-                    session._box.hold(roots)
-            from .harden import Hardening
-
-            session.hardening = Hardening.for_session(settings, policy, session._box)
+            session._start_box(settings, roots if layout is not None else None, warm)
             started = time.time()
             from .toolconfigs import present
 
@@ -230,8 +234,28 @@ class Session:
         finally:
             _end(session, manifest, tmp)
 
+    def _start_box(self, settings: SandboxSettings, roots: tuple[str, ...] | None,
+                   warm: bool) -> None:
+        """The box's part of :meth:`open`: bwrap found, the binds' descriptors held
+        (below ``roots``), the filter and bounds, and the warm box."""
+        box = self._box
+        if box is not None:
+            box.check()  # fail now, before anything runs, if there is no box
+            if roots is not None and isinstance(box, BwrapBackend):
+                box.hold(roots)
+        from .harden import Hardening
+
+        self.hardening = Hardening.for_session(settings, self.policy, box)
+        if warm and isinstance(box, BwrapBackend):
+            from .warm.seat import open_box
+
+            self.warm = open_box(box, self.hardening)
+
     def close(self) -> None:
-        """Give back what :meth:`open` took for the filter and the bounds."""
+        """Give back what :meth:`open` took: the warm box, the filter and the bounds."""
+        if self.warm is not None:
+            self.warm.close()
+            self.warm = None
         if self.hardening is not None:
             self.hardening.close()
             self.hardening = None
@@ -271,10 +295,16 @@ class Session:
         """Run ``argv`` to its end (and everything it started) and say how it ended.
 
         In the box, a command killed by signal N is reported as exited with status
-        128+N: bwrap waits for it inside the box and exits that way, as a shell does.
+        128+N: the box's init waits for it and exits that way, as a shell does.
         A command the box could not start is ``failed_to_start`` with the OS error.
         Raises :class:`SandboxUnavailable` when the box itself cannot be built.
         """
+        if boxed and self.warm is not None:
+            from .warm import seat
+
+            return seat.run(self.warm, self.hardening, self.policy, argv,
+                            env_extra=env_extra, stdin=stdin, timeout=timeout,
+                            cancel=cancel)
         from .process import supervisor
 
         backend = self._backend(boxed)

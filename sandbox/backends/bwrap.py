@@ -291,7 +291,9 @@ def _mount_ops(policy: Policy) -> tuple[list[_Op], list[str]]:
     ops: list[_Op] = [(_depth("/tmp"), _TMP, "/tmp")]
     ops.append((_depth(MASKED_RUNTIME), _RUNTIME, MASKED_RUNTIME))
     ops += [(_depth(p), _RW, p) for p in rw]
-    protected = list(policy.protected_paths())
+    # Once each: a path named twice (a file git includes from two places) would be
+    # bound twice by one descriptor, which bwrap closes after its first use.
+    protected = list(dict.fromkeys(policy.protected_paths()))
     empty_ro = list(policy.missing_hook_dirs())
     pinned: list[str] = list(policy.pinned_dirs) if policy.protect else []
     for p in [*protected, *empty_ro]:
@@ -416,6 +418,16 @@ class BwrapBackend:
         """Before the first plan: /dev/shm's size, and where each run's system-call
         filter descriptor comes from (each plan gets its own)."""
         self._shm_size, self._seccomp = shm_size, seccomp
+
+    @property
+    def features(self) -> Collection[str] | None:
+        """The bwrap options this bwrap has, when the session was told them."""
+        return self._features
+
+    @property
+    def held(self) -> Mapping[str, int]:
+        """The descriptors of the pinned and protected paths (:meth:`hold`)."""
+        return self._fds
 
     def program(self) -> str:
         """bwrap's absolute path, found once. Raises :class:`SandboxUnavailable`."""

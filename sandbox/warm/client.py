@@ -59,6 +59,15 @@ _CANCEL_SLICE = 0.02
 FIX = "the session's box must be opened again"
 
 
+class WarmBoxDown(SandboxUnavailable):
+    """The warm box did not start, is gone or stopped answering. ``stderr`` is what
+    bwrap and the starter wrote (bwrap's own errors, such as a namespace refused)."""
+
+    def __init__(self, diagnosis: str, fix: str = FIX, stderr: bytes = b"") -> None:
+        super().__init__(diagnosis, fix)
+        self.stderr = stderr
+
+
 def box_options(policy: Policy, *, bwrap: str, features: Collection[str] | None = None,
                 fds: Mapping[str, int] | None = None, shm_size: int | None = None,
                 ) -> tuple[str, ...]:
@@ -157,7 +166,7 @@ class WarmBox:
         if not self._ready.wait(START_LIMIT) or self._why is not None:
             why = self._why or f"its starter did not answer within {START_LIMIT:g} s"
             self.close()
-            raise SandboxUnavailable(f"the warm box did not start: {why}", FIX)
+            raise WarmBoxDown(f"the warm box did not start: {why}", FIX, self.stderr)
         return self
 
     @property
@@ -311,7 +320,7 @@ class WarmBox:
     def _register(self) -> tuple[bytes, _Pending]:
         with self._lock:
             if self._why is not None:
-                raise SandboxUnavailable(f"the warm box is gone: {self._why}", FIX)
+                raise WarmBoxDown(f"the warm box is gone: {self._why}", FIX, self.stderr)
             self._next += 1
             rid = b"%d" % self._next
             pending = self._pending[rid] = _Pending()
@@ -339,7 +348,7 @@ class WarmBox:
             for fd in (in_w, out_r, err_r):
                 os.close(fd)
             self._fail(f"its starter is gone ({err.strerror})")
-            raise SandboxUnavailable(f"the warm box is gone: {self._why}", FIX) from err
+            raise WarmBoxDown(f"the warm box is gone: {self._why}", FIX, self.stderr) from err
         finally:
             for fd in theirs:
                 os.close(fd)
@@ -361,7 +370,7 @@ class WarmBox:
         with self._lock:
             reply = pending.reply
         if reply is None:
-            raise SandboxUnavailable(f"the warm box is gone: {self._why}", FIX)
+            raise WarmBoxDown(f"the warm box is gone: {self._why}", FIX, self.stderr)
         return reply
 
 
@@ -393,8 +402,8 @@ def _result(outcome: Outcome, reply: list[bytes], streams: Pipes, started: float
             plan: LaunchPlan | None) -> RunResult:
     kind, value = reply[2], reply[3]
     if kind == b"setup":
-        raise SandboxUnavailable("the warm box could not make a run's namespaces: "
-                                 + escape(value.decode("utf-8", "replace")), FIX)
+        raise WarmBoxDown("the warm box could not make a run's namespaces: "
+                          + escape(value.decode("utf-8", "replace")))
     base = RunResult(outcome,
                      stdout=bytes(streams.bufs[streams.out_fd]),
                      stderr=bytes(streams.bufs[streams.err_fd]),

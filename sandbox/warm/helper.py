@@ -108,7 +108,9 @@ class _Box:
         self.read_only = [p for p in read_only.split(b"\0") if p and os.path.exists(p)]
         self.nulled = [p for p in nulled.split(b"\0") if p and os.path.exists(p)]
         self.proc_flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
-        self.null_flags = _kept_flags(b"/dev/null")
+        # nodev, as the cold box's binds are: opening the cover fails, "Permission
+        # denied", rather than reading as empty.
+        self.null_flags = _kept_flags(b"/dev/null") | MS_NODEV | MS_NOSUID | MS_NOEXEC
         self.bpf = ctypes.create_string_buffer(bpf, len(bpf))
         self.prog = _SockFprog(len(bpf) // 8, ctypes.cast(self.bpf, ctypes.c_void_p))
         with open("/proc/sys/kernel/cap_last_cap", "rb") as f:
@@ -295,8 +297,10 @@ class Helper:
                 finally:
                     os._exit(127)  # never back into this loop
         except OSError as err:
+            # No process for it (the box's process bound, reached by another run):
+            # the command could not start, as a fork on the host would say.
             os.close(err_r)
-            self.send([b"exit", rid, b"setup", str(err).encode()])
+            self.send([b"exit", rid, b"exec", b"%d" % (err.errno or errno.EAGAIN)])
             return
         finally:
             os.close(err_w)
