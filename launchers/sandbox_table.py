@@ -37,14 +37,13 @@ def sandbox_table(file: str, raw: object) -> SandboxSettings:
     paths = {key: _sandbox_paths(raw, key, error)
              for key in ("writable", "hidden", "allow_unix_sockets")}
     flags: dict[str, bool] = {}
-    for key, default in (("hide_defaults", True), ("protect", True), ("network", False),
-                         ("enabled", True)):
+    for key, default in (("hide_defaults", True), ("protect", True), ("enabled", True)):
         value = raw.get(key, default)
         if not isinstance(value, bool):
             raise error(key, f"must be true or false, not {a_type(value)}.")
         flags[key] = value
     return SandboxSettings(writable=paths["writable"], hidden=paths["hidden"],
-                           scrub=_scrub_names(raw, error),
+                           scrub=_scrub_names(raw, error), network=_network(raw, error),
                            allow_unix_sockets=paths["allow_unix_sockets"],
                            allow_tool_configs=_tool_configs(raw, error), **flags,
                            **_limits(raw, error))
@@ -83,6 +82,27 @@ def _sandbox_paths(raw: dict[str, Any], key: str, error: Error) -> tuple[str, ..
         # A relative path would mean whatever the current folder is at start.
         if not (os.path.isabs(item) or item == "~" or item.startswith("~/")):
             raise error(key, f"{as_toml(item)} is not an absolute path; write it from / or ~/.")
+    return tuple(value)
+
+
+def _network(raw: dict[str, Any], error: Error) -> bool | tuple[str, ...]:
+    """false, true, or a list of hosts (sandbox/network/allow.py), each checked."""
+    value = raw.get("network", False)
+    if isinstance(value, bool):
+        return value
+    if not isinstance(value, list):
+        raise error("network", "must be true, false or a list of host names, not "
+                               f"{a_type(value)}.")
+    from sandbox.network.allow import parse
+
+    for i, item in enumerate(value, 1):
+        if not isinstance(item, str):
+            raise error("network", f"element {i} must be a string, not {a_type(item)}.")
+        try:
+            parse(item)
+        except ValueError as err:
+            raise error("network", f"element {i}: {err}; write a host name, *.name or an "
+                                   "address, with :port if not 80 and 443.") from err
     return tuple(value)
 
 

@@ -62,6 +62,9 @@ class RunResult(NamedTuple):
     errno: int | None = None
     elapsed: float = 0.0
     plan: LaunchPlan | None = None
+    # What the session's network proxy refused while the run was going: host, port and
+    # why (``[sandbox] network`` as a list; runs at the same time share each other's).
+    refused: tuple[tuple[str, int, str], ...] = ()
 
     @property
     def ok(self) -> bool:

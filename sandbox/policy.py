@@ -80,7 +80,7 @@ class PolicyOptions(TypedDict, total=False):
     hidden: Iterable[str]
     hide_defaults: bool
     protect: bool
-    network: bool
+    network: bool | Iterable[str]
     enabled: bool
     scrub: Iterable[str]
     allow_unix_sockets: Iterable[str]
@@ -205,6 +205,7 @@ class Policy(NamedTuple):
     writable: tuple[str, ...] = ()
     hidden: tuple[str, ...] = ()
     protect: bool = True
+    # The host's network shared (``[sandbox] network = true``).
     network: bool = False
     boxed: bool = True
     platform: str = sys.platform
@@ -224,6 +225,9 @@ class Policy(NamedTuple):
     allow_unix_sockets: tuple[str, ...] = ()
     # [sandbox] allow_tool_configs: rows of sandbox/toolconfigs.py the box may write.
     allow_tool_configs: tuple[str, ...] = ()
+    # ``[sandbox] network`` as a list: the hosts the session's proxy lets the box reach
+    # (sandbox/network/); None when the network is all or nothing.
+    network_allow: tuple[str, ...] | None = None
 
     @classmethod
     def from_settings(
@@ -277,7 +281,8 @@ class Policy(NamedTuple):
             writable=writable,
             hidden=_hidden_paths(s.hidden, s.hide_defaults, home),
             protect=s.protect,
-            network=s.network,
+            network=s.network is True,
+            network_allow=s.network if isinstance(s.network, tuple) else None,
             boxed=boxed and s.enabled,
             platform=platform,
             home=home,
@@ -298,6 +303,8 @@ class Policy(NamedTuple):
         for k in ("writable", "hidden", "scrub", "allow_unix_sockets"):
             if k in keys:
                 keys[k] = tuple(keys[k])
+        if not isinstance(keys.get("network", False), bool):
+            keys["network"] = tuple(keys["network"])
         return cls.from_settings(project, SandboxSettings(**keys), **given)
 
     def with_git(self, git: GitLayout, views: tuple[tuple[str, str], ...] = ()) -> Policy:

@@ -37,6 +37,7 @@ from .text import escape
 
 if TYPE_CHECKING:
     from .harden import Hardening
+    from .network.session import Network
     from .warm.client import WarmBox
 
 
@@ -100,6 +101,25 @@ def _new_tool_configs(policy: Policy, before: tuple[str, ...]) -> list[str]:
             for path, row in made_during(policy.project, before, policy.allow_tool_configs)]
 
 
+class _Made:
+    """What a session's end reports the box made: files other tools run from the project
+    (sandbox/toolconfigs.py), and files the host reads to decide what to run in a
+    writable folder (sandbox/hostreads.py). Looked at once at the open."""
+
+    def __init__(self, policy: Policy) -> None:
+        from . import hostreads
+        from .toolconfigs import present
+
+        self.policy = policy
+        self.configs = present(policy.project, policy.allow_tool_configs)
+        self.reads = hostreads.inside(policy.writable, policy.env, policy.home)
+        self.before = hostreads.present(self.reads)
+
+    def report(self) -> list[str]:
+        return [*_new_tool_configs(self.policy, self.configs),
+                *_new_host_reads(self.reads, self.before)]
+
+
 def _git_layout(project: str, settings: SandboxSettings, env: Mapping[str, str] | None,
                 private_root: str) -> tuple[GitLayout, tuple[str, ...]]:
     """The project's git layout, asking the host's git, and the folders it may make
@@ -143,6 +163,8 @@ class Session:
         # The filter, bounds and groups (sandbox/harden.py); set by open().
         self.hardening: Hardening | None = None
         self._plan_fds: list[int] = []
+        # The allow-list's proxy (sandbox/network/), when the policy has one.
+        self.network: Network | None = None
         # The session's warm box (sandbox/warm/), where boxed runs start; set by open().
         self.warm: WarmBox | None = None
 
@@ -215,41 +237,42 @@ class Session:
 
             check_self(policy)
             session = cls(policy)
-            session._start_box(settings, roots if layout is not None else None, warm)
+            session._start(settings, roots if layout is not None else None, warm)
             started = time.time()
-            from .toolconfigs import present
-
-            configs = present(policy.project, policy.allow_tool_configs)
-            from . import hostreads
-
-            reads = hostreads.inside(policy.writable, policy.env, policy.home)
-            before = hostreads.present(reads)
+            made = _Made(policy)
             yield session
             if policy.boxed:
-                session.warnings += _new_tool_configs(policy, configs)
-                session.warnings += _new_host_reads(reads, before)
+                session.warnings += made.report()
             if layout is not None:
                 session.warnings += report(policy.project, layout, policy.env, started,
                                            roots[1:])
+            if session.network is not None:
+                session.warnings += session.network.report()
         finally:
             _end(session, manifest, tmp)
 
-    def _start_box(self, settings: SandboxSettings, roots: tuple[str, ...] | None,
-                   warm: bool) -> None:
-        """The box's part of :meth:`open`: bwrap found, the binds' descriptors held
-        (below ``roots``), the filter and bounds, and the warm box."""
-        box = self._box
-        if box is not None:
-            box.check()  # fail now, before anything runs, if there is no box
-            if roots is not None and isinstance(box, BwrapBackend):
-                box.hold(roots)
+    def _start(self, settings: SandboxSettings, held: tuple[str, ...] | None,
+               warm: bool = False) -> None:
+        """Make sure the box can be built (fail now, before anything runs), hold the
+        binds below ``held`` (the git layout's roots), and start the filter, the bounds,
+        the allow-list's proxy and (``warm``) the warm box, whose bwrap binds the
+        proxy's socket."""
+        if self._box is not None:
+            self._box.check()
+            if held is not None and isinstance(self._box, BwrapBackend):
+                self._box.hold(held)
         from .harden import Hardening
 
-        self.hardening = Hardening.for_session(settings, self.policy, box)
-        if warm and isinstance(box, BwrapBackend):
-            from .warm.seat import open_box
+        self.hardening = Hardening.for_session(settings, self.policy, self._box)
+        if self.policy.network_allow is not None:
+            from .network.session import Network
 
-            self.warm = open_box(box, self.hardening)
+            self.network = Network.open(self.policy)
+        if warm and isinstance(self._box, BwrapBackend):
+            from .warm import seat
+
+            if seat.wanted(self.policy):
+                self.warm = seat.open_box(self._box, self.hardening)
 
     def close(self) -> None:
         """Give back what :meth:`open` took: the warm box, the filter and the bounds."""
@@ -259,6 +282,9 @@ class Session:
         if self.hardening is not None:
             self.hardening.close()
             self.hardening = None
+        if self.network is not None:
+            self.network.close()
+            self.network = None
         while self._plan_fds:
             os.close(self._plan_fds.pop())
 
@@ -307,8 +333,13 @@ class Session:
                             cancel=cancel)
         from .process import supervisor
 
+        if isinstance(argv, (str, bytes)):
+            raise TypeError("Session.run takes the command as a list of words, "
+                            f"such as [{argv!r}], not as one string")
         backend = self._backend(boxed)
         plan = backend.plan(argv, env_extra)
+        net = self.network if boxed and self._box is not None else None
+        mark = net.proxy.mark() if net is not None else 0
         if self.hardening is None:
             try:
                 result = supervisor.run(plan, stdin=stdin, timeout=timeout, cancel=cancel,
@@ -320,4 +351,6 @@ class Session:
             result = self.hardening.supervise(plan, lambda start, spawn: supervisor.run(
                 plan, stdin=stdin, timeout=timeout, cancel=cancel,
                 output_cap=self.policy.output_cap, on_start=start, spawn=spawn))
+        if net is not None:
+            result = result._replace(refused=net.proxy.since(mark))
         return backend.read(result)

@@ -17,7 +17,9 @@ class SandboxSettings(NamedTuple):
     hidden: tuple[str, ...] = ()
     hide_defaults: bool = True
     protect: bool = True
-    network: bool = False
+    # false, true, or an allow-list of hosts reached through the session's proxy
+    # (sandbox/network/allow.py), checked at load.
+    network: bool | tuple[str, ...] = False
     enabled: bool = True
     # More environment names (or * patterns) kept from hooks and boxed commands, beside
     # the provider keys that always go.

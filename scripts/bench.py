@@ -257,6 +257,57 @@ def peak_kib(env: dict[str, str], *argv: str) -> int:
     return int(out.stdout)
 
 
+# -- the network allow-list (sandbox/network/) -----------------------------------------
+
+
+def network_cases(base: Path, rounds: int) -> Results:
+    """(n) what the allow-list's proxy costs: a session's open and close with a list
+    against one without, paired; and 100 MB from a server on 127.0.0.1, fetched by curl
+    through the session's proxy in the box against the same fetch on the host."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from helpers.origin import serving
+
+    from sandbox.settings import SandboxSettings
+
+    project = base / "net-project"
+    project.mkdir()
+    site = base / "net-site"
+    site.mkdir()
+    size = 100 << 20
+    with open(site / "big", "wb") as f:
+        f.truncate(size)  # sparse: the disk is not what is measured
+    results: Results = {}
+    with serving(site) as port:
+        listed = SandboxSettings(network=(f"127.0.0.1:{port}",))
+
+        def open_plain() -> None:
+            with Session.open(str(project)):
+                pass
+
+        def open_listed() -> None:
+            with Session.open(str(project), listed):
+                pass
+
+        results.update(interleave({"n_session_open_no_network": open_plain,
+                                   "n_session_open_allow_list": open_listed}, rounds))
+        curl = ["curl", "-sS", "-o", "/dev/null", f"http://127.0.0.1:{port}/big"]
+        with Session.open(str(project), listed) as session:
+
+            def boxed() -> None:
+                r = session.run(curl, timeout=120)
+                assert r.ok, r.stderr
+
+            def host() -> None:
+                subprocess.run(curl, check=True, env={"PATH": "/usr/bin:/bin"})
+
+            got = interleave({"n_100mb_through_proxy": boxed, "n_100mb_on_host": host},
+                             max(3, rounds // 5), warmup=1)
+        for k in ("n_100mb_through_proxy", "n_100mb_on_host"):
+            got[k]["mb_per_s"] = round(100 / (got[k]["median_ms"] / 1000), 1)
+        results.update(got)
+    return results
+
+
 def measure(quick: bool) -> Results:
     rounds = 15 if quick else 60
     cli_rounds = 8 if quick else 30
@@ -273,6 +324,7 @@ def measure(quick: bool) -> Results:
         results.update(cli_cases(project, env, cli_rounds))
         results.update(audit_cases(project, home, hook_dir, env, cli_rounds))
         results.update(import_cases(cli_rounds))
+        results.update(network_cases(base, cli_rounds))
         results["cli_peak_rss_kib_run_true"] = peak_kib(
             env, CLI, "run", "--project", str(project), "--", TRUE)
         results["cli_peak_rss_kib_audit_1000"] = peak_kib(
@@ -291,6 +343,10 @@ def derive(results: Results) -> tuple[dict[str, float], dict[str, bool]]:
     derived = {
         "c_minus_b_ms": round(med("c_library_boxed") - med("b_bwrap_direct"), 3),
         "e_minus_a_ms": round(med("e_host_runner") - med("a_bare_spawn"), 3),
+        "n_allow_list_open_minus_plain_ms": round(med("n_session_open_allow_list")
+                                                  - med("n_session_open_no_network"), 3),
+        "n_proxy_over_host_download": round(med("n_100mb_through_proxy")
+                                            / med("n_100mb_on_host"), 2),
         "hardened_box_minus_old_ms": round(med("c_library_boxed")
                                            - med("c_old_library_boxed"), 3),
         "host_cgroup_minus_old_ms": round(med("e_session_host_run")

@@ -473,7 +473,20 @@ def test_the_error_carries_file_hook_and_key(tmp_path: Path, project: Path) -> N
     ('[sandbox]\nhidden = ["~user/x"]\n',
      '[sandbox]: key "hidden": "~user/x" is not an absolute path; write it from / or ~/.'),
     ('[sandbox]\nnetwork = "yes"\n',
-     '[sandbox]: key "network": must be true or false, not a string.'),
+     '[sandbox]: key "network": must be true, false or a list of host names, not a string.'),
+    ("[sandbox]\nnetwork = [443]\n",
+     '[sandbox]: key "network": element 1 must be a string, not an integer.'),
+    ('[sandbox]\nnetwork = ["pypi.org:http"]\n',
+     "[sandbox]: key \"network\": element 1: 'pypi.org:http': the port must be a number "
+     "from 1 to 65535; write a host name, *.name or an address, with :port if not 80 and "
+     "443."),
+    ('[sandbox]\nnetwork = ["https://pypi.org"]\n',
+     "[sandbox]: key \"network\": element 1: 'https://pypi.org' is a URL or a path; write "
+     "the host name alone; write a host name, *.name or an address, with :port if not 80 "
+     "and 443."),
+    ('[sandbox]\nnetwork = ["*.10.0.0.1"]\n',
+     "[sandbox]: key \"network\": element 1: '*.10.0.0.1': *. goes before a name, not an "
+     "address; write a host name, *.name or an address, with :port if not 80 and 443."),
     ("[sandbox]\nenabled = 0\n",
      '[sandbox]: key "enabled": must be true or false, not an integer.'),
     ("[sandbox]\nhide_defaults = []\n",

@@ -205,10 +205,19 @@ def document(checked: Sequence[Checked], config: Config, policy: Policy,
         "config": config.path,
         "project": policy.project,
         "sandbox": policy.boxed,
+        "network": network_mode(policy),
         "hooks": [c.as_json() for c in checked],
         "warnings": list(warnings),
         "ok": not any(c.refusals for c in checked),
     }
+
+
+def network_mode(policy: Policy) -> dict[str, object]:
+    """The network mode the session's boxed hooks run with."""
+    from sandbox.network.session import mode
+
+    network = policy.network_allow if policy.network_allow is not None else policy.network
+    return mode(network, boxed=policy.boxed)
 
 
 def warnings_of(checked: Sequence[Checked], config: Config, policy: Policy) -> list[str]:

@@ -67,7 +67,8 @@ def bound_lines(bounds: list[object]) -> list[str]:
 
 def _settings() -> object:
     """The user config's [sandbox] table (defaults when there is none or it is broken:
-    doctor reports on the machine, audit reports on the config)."""
+    doctor reports on the machine, audit reports on the config). It reads it for a
+    project in the folder it runs from."""
     import os
 
     from launchers.config import load, locate
@@ -76,22 +77,28 @@ def _settings() -> object:
 
     found = locate(os.environ)
     try:
-        return load(found.path if found else None, project="/").sandbox
+        # The project is where doctor was asked from, as for the other commands.
+        return load(found.path if found else None, project=os.getcwd()).sandbox
     except (ConfigError, OSError):
         return SandboxSettings()
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     from sandbox.inforce import hardening
+    from sandbox.network.session import mode, mode_line
     from sandbox.probe import probe
 
     p = probe()
-    bounds = hardening(_settings()) if p.ok else []  # type: ignore[arg-type]
+    settings = _settings()
+    bounds = hardening(settings) if p.ok else []  # type: ignore[arg-type]
+    network = settings.network  # type: ignore[attr-defined]
     if args.json:
-        doc = {**p.as_dict(), "hardening": [b.as_dict() for b in bounds]}
+        doc = {**p.as_dict(), "hardening": [b.as_dict() for b in bounds],
+               "network": mode(network)}
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
         lines = report(p)
-        sys.stderr.write("\n".join([*lines[:-1], *bound_lines(list(bounds)), *lines[-1:]])
+        sys.stderr.write("\n".join([*lines[:-1], *bound_lines(list(bounds)),
+                                    *([mode_line(network)] if p.ok else []), *lines[-1:]])
                          + "\n")
     return 0 if p.ok else 1

@@ -49,33 +49,22 @@ class LockedRecorder(rec.Recorder):
             super().write(record)
 
 
-def _text(data: bytes) -> str:
-    # As records keep output: bytes that are not UTF-8 survive as \udcXX escapes.
-    return data.decode("utf-8", errors="surrogateescape")
-
-
 def run_document(result: RunResult) -> dict[str, Any]:
-    """A run's result: ``exit`` is the status ``harness-sandbox run`` would exit with."""
+    """A run's result: ``exit`` is the status ``harness-sandbox run`` would exit with;
+    the rest as records keep a run (:func:`launchers.records.result_to_json`)."""
     from launchers.cli.run import exit_status
 
-    return {
-        "exit": exit_status(result),
-        "outcome": result.outcome,
-        "timed_out": result.outcome == "timed_out",
-        "signal": result.signal,
-        "stdout": _text(result.stdout),
-        "stderr": _text(result.stderr),
-        "stdout_capped": result.stdout_capped,
-        "stderr_capped": result.stderr_capped,
-        "error": result.error,
-        "elapsed": round(result.elapsed, 6),
-    }
+    doc = rec.result_to_json(result)
+    del doc["returncode"], doc["errno"]
+    return {"exit": exit_status(result), "timed_out": result.outcome == "timed_out",
+            **doc, "network_refused": [{"host": h, "port": p, "why": w}
+                                       for h, p, w in result.refused]}
 
 
 def _not_found(name: str) -> dict[str, Any]:
     return {"exit": 127, "outcome": "failed_to_start", "timed_out": False, "signal": None,
             "stdout": "", "stderr": "", "stdout_capped": False, "stderr_capped": False,
-            "error": f"{name}: command not found", "elapsed": 0.0}
+            "error": f"{name}: command not found", "elapsed": 0.0, "network_refused": []}
 
 
 def _in_project(project: str, cwd: str) -> str:

@@ -145,6 +145,13 @@ def plan(
     head = tuple(prefix) if prefix is not None else box_args(policy, bwrap=bwrap,
                                                                features=features)
     env = box_env(policy, env_extra)
+    description = shlex.join(argv)
+    if policy.network_allow is not None:
+        # The allow-list: the proxy's variables win over any the host had.
+        from sandbox.network.box import proxy_env
+
+        env.update(proxy_env(policy.network_allow))
+    argv = command(policy, argv)
     # bwrap starts on the host: the dynamic linker would load what these name into it
     # before any namespace exists (a library the agent built in the project). They
     # reach the command in the box through --setenv instead.
@@ -156,7 +163,7 @@ def plan(
               "--", *argv),
         env=env,
         cwd=policy.project,
-        description=shlex.join(argv),
+        description=description,
         # No marker, no watchdog: bwrap dies with its parent (--die-with-parent) and its
         # PID namespace ends everything inside when it does; a one-shot run pays for
         # no watchdog. The box's processes die with bwrap a little later than a group.
@@ -167,6 +174,16 @@ def plan(
         pass_fds=(*pass_fds, *(() if seccomp_fd is None else (seccomp_fd,))),
         run_fds=() if seccomp_fd is None else (seccomp_fd,),
     )
+
+
+def command(policy: Policy, argv: Sequence[str]) -> tuple[str, ...]:
+    """What bwrap starts in the box: ``argv``, or with an allow-list the forwarder that
+    then becomes ``argv`` (sandbox/network/box.py)."""
+    if policy.network_allow is None:
+        return tuple(argv)
+    from sandbox.network.box import wrap
+
+    return wrap(argv)
 
 
 def args_by_fd(made: LaunchPlan, command_len: int) -> LaunchPlan:
@@ -364,6 +381,10 @@ def _mount_args(policy: Policy, kind: int, path: str, fds: Mapping[str, int]) ->
         # a socket needs no writable mount, and nothing else there can change.
         for sock in _allowed_runtime_sockets(policy):
             out += ["--ro-bind", sock, sock]
+        if policy.network_allow is not None:
+            from sandbox.network.box import BOX_SOCKET, host_socket
+
+            out += ["--ro-bind", host_socket(policy), BOX_SOCKET]
         return out
     fd = fds.get(path)
     if kind == _PROTECT:
@@ -451,7 +472,7 @@ class BwrapBackend:
         made = plan(self.policy, argv, bwrap=self.program(), features=self._features,
                     env_extra=env_extra, prefix=self._prefix,
                     pass_fds=tuple(self._fds.values()), seccomp_fd=fd)
-        return args_by_fd(made, len(argv))
+        return args_by_fd(made, len(command(self.policy, argv)))
 
     def hold(self, roots: tuple[str, ...]) -> None:
         """Open, without following a link, the pinned and protected paths below

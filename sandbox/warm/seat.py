@@ -6,6 +6,9 @@ and bounds. The box's processes are bounded as one box (``RLIMIT_NPROC`` on the 
 session's control group): the bounds are per session here, not per run. :func:`run`
 runs one command in it with the environment a cold box's command would get.
 
+A session with a network allow-list keeps a box per run (:func:`wanted`): its forwarder
+listens on the box's loopback, which the runs of one warm box would share.
+
 A box that cannot be made raises :class:`~sandbox.errors.SandboxUnavailable` (with
 bwrap's diagnosis of the user namespaces when that is the cause): the session does not
 open. Nothing falls back to a box per run.
@@ -28,6 +31,11 @@ from sandbox.warm.client import WarmBox, WarmBoxDown, box_options
 if TYPE_CHECKING:
     from sandbox.harden import Hardening
     from sandbox.policy import Policy
+
+
+def wanted(policy: Policy) -> bool:
+    """Whether this session's boxed runs go through a warm box (when asked for)."""
+    return policy.network_allow is None
 
 
 def open_box(backend: BwrapBackend, hardening: Hardening) -> WarmBox:
@@ -84,6 +92,8 @@ def run(box: WarmBox, hardening: Hardening | None, policy: Policy, argv: Sequenc
     says so. The result's plan describes the command (there is no bwrap command line)."""
     if not argv:
         raise ValueError("an empty command cannot run in the box")
+    if policy.network_allow is not None:
+        raise ValueError("a session with a network allow-list has no warm box")
     env = box_env(policy, env_extra)
     plan = LaunchPlan("bwrap", tuple(argv), env, policy.project, shlex.join(argv),
                       watched=False)

@@ -1,0 +1,307 @@
+"""The session's proxy: asyncio in a thread of the session, on a Unix socket.
+
+A thread of the harness's own process, not a process of its own: it cannot outlive the
+harness (a killed harness takes it along, with nothing to reap or to watch), the
+refusals it records are the session's data without a channel to carry them, and a
+session opens it without starting an interpreter. The cost is the interpreter's lock,
+shared with the supervisor; the copy loops move 256 KiB at a time, so a download holds
+the lock for a few microseconds per chunk (see ``./scripts/bench``).
+
+Plain HTTP in absolute form (``GET http://host/ HTTP/1.1``) is sent on in origin form
+with ``Host`` set from the URL and ``Connection: close`` (so the origin answers one
+request and the connection cannot carry a second one to another host); ``CONNECT
+host:port`` opens a tunnel, without looking inside it (no TLS interception). Either way
+the proxy resolves the name itself, checks every address (:func:`.allow.forbidden`) and
+connects to the address it checked, never to the name. A refusal is an HTTP 403 whose
+body names the host and the key; each is recorded (:meth:`Proxy.refusals`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import threading
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from . import allow
+
+HEAD_LIMIT = 64 * 1024
+CHUNK = 256 * 1024
+CONNECT_TIMEOUT = 30.0
+# Hop-by-hop headers (RFC 9110 7.6.1) and the proxy's own: not sent to the origin.
+_DROPPED = frozenset({"connection", "proxy-connection", "keep-alive", "proxy-authorization",
+                      "proxy-authenticate", "te", "trailer", "upgrade", "host"})
+
+
+class Refusal(NamedTuple):
+    """A request the proxy refused: the host and port asked for (as the box wrote the
+    host: escape it before printing), why, and how many times."""
+
+    host: str
+    port: int
+    why: str
+    times: int = 1
+
+
+class Refused(Exception):
+    def __init__(self, host: str, port: int, why: str) -> None:
+        super().__init__(why)
+        self.host, self.port, self.why = host, port, why
+
+
+class _Request(NamedTuple):
+    host: str
+    port: int
+    tunnel: bool
+    head: bytes  # what to send the origin first (empty for a tunnel)
+
+
+def own_addresses() -> tuple[allow.IPAddress, ...]:
+    """This machine's addresses, on every interface."""
+    import ipaddress
+
+    import psutil
+
+    out: list[allow.IPAddress] = []
+    for addrs in psutil.net_if_addrs().values():
+        for a in addrs:
+            if a.family in (socket.AF_INET, socket.AF_INET6):
+                with contextlib.suppress(ValueError):
+                    out.append(ipaddress.ip_address(a.address.split("%", 1)[0]))
+    return tuple(out)
+
+
+class Proxy:
+    """Started by :meth:`start` on ``path`` (made mode 0600 in a folder of mode 0700);
+    :meth:`close` ends it and every connection through it."""
+
+    def __init__(self, entries: Sequence[allow.Entry]) -> None:
+        self.entries = tuple(entries)
+        self.own = own_addresses()
+        self._refusals: dict[tuple[str, int], Refusal] = {}
+        # Every refusal in order, for the runs that ask what they were refused.
+        self._log: list[tuple[str, int, str]] = []
+        self._lock = threading.Lock()
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._stop: asyncio.Event | None = None
+        self._thread = threading.Thread(target=self._main, daemon=True,
+                                        name="harness-sandbox-proxy")
+        self.path = ""
+        self.port = 0
+
+    @classmethod
+    def start(cls, entries: Sequence[allow.Entry], *, path: str = "",
+              port: int | None = None) -> Proxy:
+        """Listen on the Unix socket ``path``, or on 127.0.0.1 (``port``, 0 for any)."""
+        self = cls(entries)
+        self.path = path
+        self.port = -1 if port is None else port
+        self._thread.start()
+        self._ready.wait()
+        if self._error is not None:
+            self._thread.join()
+            raise self._error
+        return self
+
+    def close(self) -> None:
+        if self._thread.is_alive() and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+            self._thread.join()
+
+    def refusals(self) -> list[Refusal]:
+        with self._lock:
+            return list(self._refusals.values())
+
+    def mark(self) -> int:
+        """Where the refusal log stands now (see :meth:`since`)."""
+        with self._lock:
+            return len(self._log)
+
+    def since(self, mark: int) -> tuple[tuple[str, int, str], ...]:
+        """The refusals after ``mark``: host, port and why, in order."""
+        with self._lock:
+            return tuple(self._log[mark:])
+
+    def _record(self, err: Refused) -> None:
+        key = (err.host, err.port)
+        with self._lock:
+            self._log.append((err.host, err.port, err.why))
+            old = self._refusals.get(key)
+            self._refusals[key] = Refusal(err.host, err.port, err.why,
+                                          1 if old is None else old.times + 1)
+
+    # -- the loop, in its thread -------------------------------------------------------
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_until_complete(self._serve())
+        finally:
+            self._loop.close()
+
+    async def _serve(self) -> None:
+        self._stop = asyncio.Event()
+        try:
+            server = await self._listen()
+        except BaseException as err:
+            self._error = err
+            self._ready.set()
+            return
+        self._ready.set()
+        async with server:
+            await self._stop.wait()
+            server.close()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _listen(self) -> asyncio.Server:
+        if self.port >= 0:
+            server = await asyncio.start_server(self._client, "127.0.0.1", self.port)
+            self.port = server.sockets[0].getsockname()[1]
+            return server
+        folder = os.path.dirname(self.path)
+        os.mkdir(folder, 0o700)
+        # The folder is ours and 0700 already: nobody else reaches the socket while its
+        # mode is still the umask's.
+        server = await asyncio.start_unix_server(self._client, self.path)
+        os.chmod(self.path, 0o600)
+        return server
+
+    async def _client(self, reader: asyncio.StreamReader,
+                      writer: asyncio.StreamWriter) -> None:
+        try:
+            await self._handle(reader, writer)
+        except Refused as err:
+            self._record(err)
+            with contextlib.suppress(OSError):
+                writer.write(_forbidden(err))
+                await writer.drain()
+        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError,
+                ValueError, TimeoutError):
+            pass
+        finally:
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+
+    async def _handle(self, reader: asyncio.StreamReader,
+                      writer: asyncio.StreamWriter) -> None:
+        raw = await reader.readuntil(b"\r\n\r\n")
+        if len(raw) > HEAD_LIMIT:
+            raise ValueError("request head too long")
+        try:
+            request = _parse(raw)
+        except ValueError:
+            writer.write(_answer(400, "Bad Request", "harness-sandbox: the box's proxy "
+                                 "takes CONNECT host:port or an absolute http:// URL.\n"))
+            await writer.drain()
+            return
+        up_reader, up_writer = await self._open(request.host, request.port)
+        try:
+            if request.tunnel:
+                writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                await asyncio.gather(_copy(reader, up_writer), _copy(up_reader, writer))
+                return
+            up_writer.write(request.head)
+            # One request: when the origin's answer has ended, so has the connection
+            # (a client that keeps it open would otherwise hold it for the session).
+            ask = asyncio.ensure_future(_copy(reader, up_writer))
+            try:
+                await _copy(up_reader, writer)
+            finally:
+                ask.cancel()
+                await asyncio.gather(ask, return_exceptions=True)
+        finally:
+            up_writer.close()
+
+    async def _open(self, authority: str, port: int
+                    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """A connection to an address of ``authority`` the list allows. Raises Refused."""
+        host = allow.host_of(authority)
+        entry = allow.match(self.entries, host, port)
+        if entry is None:
+            raise Refused(host, port, "not on the [sandbox] network list")
+        infos = await asyncio.get_running_loop().getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
+        import ipaddress
+
+        last: str | None = None
+        for family, _, _, _, sockaddr in infos:
+            address = ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0])
+            why = allow.forbidden(address, entry, self.own)
+            if why is not None:
+                last = f"its address {why}; only an entry naming the address reaches it"
+                continue
+            with contextlib.suppress(OSError, TimeoutError):
+                return await asyncio.wait_for(asyncio.open_connection(
+                    str(address), port, family=family, limit=CHUNK), CONNECT_TIMEOUT)
+            last = last or f"no connection to {address} port {port}"
+        if last is None or last.startswith("no connection"):
+            raise OSError(last or f"{host} has no address")
+        raise Refused(host, port, last)
+
+
+async def _copy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while data := await reader.read(CHUNK):
+            writer.write(data)
+            await writer.drain()
+        if writer.can_write_eof():
+            writer.write_eof()
+    except OSError:
+        writer.close()
+
+
+def _parse(raw: bytes) -> _Request:
+    """The request's target from its head. Raises ValueError."""
+    lines = raw[:-4].decode("latin-1").split("\r\n")
+    method, target, version = lines[0].split(" ")
+    if not version.startswith("HTTP/1."):
+        raise ValueError(version)
+    if method == "CONNECT":
+        host, port = _authority(target, None)
+        return _Request(host, port, True, b"")
+    if not target.lower().startswith("http://"):
+        raise ValueError(target)
+    authority, slash, path = target[7:].partition("/")
+    host, port = _authority(authority.rpartition("@")[2], 80)
+    headers = [h for h in lines[1:] if h.split(":", 1)[0].strip().lower() not in _DROPPED]
+    head = "\r\n".join([f"{method} {slash}{path or ''} {version}",
+                        f"Host: {authority.rpartition('@')[2]}", *headers,
+                        "Connection: close", "", ""])
+    return _Request(host, port, False, head.encode("latin-1"))
+
+
+def _authority(text: str, default: int | None) -> tuple[str, int]:
+    if text.startswith("["):
+        host, _, rest = text.partition("]")
+        host += "]"
+        port = rest[1:] if rest.startswith(":") else ""
+    else:
+        host, _, port = text.rpartition(":") if ":" in text else (text, "", "")
+    if not host or (not port and default is None):
+        raise ValueError(text)
+    if port and not (port.isdigit() and 0 < int(port) < 65536):
+        raise ValueError(text)
+    return host, int(port) if port else (default or 0)
+
+
+def _forbidden(err: Refused) -> bytes:
+    from sandbox.text import escape
+
+    return _answer(403, "Forbidden", f"harness-sandbox: the box may not reach "
+                   f"{escape(err.host)} port {err.port}: {err.why}. To allow it, add the "
+                   "host to [sandbox] network in the user config.\n")
+
+
+def _answer(code: int, reason: str, body: str) -> bytes:
+    data = body.encode("utf-8", "replace")
+    return (f"HTTP/1.1 {code} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\n"
+            f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n").encode() + data

@@ -1,0 +1,93 @@
+"""The proxy of one session: started at its open when the policy has an allow-list,
+its refusals said once per host at the end, everything it made removed."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sandbox.policy import Policy
+
+    from .proxy import Proxy, Refusal
+
+
+class Network:
+    """The session's allow-list in force: :meth:`open` returns None for a policy
+    without one (``network`` false or true)."""
+
+    def __init__(self, proxy: Proxy) -> None:
+        self.proxy = proxy
+
+    @classmethod
+    def open(cls, policy: Policy) -> Network | None:
+        if policy.network_allow is None or not policy.boxed:
+            return None
+        from sandbox.errors import SandboxUnavailable
+
+        if policy.platform != "linux":
+            # Refused, not run with no network or all of it: neither is what was asked.
+            raise SandboxUnavailable(
+                "[sandbox] network as a list needs the Linux box; this macOS box has no "
+                "proxy yet", "write network = false (no network) or true (all of it)")
+
+        from . import allow
+        from .box import host_socket
+        from .proxy import Proxy
+
+        path = host_socket(policy)
+        # What a killed session with this name left (the name holds a fresh folder).
+        shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+        try:
+            return cls(Proxy.start(allow.parse_all(policy.network_allow), path=path))
+        except OSError as err:
+            raise SandboxUnavailable(f"the session's network proxy could not start: {err}",
+                                     "check that the temp folder is writable") from err
+
+    def refusals(self) -> list[Refusal]:
+        return self.proxy.refusals()
+
+    def report(self) -> list[str]:
+        """One line per host the box was refused."""
+        from sandbox.text import escape
+
+        by_host: dict[str, list[Refusal]] = {}
+        for r in self.refusals():
+            by_host.setdefault(r.host, []).append(r)
+        out = []
+        for host, rs in by_host.items():
+            ports = ", ".join(str(r.port) for r in rs)
+            n = sum(r.times for r in rs)
+            out.append(f"network: the box was refused {escape(host)} (port {ports}, "
+                       f"{n} time{'s' if n > 1 else ''}): {rs[0].why}; to allow it, add it "
+                       "to [sandbox] network")
+        return out
+
+    def close(self) -> None:
+        self.proxy.close()
+        with contextlib.suppress(OSError):
+            shutil.rmtree(os.path.dirname(self.proxy.path))
+
+
+def mode(network: bool | tuple[str, ...], *, boxed: bool = True) -> dict[str, object]:
+    """The network mode in force for ``[sandbox] network``, for doctor and audit --json:
+    ``none`` (the box has only its loopback), ``allow-list`` (through the session's
+    proxy, with the list), ``open`` (the host's network), or ``host`` (no box)."""
+    if not boxed:
+        return {"mode": "host", "allow": None}
+    if isinstance(network, tuple):
+        return {"mode": "allow-list", "allow": list(network)}
+    return {"mode": "open" if network else "none", "allow": None}
+
+
+def mode_line(network: bool | tuple[str, ...], *, boxed: bool = True) -> str:
+    """:func:`mode` for people."""
+    m = mode(network, boxed=boxed)
+    if m["mode"] == "allow-list":
+        return "network: allow-list through the session's proxy: " + ", ".join(
+            network if isinstance(network, tuple) else ())
+    return {"none": "network: none (the box has only its own loopback)",
+            "open": "network: open (the box shares the host's network)",
+            "host": "network: the host's (no box)"}[str(m["mode"])]
