@@ -7,6 +7,7 @@ The policy is frozen. Backends read it; nothing changes it after
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 import tempfile
 from collections.abc import Iterable, Mapping
@@ -98,7 +99,9 @@ def _writable_paths(writable: Iterable[str], home: str) -> tuple[str, ...]:
     for w in writable:
         p = os.path.abspath(expand(w, home))
         if not os.path.exists(p):
-            raise PolicyError(f"the writable path {escape(p)} does not exist")
+            raise PolicyError(f"the writable path {escape(p)} does not exist; make it "
+                              f"(mkdir -p {shlex.quote(escape(p))}) or take it out of "
+                              "[sandbox] writable")
         out.append(p)
     return tuple(out)
 

@@ -16,8 +16,8 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from contextlib import AbstractContextManager, contextmanager
+from typing import TYPE_CHECKING, Any
 
 from . import leftovers as _leftovers
 from .backends import Backend, choose
@@ -67,6 +67,30 @@ def make_private_root(path: str) -> str:
             f"the private temp root {escape(path)} has mode {mode:04o}, not 0700; "
             "remove it and try again")
     return path
+
+
+def _readable(project: str) -> None:
+    """Refuse a project this user cannot list or enter: nothing could run there, and
+    what the session reads of it (its git folder) would fail half-way. The box runs
+    without capabilities, so root's override of the mode bits does not hold in it: for
+    root the bits themselves decide."""
+    try:
+        st = os.stat(project)
+    except OSError:
+        return  # a project that is not there yet is the caller's to refuse or make
+    if not stat.S_ISDIR(st.st_mode):
+        return
+    if not os.access(project, os.R_OK | os.X_OK):
+        raise PolicyError(
+            f"the project {escape(project)} cannot be read by you (uid {os.getuid()}): "
+            "Permission denied; run as a user who may read it, or change its mode")
+    if os.geteuid() == 0:
+        shift = 6 if st.st_uid == 0 else 3 if st.st_gid in (0, *os.getgroups()) else 0
+        if (st.st_mode >> shift) & 0o5 != 0o5:
+            raise PolicyError(
+                f"the project {escape(project)} has mode {stat.S_IMODE(st.st_mode):04o}: "
+                "the box runs without root's override of the mode bits, so it could not "
+                "list or enter it; give it read and search (chmod u+rx)")
 
 
 def _box_writable(project: str, settings: SandboxSettings, env: Mapping[str, str] | None,
@@ -148,6 +172,40 @@ def _end(session: Session | None, manifest: str | None, tmp: str) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
 
 
+class Opening:
+    """What :meth:`Session.open` returns: a context manager, whose ``with`` gives the
+    session; or, for callers that cannot use ``with``, :meth:`start` and :meth:`end`."""
+
+    def __init__(self, manager: AbstractContextManager[Session]) -> None:
+        self._manager = manager
+        self._session: Session | None = None
+
+    def __enter__(self) -> Session:
+        return self._manager.__enter__()
+
+    def __exit__(self, *exc: Any) -> bool | None:
+        return self._manager.__exit__(*exc)
+
+    def start(self) -> Session:
+        """Open the session (as ``with`` does); :meth:`end` must follow."""
+        self._session = self._manager.__enter__()
+        return self._session
+
+    def end(self) -> None:
+        """End a session :meth:`start` opened; its warnings are then final."""
+        if self._session is not None:
+            self._session = None
+            self._manager.__exit__(None, None, None)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in Session.__dict__:
+            raise AttributeError(
+                f"Session.open(...) is not the session: write `with Session.open(...) as "
+                f"session:` and call session.{name} inside, or session = "
+                "Session.open(...).start() and .end() when done")
+        raise AttributeError(name)
+
+
 class Session:
     """Runs commands under one policy. Build it with :meth:`open` (which owns the private
     temp folder) or directly from a policy whose folders already exist."""
@@ -169,7 +227,6 @@ class Session:
         self.warm: WarmBox | None = None
 
     @classmethod
-    @contextmanager
     def open(
         cls,
         project: str,
@@ -179,8 +236,11 @@ class Session:
         env: Mapping[str, str] | None = None,
         output_cap: int = DEFAULT_OUTPUT_CAP,
         warm: bool = True,
-    ) -> Iterator[Session]:
-        """A session for ``project`` with ``[sandbox]`` ``settings`` (defaults if None).
+    ) -> Opening:
+        """A session for ``project`` with ``[sandbox]`` ``settings`` (defaults if None),
+        used as ``with Session.open(project) as session:`` (the session ends with the
+        block: its folders, mounts and proxy are removed). Without ``with``, call
+        ``.start()`` on what this returns, and ``.end()`` when done.
 
         On Linux a box session makes its box once, here, with a resident starter in it
         (the warm box, :mod:`sandbox.warm`): each boxed run starts inside it, in a PID,
@@ -198,8 +258,17 @@ class Session:
         repository staged as a gitlink) is reported in :attr:`warnings`
         (:mod:`sandbox.gitreport`).
         """
+        return Opening(cls._open(project, settings, boxed=boxed, env=env,
+                                 output_cap=output_cap, warm=warm))
+
+    @classmethod
+    @contextmanager
+    def _open(cls, project: str, settings: SandboxSettings | None, *, boxed: bool,
+              env: Mapping[str, str] | None, output_cap: int, warm: bool
+              ) -> Iterator[Session]:
         settings = settings if settings is not None else SandboxSettings()
         boxed = boxed and settings.enabled
+        _readable(project)
         _leftovers.refuse_shared_root(os.path.realpath(private_tmp_root()),
                                       _box_writable(project, settings, env, boxed))
         root = make_private_root(private_tmp_root())
@@ -325,6 +394,9 @@ class Session:
         A command the box could not start is ``failed_to_start`` with the OS error.
         Raises :class:`SandboxUnavailable` when the box itself cannot be built.
         """
+        if isinstance(argv, (str, bytes)):
+            raise TypeError("Session.run takes the command as a list of words, "
+                            f"such as [{argv!r}], not as one string")
         if boxed and self.warm is not None:
             from .warm import seat
 
@@ -333,9 +405,6 @@ class Session:
                             cancel=cancel)
         from .process import supervisor
 
-        if isinstance(argv, (str, bytes)):
-            raise TypeError("Session.run takes the command as a list of words, "
-                            f"such as [{argv!r}], not as one string")
         backend = self._backend(boxed)
         plan = backend.plan(argv, env_extra)
         net = self.network if boxed and self._box is not None else None

@@ -452,7 +452,8 @@ def test_a_missing_writable_folder_exits_2(world: World) -> None:
     world.write_config('[sandbox]\nwritable = ["/nonexistent-hsbox"]\n')
     done = world.audit("--json")
     message = (f"{world.config}: [sandbox]: the writable path /nonexistent-hsbox does not "
-               "exist.")
+               "exist; make it (mkdir -p /nonexistent-hsbox) or take it out of [sandbox] "
+               "writable.")
     assert (done.code, done.lines) == (2, [message])
     assert done.doc == {"version": 1, "ok": False, "error": message}
 

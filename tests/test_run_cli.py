@@ -101,7 +101,8 @@ def test_writable_path_that_does_not_exist_is_125(project: Path, home: Path,
     r = run(project, home, "true")
     assert r.returncode == 125
     assert r.stderr == (f"harness-sandbox: {home / 'config.toml'}: [sandbox]: the writable path "
-                        f"{missing} does not exist.\n").encode()
+                        f"{missing} does not exist; make it (mkdir -p {missing}) or take it "
+                        "out of [sandbox] writable.\n").encode()
 
 
 def test_hidden_path_that_is_neither_file_nor_folder_is_125(project: Path, home: Path,

@@ -176,6 +176,15 @@ def plan(
     )
 
 
+def _could_make(path: str) -> bool:
+    """Whether this user could make ``path`` (its folder exists and is writable to us):
+    the session makes a missing protected name it can; one it cannot make, the box,
+    running as the same user, cannot make either (a root-owned repository opened by
+    another user)."""
+    parent = os.path.dirname(path)
+    return not os.path.isdir(parent) or os.access(parent, os.W_OK | os.X_OK)
+
+
 def command(policy: Policy, argv: Sequence[str]) -> tuple[str, ...]:
     """What bwrap starts in the box: ``argv``, or with an allow-list the forwarder that
     then becomes ``argv`` (sandbox/network/box.py)."""
@@ -395,6 +404,8 @@ def _mount_args(policy: Policy, kind: int, path: str, fds: Mapping[str, int]) ->
     if kind in (_RW, _PIN):
         return ["--bind", path, path] if fd is None else ["--bind-fd", str(fd), path]
     if kind == _PROTECT:
+        if fd is None and not os.path.lexists(path) and not _could_make(path):
+            return []  # see _could_make: nothing to cover, and the box cannot make it
         return ["--ro-bind", path, path] if fd is None else ["--ro-bind-fd", str(fd), path]
     if kind in (_HIDE_DIR, _EMPTY_RO):
         return ["--tmpfs", path]
@@ -493,6 +504,12 @@ class BwrapBackend:
             if where is not None and p not in self._fds:
                 try:
                     self._fds[p] = open_path(*where)
+                except FileNotFoundError as err:
+                    if not _could_make(p):
+                        continue  # not there, and nobody running as us can make it
+                    self.release()
+                    raise PolicyError(f"{escape(p)} changed while the session opened "
+                                      f"({err.strerror}); try again") from err
                 except OSError as err:
                     self.release()
                     raise PolicyError(f"{escape(p)} changed while the session opened "
