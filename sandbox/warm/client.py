@@ -40,7 +40,7 @@ from sandbox.plan import LaunchPlan, Outcome, RunResult
 from sandbox.process import orphans
 from sandbox.process.pipes import Pipes
 from sandbox.text import escape
-from sandbox.warm.helper import MAX_MESSAGE, pack, unpack
+from sandbox.warm.inbox import MAX_MESSAGE, pack, unpack
 
 if TYPE_CHECKING:
     from sandbox.policy import Policy
@@ -133,13 +133,14 @@ class WarmBox:
     def start(cls, options: Sequence[str], *, bpf: bytes, shm_size: int,
               read_only: Sequence[str], nulled: Sequence[str],
               pass_fds: tuple[int, ...] = (), env: Mapping[str, str] | None = None,
-              ) -> WarmBox:
+              processes: int = 0) -> WarmBox:
         """Start the box: ``options`` is bwrap and its options up to the command (the
         session's :func:`~sandbox.backends.bwrap.box_args` with a pristine ``/proc``).
         ``bpf`` is the compiled filter each command loads; ``read_only`` and ``nulled``
         are the procfs entries each run's fresh ``/proc`` has bound read-only and
         covered by ``/dev/null``; ``shm_size`` is each run's ``/dev/shm`` in bytes.
-        ``pass_fds`` (the binds' descriptors) are handed to bwrap. Raises
+        ``pass_fds`` (the binds' descriptors) are handed to bwrap. ``processes`` bounds
+        the box's processes (``RLIMIT_NPROC``: all the session's runs together). Raises
         :class:`SandboxUnavailable` when the box or its starter does not come up."""
         self = cls()
         fd = self._theirs.fileno()
@@ -159,7 +160,7 @@ class WarmBox:
         for run_fd in made.run_fds:
             os.close(run_fd)
         setup = [b"setup", b"%d" % shm_size, b"\0".join(os.fsencode(p) for p in read_only),
-                 b"\0".join(os.fsencode(p) for p in nulled), bpf]
+                 b"\0".join(os.fsencode(p) for p in nulled), bpf, b"%d" % processes]
         # A starter already gone is said just below.
         with contextlib.suppress(OSError):
             self._sock.send(pack(setup))

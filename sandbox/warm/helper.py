@@ -1,18 +1,20 @@
 """The resident starter inside a session's warm box: ``python3 -I -S helper.py FD``.
 
-Standard library only, and no import of the toolkit: it runs inside the box, as the
-box's command, with ``CAP_SYS_ADMIN`` and ``CAP_SETPCAP`` in the box's user namespace
-and no system-call filter of its own. ``FD`` is its end of a ``SOCK_SEQPACKET`` pair
-whose other end the host holds (:mod:`sandbox.warm.client`). Each message is a list of
-fields (:func:`pack`); the first names it.
+Standard library only, and nothing of the toolkit but :mod:`sandbox.warm.inbox` (from
+its own folder): it runs inside the box, as the box's command, with ``CAP_SYS_ADMIN``
+and ``CAP_SETPCAP`` in the box's user namespace and no system-call filter of its own.
+``FD`` is its end of a ``SOCK_SEQPACKET`` pair whose other end the host holds
+(:mod:`sandbox.warm.client`). Each message is a list of fields
+(:func:`~sandbox.warm.inbox.pack`); the first names it.
 
 From the host:
 
-``setup SHM_SIZE READ_ONLY NULLED BPF``
+``setup SHM_SIZE READ_ONLY NULLED BPF NPROC``
     Once, first. ``/dev/shm``'s size in bytes; the procfs entries bound read-only over
     each run's ``/proc`` and those covered by ``/dev/null`` (NUL-separated); the
-    session's compiled system-call filter (BPF, 8 bytes an instruction). Answered
-    ``ready``.
+    session's compiled system-call filter (BPF, 8 bytes an instruction); the box's
+    process bound (``RLIMIT_NPROC``, set here before the first fork so that every run
+    is under it; 0 for none). Answered ``ready``.
 ``run ID CWD ARGC ARGV... ENV...``
     With three descriptors (stdin, stdout, stderr), or ``big ID`` with a fourth, a
     memfd holding the ``run`` message. Answered ``started ID`` once the command is
@@ -22,252 +24,62 @@ From the host:
 ``kill ID``
     SIGKILL to the run's init, which ends its whole PID namespace.
 
-Each run: a child of this process makes a new PID namespace and waits for its first
-process, the run's PID 1, makes a mount and an
-IPC namespace of its own, mounts a fresh ``/proc`` with the read-only belt and a fresh
-``/dev/shm``, forks the command and reaps everything until the command ends, then exits
-with its status: the kernel kills whatever else is left in the namespace (a ``setsid``
-daemon, a double fork). The command makes a session of its own, goes to ``CWD``, gets
-the three descriptors and no other, loses every capability (effective, permitted,
-inheritable, bounding, ambient), sets ``no_new_privs``, loads the filter and executes
-``ARGV`` (a bare name looked up on the ``PATH`` of ``ENV``) with exactly ``ENV``.
+Each run is made ahead of its request (:data:`SPARE` of them wait): a short-lived
+child makes a PID namespace and forks its first process, the run's PID 1, which this
+process then adopts (it is the child subreaper). PID 1 makes a mount and an IPC
+namespace of its own, mounts a fresh ``/proc`` with the read-only belt and a fresh
+``/dev/shm``, gives up every capability (effective, permitted, inheritable, bounding,
+ambient), sets ``no_new_privs`` and loads the filter, and waits for its request. Then
+it goes to ``CWD``, takes the three descriptors (and no other), starts ``ARGV`` with
+exactly ``ENV`` (a bare name looked up on that ``PATH``) in a session of its own, and
+reaps everything until the command ends; it exits with the command's status, and the
+kernel kills whatever else is left in the namespace (a ``setsid`` daemon, a double
+fork).
 
-The host closing its end ends this process; the runs' inits die with it
-(``PR_SET_PDEATHSIG``).
+The host closing its end ends this process; a run's PID 1 dies with it
+(``PR_SET_PDEATHSIG``), and with the box.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import os
 import select
 import signal
 import socket
-import struct
 import sys
 
-CLONE_NEWNS = 0x00020000
-CLONE_NEWIPC = 0x08000000
-CLONE_NEWPID = 0x20000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
-MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
-MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
-PR_SET_PDEATHSIG = 1
-PR_SET_DUMPABLE = 4
-PR_SET_SECCOMP = 22
-PR_CAPBSET_DROP = 24
-PR_SET_NO_NEW_PRIVS = 38
-PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
-SECCOMP_MODE_FILTER = 2
-CAPABILITY_VERSION_3 = 0x20080522
-# statvfs's ST_* bits that are also mount flags a remount must repeat: a bind remount in
-# a user namespace may not clear a flag locked on it, and the atime bits differ.
-_KEPT = ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, MS_NOEXEC),
-         (os.ST_NOATIME, MS_NOATIME), (os.ST_NODIRATIME, MS_NODIRATIME),
-         (os.ST_RELATIME, MS_RELATIME))
-MAX_MESSAGE = 1 << 17
-_LEN = struct.Struct("=I")
+if __package__:  # imported by the host, for SPARE and the tests
+    from sandbox.warm.inbox import (
+        MAX_MESSAGE,
+        Box,
+        exit_code,
+        outer,
+        pack,
+        unpack,
+    )
+else:  # the box's command: python3 -I -S puts no folder on the path
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from inbox import (  # type: ignore[import-not-found,no-redef]
+        MAX_MESSAGE,
+        Box,
+        exit_code,
+        outer,
+        pack,
+        unpack,
+    )
 
-
-def pack(fields: list[bytes]) -> bytes:
-    """One message: each field as its 4-byte length, then its bytes."""
-    return b"".join(_LEN.pack(len(f)) + f for f in fields)
-
-
-def unpack(data: bytes) -> list[bytes]:
-    """The fields of a message made by :func:`pack`."""
-    out, pos = [], 0
-    while pos < len(data):
-        (n,) = _LEN.unpack_from(data, pos)
-        pos += _LEN.size
-        out.append(data[pos:pos + n])
-        pos += n
-    return out
-
-
-class _SockFprog(ctypes.Structure):
-    _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
-
-
-class _CapHeader(ctypes.Structure):
-    _fields_ = (("version", ctypes.c_uint32), ("pid", ctypes.c_int))
-
-
-class _Box:
-    """What every run needs, made once: libc, the filter, the mounts' flags."""
-
-    def __init__(self, fields: list[bytes]) -> None:
-        self.libc = ctypes.CDLL(None, use_errno=True)
-        self.libc.mount.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
-                                    ctypes.c_ulong, ctypes.c_char_p)
-        shm, read_only, nulled, bpf = fields[1:5]
-        self.shm = b"size=%d,mode=1777" % int(shm)
-        # Entries this kernel lacks are skipped, as bwrap's --ro-bind-try does.
-        self.read_only = [p for p in read_only.split(b"\0") if p and os.path.exists(p)]
-        self.nulled = [p for p in nulled.split(b"\0") if p and os.path.exists(p)]
-        self.proc_flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
-        # nodev, as the cold box's binds are: opening the cover fails, "Permission
-        # denied", rather than reading as empty.
-        self.null_flags = _kept_flags(b"/dev/null") | MS_NODEV | MS_NOSUID | MS_NOEXEC
-        self.bpf = ctypes.create_string_buffer(bpf, len(bpf))
-        self.prog = _SockFprog(len(bpf) // 8, ctypes.cast(self.bpf, ctypes.c_void_p))
-        with open("/proc/sys/kernel/cap_last_cap", "rb") as f:
-            self.last_cap = int(f.read())
-
-    def call(self, what: str, rc: int) -> None:
-        if rc != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"{what}: {os.strerror(err)}")
-
-    def mount(self, src: bytes | None, dest: bytes, fstype: bytes | None, flags: int,
-              data: bytes | None = None) -> None:
-        self.call(f"mount {dest.decode(errors='replace')}",
-                  self.libc.mount(src, dest, fstype, flags, data))
-
-    def read_only_bind(self, src: bytes, dest: bytes, kept: int) -> None:
-        self.mount(src, dest, None, MS_BIND | MS_REC)
-        self.mount(None, dest, None, MS_BIND | MS_REMOUNT | MS_RDONLY | kept)
-
-
-def _kept_flags(path: bytes) -> int:
-    got = os.statvfs(path).f_flag
-    return sum(ms for st, ms in _KEPT if got & st)
-
-
-def _close_all_but(keep: set[int]) -> None:
-    low = 0
-    for fd in sorted(keep):
-        # Never an empty range: closerange(n, n) closes from n to the end here.
-        if fd > low:
-            os.closerange(low, fd)
-        low = fd + 1
-    os.closerange(low, 1 << 20)
-
-
-def _mounts(box: _Box) -> None:
-    """The run's own namespaces and mounts, made by its PID 1."""
-    box.call("prctl", box.libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0))
-    box.call("unshare", box.libc.unshare(CLONE_NEWNS | CLONE_NEWIPC))
-    # Nothing mounted here may reach the box's other runs.
-    box.mount(None, b"/", None, MS_REC | MS_PRIVATE)
-    box.mount(b"proc", b"/proc", b"proc", box.proc_flags)
-    for p in box.read_only:
-        box.read_only_bind(p, p, box.proc_flags | _kept_flags(p))
-    for p in box.nulled:
-        box.read_only_bind(b"/dev/null", p, box.null_flags)
-    box.mount(b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV, box.shm)
-
-
-def _drop_privileges(box: _Box) -> None:
-    """Every capability in every set, then no_new_privs and the filter."""
-    libc = box.libc
-    for cap in range(box.last_cap + 1):
-        box.call("drop bounding", libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0))
-    box.call("ambient", libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0))
-    header = _CapHeader(CAPABILITY_VERSION_3, 0)
-    data = (ctypes.c_uint32 * 6)()
-    box.call("capset", libc.capset(ctypes.byref(header), ctypes.byref(data)))
-    box.call("no_new_privs", libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
-    box.call("seccomp", libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER,
-                                   ctypes.byref(box.prog), 0, 0))
-
-
-def _spawn(req: list[bytes]) -> int:
-    """Start the command as ``execvp`` would, with exactly its environment: a bare name
-    is looked up on that environment's ``PATH`` (or the default path), a file without
-    ``#!`` is run by ``/bin/sh``."""
-    argc = int(req[3])
-    argv, env_items = req[4:4 + argc], req[4 + argc:]
-    env = dict(item.split(b"=", 1) for item in env_items if b"=" in item)
-    # posix_spawnp searches this process's PATH: make it the command's.
-    if b"PATH" in env:
-        os.environb[b"PATH"] = env[b"PATH"]
-    else:
-        os.environb.pop(b"PATH", None)
-    try:
-        return os.posix_spawnp(argv[0], argv, env, setsid=True)
-    except OSError as err:
-        if err.errno != errno.ENOEXEC:
-            raise
-        return os.posix_spawnp(b"/bin/sh", [b"/bin/sh", *argv], env, setsid=True)
-
-
-def _exit_code(status: int) -> int:
-    code = os.waitstatus_to_exitcode(status)
-    return 128 - code if code < 0 else code
-
-
-def _run_outer(box: _Box, req: list[bytes], fds: list[int], err_w: int) -> None:
-    """The child of :meth:`Helper.start`: makes the run's PID namespace, whose first
-    process is the run's PID 1, and waits for it; never returns. Its own exit is the
-    run's status; killed, it takes the run with it (``PR_SET_PDEATHSIG``).
-
-    A process of its own because the starter cannot go back to its own PID namespace
-    after ``unshare`` (in the box of a plain user, that namespace belongs to bwrap's
-    outer user namespace)."""
-    code = 127
-    try:
-        signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        _close_all_but({*fds, err_w})
-        box.call("prctl", box.libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0))
-        box.call("unshare", box.libc.unshare(CLONE_NEWPID))
-        pid = os.fork()
-        if pid == 0:
-            try:
-                _run_init(box, req, fds, err_w)
-            finally:
-                os._exit(127)
-        # Its pid here, for a kill: the init's end is the namespace's.
-        os.write(err_w, b"P%d\n" % pid)
-        for fd in {*fds, err_w}:
-            os.close(fd)
-        code = _exit_code(os.waitpid(pid, 0)[1])
-    except BaseException as err:  # the report is the handling
-        os.write(err_w, b"S%s\n" % str(err).encode().replace(b"\n", b" "))
-    os._exit(code)
-
-
-def _run_init(box: _Box, req: list[bytes], fds: list[int], err_w: int) -> None:
-    """The run's PID 1; never returns.
-
-    It makes the run's mounts, then takes the command's own state (its folder, its
-    three descriptors, no capability, the filter) and starts it with ``posix_spawn``
-    (no copy of this process: a fork of Python costs more than the rest of a run). It
-    cannot be traced or read by the command (not dumpable)."""
-    code = 127
-    try:
-        _mounts(box)
-        try:
-            os.chdir(req[2])
-            for i, fd in enumerate(fds):
-                os.dup2(fd, i)
-            for fd in set(fds) - {0, 1, 2}:
-                os.close(fd)
-            _drop_privileges(box)
-            box.call("prctl", box.libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0))
-            child = _spawn(req)
-        except OSError as err:
-            os.write(err_w, b"E%d\n" % (err.errno or 0))
-            os._exit(code)
-        for fd in (0, 1, 2, err_w):
-            os.close(fd)
-        while True:
-            pid, status = os.waitpid(-1, 0)
-            if pid == child:
-                code = _exit_code(status)
-                break
-    except BaseException as err:  # the report is the handling
-        os.write(err_w, b"S%s\n" % str(err).encode().replace(b"\n", b" "))
-    os._exit(code)
+PR_SET_CHILD_SUBREAPER = 36
+# Runs made ahead, up to their request: a run's namespaces, mounts, forks and dropped
+# privileges are made while the one before it runs, off its start.
+SPARE = 2
 
 
 class Helper:
     """The loop: requests in, runs started, their ends reported."""
 
-    def __init__(self, sock: socket.socket, box: _Box) -> None:
+    def __init__(self, sock: socket.socket, box: Box) -> None:
         self.sock = sock
         self.box = box
         self.poll = select.poll()
@@ -275,7 +87,10 @@ class Helper:
         self.by_pid: dict[int, tuple[bytes, int]] = {}   # init pid -> (id, error pipe)
         self.open_err: dict[int, bytes] = {}             # error pipes not yet at an end
         self.failed: dict[bytes, bytes] = {}             # run id -> why it did not start
-        self.inits: dict[bytes, int] = {}                # run id -> its PID 1, here
+        self.spare: dict[int, tuple[int, socket.socket]] = {}  # runs made ahead
+        self.making: dict[int, tuple[int, socket.socket]] = {}  # and being made
+        self.broken: bytes | None = None                 # why no run can be made
+        box.call("prctl", box.libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0))
         self.wake_r, wake_w = os.pipe()
         os.set_blocking(wake_w, False)
         signal.set_wakeup_fd(wake_w)
@@ -286,36 +101,85 @@ class Helper:
     def send(self, fields: list[bytes]) -> None:
         self.sock.send(pack(fields))
 
-    def start(self, req: list[bytes], fds: list[int]) -> None:
-        rid = req[1]
+    def prepare(self) -> bool:
+        """Start making one run ahead (:func:`outer`; its end is :meth:`made`); False
+        when no process could be made (the box's process bound)."""
         err_r, err_w = os.pipe()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             pid = os.fork()
             if pid == 0:
                 try:
-                    _run_outer(self.box, req, fds, err_w)
+                    outer(self.box, theirs.fileno(), err_w)
                 finally:
                     os._exit(127)  # never back into this loop
-        except OSError as err:
-            # No process for it (the box's process bound, reached by another run):
-            # the command could not start, as a fork on the host would say.
+        except OSError:
             os.close(err_r)
-            self.send([b"exit", rid, b"exec", b"%d" % (err.errno or errno.EAGAIN)])
-            return
+            ours.close()
+            return False
         finally:
             os.close(err_w)
+            theirs.close()
+        os.set_blocking(err_r, False)
+        self.making[pid] = (err_r, ours)
+        return True
+
+    def made(self, pid: int) -> None:
+        """The child that made a run's namespace ended: the run's init (now this
+        process's child) waits for its request; or the namespace could not be made."""
+        err_r, chan = self.making.pop(pid)
+        try:
+            lines = os.read(err_r, 4096).splitlines()
+        except BlockingIOError:
+            lines = []
+        init = [int(line[1:]) for line in lines if line.startswith(b"P")]
+        if init:
+            self.spare[init[0]] = (err_r, chan)
+            return
+        os.close(err_r)
+        chan.close()
+        why = [line[1:] for line in lines if line.startswith(b"S")]
+        self.broken = why[0] if why else b"a run's namespace could not be made"
+
+    def ready(self) -> bool:
+        """A run made ahead, waiting for it (or making it) if need be."""
+        if not self.spare and not self.making and self.broken is None:
+            self.prepare()
+        while not self.spare and self.making:
+            pid = next(iter(self.making))
+            os.waitpid(pid, 0)
+            self.made(pid)
+        return bool(self.spare)
+
+    def start(self, rid: bytes, msg: bytes, fds: list[int]) -> None:
+        """Hand the request to a run made ahead (or made now)."""
+        try:
+            if not self.ready():
+                if self.broken is not None:
+                    self.send([b"exit", rid, b"setup", self.broken])
+                else:
+                    # No process for it (the box's process bound, reached by another
+                    # run): the command could not start, as a fork on the host says.
+                    self.send([b"exit", rid, b"exec", b"%d" % errno.EAGAIN])
+                return
+            pid = next(iter(self.spare))
+            err_r, chan = self.spare.pop(pid)
+            # A run that died before its request says why when it is reaped.
+            with contextlib.suppress(OSError):
+                socket.send_fds(chan, [msg], fds)
+            chan.close()
+        finally:
             for fd in fds:
                 os.close(fd)
-        os.set_blocking(err_r, False)
         self.by_id[rid] = pid
         self.by_pid[pid] = (rid, err_r)
         self.open_err[err_r] = rid
         self.poll.register(err_r, select.POLLIN)
 
     def error_pipe(self, fd: int, final: bool = False) -> None:
-        """What the run's processes say before the command runs: the init's pid
-        (``P``), why the command did not start (``E`` errno, ``S`` text); at the end of
-        file, when nothing went wrong, the command is executing."""
+        """What a run's PID 1 says before the command runs: why it did not start (``E``
+        errno, ``S`` text); at the end of file, when nothing went wrong, the command is
+        executing."""
         try:
             data = os.read(fd, 4096)
         except BlockingIOError:
@@ -324,11 +188,7 @@ class Helper:
             data = b""  # a writer killed with its run may not be gone quite yet
         rid = self.open_err[fd]
         if data:
-            for line in data.splitlines():
-                if line.startswith(b"P"):
-                    self.inits[rid] = int(line[1:])
-                else:
-                    self.failed.setdefault(rid, line)
+            self.failed.setdefault(rid, data.splitlines()[0])
             return
         del self.open_err[fd]
         self.poll.unregister(fd)
@@ -344,6 +204,10 @@ class Helper:
                 return
             if pid == 0:
                 return
+            if pid in self.making:
+                self.made(pid)
+            elif pid in self.spare:
+                self.spare_ended(pid)
             if pid not in self.by_pid:
                 continue
             rid, err_r = self.by_pid.pop(pid)
@@ -351,8 +215,20 @@ class Helper:
             # Every writer is gone: the reads cannot wait.
             while self.open_err.get(err_r) == rid:
                 self.error_pipe(err_r, final=True)
-            self.inits.pop(rid, None)
             self.send(self.ended(rid, status))
+
+    def spare_ended(self, pid: int) -> None:
+        """A run made ahead ended before its request: its namespaces could not be made.
+        Every later run is refused with the reason (the box must be made again)."""
+        err_r, chan = self.spare.pop(pid)
+        chan.close()
+        try:
+            data = os.read(err_r, 4096)
+        except BlockingIOError:
+            data = b""
+        os.close(err_r)
+        why = [line[1:] for line in data.splitlines() if line.startswith(b"S")]
+        self.broken = why[0] if why else b"a run made ahead ended before its request"
 
     def ended(self, rid: bytes, status: int) -> list[bytes]:
         """The ``exit`` message of a run whose init was reaped."""
@@ -361,7 +237,7 @@ class Helper:
             return [b"exit", rid, b"exec", data[1:]]
         if data.startswith(b"S"):
             return [b"exit", rid, b"setup", data[1:]]
-        return [b"exit", rid, b"status", b"%d" % _exit_code(status)]
+        return [b"exit", rid, b"status", b"%d" % exit_code(status)]
 
     def request(self) -> bool:
         """One request from the host; False at the host's end."""
@@ -369,27 +245,27 @@ class Helper:
         if not msg:
             return False
         req = unpack(msg)
-        if req[0] == b"big" and fds:
-            with os.fdopen(fds.pop(), "rb") as f:
-                req = unpack(f.read())
-        if req[0] == b"run" and len(fds) == 3:
-            self.start(req, fds)
+        want = 4 if req[0] == b"big" else 3
+        if req[0] in (b"run", b"big") and len(fds) == want:
+            self.start(req[1], msg, fds)
             return True
         for fd in fds:
             os.close(fd)
         if req[0] == b"kill" and req[1] in self.by_id:
-            # The init, whose end kills the rest of its namespace before its parent
-            # reaps it; the parent, whose death kills the init (PR_SET_PDEATHSIG), if
-            # the init has not said its pid yet.
-            pid = self.inits.get(req[1], self.by_id[req[1]])
+            # The init: its end kills the rest of its namespace before it is reaped.
             with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+                os.kill(self.by_id[req[1]], signal.SIGKILL)
         return True
 
     def serve(self) -> None:
         sock = self.sock.fileno()
         while True:
-            for fd, _ in self.poll.poll():
+            # Runs are made ahead only when nothing waits: a run's end is said first.
+            events = self.poll.poll(0)
+            if not events and len(self.spare) + len(self.making) < SPARE \
+                    and self.broken is None and self.prepare():
+                continue
+            for fd, _ in events or self.poll.poll():
                 if fd == self.wake_r:
                     os.read(fd, 4096)
                     self.reap()
@@ -413,11 +289,11 @@ def main(argv: list[str]) -> int:
     fields = unpack(msg)
     if not fields or fields[0] != b"setup":
         return 2
-    helper = Helper(sock, _Box(fields))
+    helper = Helper(sock, Box(fields))
     helper.send([b"ready"])
     with contextlib.suppress(ConnectionError, BrokenPipeError):
         helper.serve()
-    for pid in helper.by_pid:
+    for pid in (*helper.by_pid, *helper.spare, *helper.making):
         os.kill(pid, signal.SIGKILL)
     return 0
 

@@ -52,7 +52,8 @@ def open_box(backend: BwrapBackend, hardening: Hardening) -> WarmBox:
         # variable would load a library into it before any namespace exists).
         box = WarmBox.start(options, bpf=os.pread(flt.fd, flt.size, 0), shm_size=shm,
                             read_only=PROC_READ_ONLY, nulled=KEYRING_LISTS,
-                            pass_fds=tuple(backend.held.values()), env={})
+                            pass_fds=tuple(backend.held.values()), env={},
+                            processes=hardening.limits.processes)
     except SandboxUnavailable as err:
         raise _diagnosed(err) from err
     assert box.proc is not None
