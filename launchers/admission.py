@@ -60,5 +60,34 @@ class Admission:
             # A command written as for a shell: the refusal shows the fix.
             from launchers.command_fixes import with_fixes
 
-            verdict = with_fixes(verdict, command, self.policy.env)
+            verdict = unexpanded(name, with_fixes(verdict, command, self.policy.env),
+                                 command, self.policy)
         return boxed, verdict
+
+
+def unexpanded(name: str, verdict: CommandVerdict, command: Sequence[str], policy: Policy
+               ) -> CommandVerdict:
+    """A later element refused as in the project because it starts with ``~`` or holds
+    ``$VAR``: said as what it is. Nothing expands them, so the text is checked (and
+    given to the hook) as written, a path relative to the project; the fix is the path
+    written out. The refusal's kind and folder stay the guard's."""
+    from launchers.command_fixes import expand
+    from sandbox.text import escape
+
+    details = []
+    for r in verdict.details:
+        text = r.path
+        out, unset = expand(text, policy.env)
+        shell = out != text or unset  # a variable or a leading ~ in it
+        if r.kind != "project" or not shell or text == command[0] or text.startswith("/"):
+            details.append(r)
+            continue
+        names = ", ".join(f"${n}" for n in dict.fromkeys(unset))
+        fix = (f"write the path out ({names} {'is' if len(unset) == 1 else 'are'} not set "
+               "here)" if unset else f"write the path out: {escape(out)}")
+        details.append(r._replace(message=(
+            f"hook {name}: {escape(text)} is not expanded: no shell runs the command, so "
+            "variables and ~ stay as written, and as written it is a path relative to the "
+            f"project ({escape(policy.project.rstrip('/') + '/' + text)}), which the agent "
+            f"could create or change; {fix}.")))
+    return verdict._replace(details=tuple(details))

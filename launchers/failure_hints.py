@@ -132,9 +132,33 @@ def box_hints(hook: str, text: str) -> list[str]:
     return out
 
 
+_NOT_FOUND = re.compile(r"not found|No such file or directory", re.I)
+
+
+def _crlf_named(hook: str, text: str) -> list[str]:
+    """A script the hook ran, named in its stderr as not found, that exists and has
+    Windows line ends in its ``#!`` line (``sh: 1: /x/check.sh: not found``). The hook's
+    stderr is not trusted: only the line end is looked at, nothing of the file shown."""
+    from launchers.startable import crlf_reason
+
+    out: list[str] = []
+    for line in text.splitlines():
+        if not _NOT_FOUND.search(line):
+            continue
+        for path in _ABSOLUTE.findall(line):
+            reason = crlf_reason(path.rstrip("."))
+            hint = f"hook {hook} ran a script that cannot start: {reason}"
+            if reason is not None and hint not in out:
+                out.append(hint)
+            if len(out) == HINTS_LIMIT:
+                return out
+    return out
+
+
 def start_hints(hook: str, kind: str, text: str, argv: Sequence[str]) -> list[str]:
     """Why a hook's program could not start, or an interpreter was not found, where a
-    file shows it: the execute bit, a CRLF first line."""
+    file shows it: the execute bit, a CRLF first line (its own, or that of a script it
+    ran that its stderr calls not found)."""
     from launchers.startable import start_problem
 
     program = argv[0] if argv else ""
@@ -142,6 +166,9 @@ def start_hints(hook: str, kind: str, text: str, argv: Sequence[str]) -> list[st
         problem = start_problem(hook, program) if program else None
         if problem is not None:
             return [problem.message]
+        named = _crlf_named(hook, text)  # a script it ran, said to be missing
+        if named:
+            return named
     if "\r'" in text or "\r:" in text or "\\r" in text or "\r\"" in text:
         return [f"hook {hook}'s stderr names a program ending in a carriage return (\\r): "
                 "a script saved with Windows line ends; convert it to Unix line ends "

@@ -122,6 +122,9 @@ class _Finder:
         self.skipped: list[str] = []
         self.module_dirs: list[str] = []
         self.gitlinks: list[str] = []
+        # The other work trees host git may run in: submodules' and linked worktrees'
+        # tops, where a relative core.hooksPath (or program) means another folder.
+        self.tops: list[str] = []
 
     def _pin_above(self, root: str, rel: str) -> None:
         parts = rel.split("/")[:-1]
@@ -209,6 +212,8 @@ class _Finder:
         where = beneath.relative(dotgit, self.roots)
         if where is None:
             return
+        if path not in self.tops:
+            self.tops.append(path)
         found = beneath.find(*where)
         if found.kind == "dir":
             self.git_dir(dotgit)
@@ -293,6 +298,9 @@ class _Finder:
         named = (data or b"").decode("utf-8", "replace").strip()
         if os.path.isabs(named) and os.path.basename(named) == ".git":
             self.protect(os.path.normpath(named))
+            top = os.path.dirname(os.path.normpath(named))
+            if top not in self.tops:
+                self.tops.append(top)
 
 
 def _static(project: str, roots: tuple[str, ...],
@@ -346,6 +354,12 @@ def _from_host_git(f: _Finder, project: str, git: str, env: Mapping[str, str],
     f.gitlinks = links
     for link in f.gitlinks:
         f.checkout(link)
+    # What a relative hooks folder or program means in each other work tree: git
+    # resolves it against the top of the one it runs in.
+    for other in f.tops:
+        if other != top:
+            wants += [w for w in gitconfig.wanted(entries, other, home)
+                      if not w.key.startswith("include")]
     done: set[str] = set()
     while wants:
         w = wants.pop(0)
@@ -358,6 +372,18 @@ def _from_host_git(f: _Finder, project: str, git: str, env: Mapping[str, str],
             # An include whose condition is false today: what it would include too.
             seen.add(w.path)
             wants += gitconfig.wanted(gitconfig.ask_file(git, w.path, env), top, home)
+
+
+def _under_any(path: str, folders: set[str]) -> bool:
+    """``path`` is one of ``folders`` or inside one: its ancestors looked up, not every
+    folder compared (a repository with hundreds of modules has thousands of each)."""
+    while True:
+        if path in folders:
+            return True
+        parent = os.path.dirname(path)
+        if parent == path:
+            return False
+        path = parent
 
 
 def find_layout(project: str, *, env: Mapping[str, str] | None = None,
@@ -377,8 +403,8 @@ def find_layout(project: str, *, env: Mapping[str, str] | None = None,
         git = gitconfig.find_git(env, (*roots, *forbidden))
         if git is not None:
             _from_host_git(f, project, git, env, home)
-    pinned = [d for d in f.pinned if d not in roots and not any(
-        d == p or d.startswith(p + "/") for p in f.protected)]
+    protected = set(f.protected)
+    pinned = [d for d in f.pinned if d not in roots and not _under_any(d, protected)]
     return GitLayout(common, tuple(dict.fromkeys(f.git_dirs)), tuple(f.protected),
                      tuple(pinned), tuple(f.make_dirs), tuple(f.make_files),
                      tuple(f.links), dot, tuple(f.skipped), tuple(f.module_dirs),

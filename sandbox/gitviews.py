@@ -4,15 +4,20 @@
 ``core.worktree`` again, when the key is there (git 2.39's ``ensure_core_worktree``);
 the file is read-only in the box, so the update would fail. Git in the box is shown a
 copy without that key instead (it finds a submodule's work tree from the ``.git`` file
-in it, without the key), and leaves the file alone. The copy is made once per session
-by the host's git (``git config --unset-all``), in a folder beside the private temp
-folder, outside the box's sight, and bound read-only over the file; the host's file is
-unchanged.
+in it, without the key), and leaves the file alone. The copy is made once per session,
+in a folder beside the private temp folder, outside the box's sight, and bound
+read-only over the file; the host's file is unchanged.
+
+A config in the plain form git itself writes (section lines, ``key = value`` lines with
+no quotes, escapes or comments) loses its ``core.worktree`` lines here; any other is
+handed to the host's git (``git config --unset-all``), one process per file: a
+repository with hundreds of modules would otherwise start hundreds of gits.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from collections.abc import Mapping
 
@@ -37,13 +42,52 @@ def module_views(layout: GitLayout, roots: tuple[str, ...], git: str | None,
         fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with open(fd, "wb") as f:
             f.write(data)
-        done = subprocess.run(gitsafe.argv(git or "git", ["config", "--file", copy,
-                                                          "--unset-all", "core.worktree"]),
-                              env=gitconfig.git_env(env), cwd="/",
-                              capture_output=True, stdin=subprocess.DEVNULL, timeout=30)
-        if done.returncode == 0:
+        if _unset_worktree(copy, data, git or "git", env):
             os.chmod(copy, 0o400)
             out.append((config, copy))
         else:
             os.unlink(copy)
     return tuple(out)
+
+
+_SECTION = re.compile(rb'\[([A-Za-z0-9.-]+)(?: "(?:[^"\\\n]|\\.)*")?\]')
+_VARIABLE = re.compile(rb"([A-Za-z][A-Za-z0-9-]*)(?: = [^\"\\;#\n]*)?")
+
+
+def without_worktree(data: bytes) -> bytes | None:
+    """``data`` without the ``core.worktree`` lines, when every line is in the plain form
+    git writes; None for any other file (git itself must read it)."""
+    out: list[bytes] = []
+    section: bytes | None = None
+    for line in data.splitlines(keepends=True):
+        text = line.rstrip(b"\n").strip(b" \t")
+        if not text:
+            out.append(line)
+            continue
+        head = _SECTION.fullmatch(text)
+        if head is not None:
+            plain = not text.rstrip(b"]").endswith(b'"') and b'"' not in text
+            section = head.group(1).lower() if plain else b""
+            out.append(line)
+            continue
+        var = _VARIABLE.fullmatch(text)
+        if var is None or section is None:
+            return None
+        if section == b"core" and var.group(1).lower() == b"worktree":
+            continue
+        out.append(line)
+    return b"".join(out)
+
+
+def _unset_worktree(copy: str, data: bytes, git: str, env: Mapping[str, str]) -> bool:
+    """Take ``core.worktree`` out of the file ``copy`` (a copy of ``data``)."""
+    plain = without_worktree(data)
+    if plain is not None:
+        with open(copy, "wb") as f:
+            f.write(plain)
+        return True
+    done = subprocess.run(gitsafe.argv(git, ["config", "--file", copy, "--unset-all",
+                                             "core.worktree"]),
+                          env=gitconfig.git_env(env), cwd="/",
+                          capture_output=True, stdin=subprocess.DEVNULL, timeout=30)
+    return done.returncode == 0

@@ -10,7 +10,9 @@
   the session's runs; an unprivileged user cannot mount one that outlives a run, and it
   stays an unbounded folder (said in :meth:`Hardening.bounds`);
 - host runs each in a control group of their own, killed whole when the run ends;
-- the child subreaper role while the session is open (:mod:`sandbox.orphans`).
+- the child subreaper role while the session is open, with a box or without
+  (:mod:`sandbox.process.orphans`): what a host run leaves behind outside its group comes
+  here, and what hides from the marker sweep is killed.
 
 Whatever cannot be had is reported by :meth:`Hardening.bounds`, never pretended.
 """
@@ -25,11 +27,12 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from . import filtercache
 from .errors import SandboxUnavailable
 from .limits import Bound, Limits, describe
 from .plan import LaunchPlan, RunResult
 from .process import cgroup, orphans
-from .seccomp import Compiled, compile_filter, reader
+from .seccomp import Compiled, reader
 
 if TYPE_CHECKING:
     from .backends import Backend
@@ -116,9 +119,13 @@ class Hardening:
     def open(cls, limits: Limits, *, boxed: bool, private_tmp: str) -> Hardening:
         self = cls(limits, boxed=boxed, private_tmp=private_tmp)
         if not boxed:
+            # Host runs only: their leftovers come here to be found (orphans.py).
+            orphans.acquire()
+            self._subreaper = True
             return self
         try:
-            self.filter = compile_filter()
+            # Kept between sessions in the private temp root (sandbox/filtercache.py).
+            self.filter = filtercache.load(os.path.dirname(private_tmp))
         except (ImportError, OSError, RuntimeError, AttributeError) as err:
             raise SandboxUnavailable(
                 f"the system-call filter could not be built: {err}", FILTER_FIX) from err
@@ -182,7 +189,7 @@ class Hardening:
                 self.host_ended(group)
         if box and pids:
             return self.box_ended(pids[0], result)
-        self.reap()
+        self.reap()  # and what hides from the marker sweep (sandbox/process/orphans.py)
         return result
 
     def close(self) -> None:

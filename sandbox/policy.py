@@ -164,6 +164,19 @@ def _host_reads(writable: tuple[str, ...], env: Mapping[str, str], home: str
     return present(inside(writable, env, home)) if writable else ()
 
 
+def _session_place(project: str, s: SandboxSettings, env: Mapping[str, str] | None,
+                   home: str | None) -> tuple[Mapping[str, str], str, str]:
+    """The session's environment (``[sandbox] scrub``'s names gone from it, so from
+    every plan built on it, boxed or on the host), its home, and the project as written
+    (absolute; refused when it is not a folder)."""
+    session_env = drop_names(os.environ if env is None else env, s.scrub)
+    home = home or session_env.get("HOME") or os.path.expanduser("~")
+    as_written = os.path.abspath(project)
+    if not os.path.isdir(as_written):
+        raise PolicyError(f"the project {escape(as_written)} is not a directory")
+    return session_env, home, as_written
+
+
 def _git_fields(project: str, writable: tuple[str, ...], git: GitLayout | None,
                 env: Mapping[str, str], home: str, *,
                 allowed: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -243,29 +256,23 @@ class Policy(NamedTuple):
         env: Mapping[str, str] | None = None,
         home: str | None = None,
         platform: str = sys.platform,
-        output_cap: int = DEFAULT_OUTPUT_CAP,
+        git: GitLayout | None = None,
     ) -> Policy:
         """The policy of a session for ``project`` under the ``[sandbox]`` table: the one
         mapping every entry point uses. ``boxed`` False (``--no-sandbox``) or
         ``enabled = false`` gives a session with no box.
 
-        The git layout is found here without asking the host's git, and protected names
-        that are missing are left out (a missing ``hooks`` folder becomes an empty
-        read-only one); a session replaces it with the one it found and made the missing
-        names for (:meth:`with_git`).
+        ``git`` is the layout a session found (asking the host's git) and made the
+        missing protected names for. Without it the layout is found here without asking
+        the host's git, and protected names that are missing are left out (a missing
+        ``hooks`` folder becomes an empty read-only one).
 
         Raises :class:`PolicyError` with a one-line message naming the path for: a
         project that is not a directory, a writable path that does not exist, a
         hidden path that is neither a file nor a folder.
         """
         s = settings if settings is not None else SandboxSettings()
-        # ``[sandbox] scrub``: gone from the session's environment, so from every plan
-        # built on it (boxed or on the host).
-        session_env = drop_names(os.environ if env is None else env, s.scrub)
-        home = home or session_env.get("HOME") or os.path.expanduser("~")
-        as_written = os.path.abspath(project)
-        if not os.path.isdir(as_written):
-            raise PolicyError(f"the project {escape(as_written)} is not a directory")
+        session_env, home, as_written = _session_place(project, s, env, home)
         real_project = os.path.realpath(as_written)
         from .darwin import session_user_tmp
 
@@ -275,7 +282,7 @@ class Policy(NamedTuple):
         tmp = private_tmp if private_tmp is not None else private_tmp_root()
         writable = _writable_paths(s.writable, home)
         return cls(
-            **_git_fields(real_project, writable, None, session_env, home,
+            **_git_fields(real_project, writable, git, session_env, home,
                           allowed=s.allow_tool_configs),
             allow_tool_configs=s.allow_tool_configs,
             project=real_project,
@@ -291,7 +298,6 @@ class Policy(NamedTuple):
             home=home,
             tmpdir=user_tmp,
             env=session_env,
-            output_cap=output_cap,
             allow_unix_sockets=tuple(os.path.abspath(expand(p, home))
                                      for p in s.allow_unix_sockets),
         )

@@ -29,6 +29,8 @@ USERNS_CLONE_SYSCTL = "/proc/sys/kernel/unprivileged_userns_clone"
 
 NOT_INSTALLED = "bubblewrap (bwrap) is not installed"
 INSTALL_FIX = "install the bubblewrap package: sudo apt-get install bubblewrap"
+# Where a package puts bwrap: named when it is there but not on PATH (never used).
+USUAL_BWRAP = ("/usr/bin/bwrap", "/usr/local/bin/bwrap", "/bin/bwrap")
 APPARMOR_DIAGNOSIS = (
     "user namespaces are blocked by AppArmor (kernel.apparmor_restrict_unprivileged_userns=1)"
 )
@@ -74,6 +76,22 @@ def find_bwrap(path_env: str | None) -> str | None:
     entries = [e for e in path_env.split(os.pathsep) if os.path.isabs(e)]
     found = shutil.which("bwrap", path=os.pathsep.join(entries))
     return os.path.abspath(found) if found else None
+
+
+def not_found(path_env: str | None, usual: tuple[str, ...] = USUAL_BWRAP
+              ) -> SandboxUnavailable:
+    """Why there is no bwrap on ``path_env``: where it looked, and where bwrap is if it
+    is installed but not on that PATH (the toolkit does not go and take it from there:
+    the PATH is the user's choice of what runs)."""
+    looked = [e for e in (path_env or "").split(os.pathsep) if os.path.isabs(e)]
+    where = os.pathsep.join(looked) or "nothing (PATH is empty)"
+    elsewhere = next((p for p in usual if os.path.isfile(p) and os.access(p, os.X_OK)),
+                     None)
+    if elsewhere is not None:
+        return SandboxUnavailable(
+            f"bubblewrap (bwrap) is not on PATH (looked in {where}); it is installed at "
+            f"{elsewhere}", f"add {os.path.dirname(elsewhere)} to PATH")
+    return SandboxUnavailable(f"{NOT_INSTALLED} (looked in {where})", INSTALL_FIX)
 
 
 def _inside(path: str, root: str) -> bool:
@@ -164,7 +182,7 @@ def diagnose_start_failure(error: str) -> SandboxUnavailable:
 def _require(path_env: str | None, euid: int) -> str:
     bwrap = find_bwrap(path_env)
     if bwrap is None:
-        raise SandboxUnavailable(NOT_INSTALLED, INSTALL_FIX)
+        raise not_found(path_env)
     if os.stat(bwrap).st_mode & stat.S_ISUID:
         # A setuid bwrap makes its namespaces with its own privilege: the sysctls that
         # limit unprivileged users say nothing about it.
@@ -251,9 +269,24 @@ class Probe(NamedTuple):
             },
             "links": None if self.links is None else list(self.links),
             "euid": self.euid,
+            "box_identity": self.box_identity,
             "diagnosis": self.diagnosis,
             "fix": self.fix,
         }
+
+    @property
+    def box_identity(self) -> dict[str, object]:
+        """Which host user the box's processes are, and what that means: the box maps
+        the user who starts it to itself in a user namespace of its own, with no
+        capability in any namespace."""
+        root = self.euid == 0
+        return {"host_uid": self.euid, "capabilities": "none",
+                "files_made_owned_by": "root" if root else f"uid {self.euid}",
+                "note": ("host root without capabilities: the kernel's interfaces that "
+                         "check only the uid (/proc/sys and the like) are read-only in the "
+                         "box, and set-id modes are refused; run as a normal user where "
+                         "you can") if root else
+                        "your own user, without capabilities"}
 
 
 def parse_features(help_text: str) -> tuple[str, ...]:
@@ -329,9 +362,12 @@ def probe_bwrap(env: Mapping[str, str] | None = None) -> Probe:
     links a box sees."""
     s = sysctls()
     euid = os.geteuid()
-    bwrap = find_bwrap((os.environ if env is None else env).get("PATH"))
+    path_env = (os.environ if env is None else env).get("PATH")
+    bwrap = find_bwrap(path_env)
     if bwrap is None:
-        return Probe(None, euid=euid, diagnosis=NOT_INSTALLED, fix=INSTALL_FIX, **s._asdict())
+        absent = not_found(path_env)
+        return Probe(None, euid=euid, diagnosis=absent.diagnosis, fix=absent.fix,
+                     **s._asdict())
     v = _run([bwrap, "--version"])
     version = v.stdout.decode(errors="replace").strip() or None
     h = _run([bwrap, "--help"])

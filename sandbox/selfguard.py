@@ -33,7 +33,8 @@ if TYPE_CHECKING:
 
 PACKAGES = ("sandbox", "pathguard", "launchers")
 FIX_INSTALL = ("Install harness-sandbox outside the project and every writable folder "
-               "(for example with pipx install harness-sandbox) and run that one.")
+               "(for example from a checkout kept outside them: the .venv its set-up makes, or "
+               "pipx install PATH-TO-CHECKOUT) and run that one.")
 FIX_PATH = "Remove it from PYTHONPATH, or install harness-sandbox outside the project."
 FIX_ENV = "Start harness-sandbox without it."
 # Read when the interpreter itself starts, before any code of ours: libraries

@@ -38,6 +38,7 @@ from .text import escape
 if TYPE_CHECKING:
     from .harden import Hardening
     from .network.session import Network
+    from .process.pipes import Pipes
     from .warm.client import WarmBox
 
 
@@ -294,7 +295,7 @@ class Session:
                 _leftovers.make(manifest, tmp, roots, dirs=layout.make_dirs,
                                 files=layout.make_files, protected=layout.protected)
             policy = Policy.from_settings(project, settings, boxed=boxed, private_tmp=tmp,
-                                          env=env, output_cap=output_cap)
+                                          env=env, git=layout)._replace(output_cap=output_cap)
             if layout is not None:
                 views = module_views(layout, roots, find_git(policy.env, roots), policy.env,
                                      tmp + ".views")
@@ -386,25 +387,30 @@ class Session:
         cancel: threading.Event | None = None,
         boxed: bool = True,
         env_extra: Mapping[str, str] | None = None,
+        pipes: type[Pipes] | None = None,
     ) -> RunResult:
         """Run ``argv`` to its end (and everything it started) and say how it ended.
+
+        ``pipes`` reads the run's output (see :func:`sandbox.process.supervisor.run`):
+        by default it is kept, capped, in the result.
 
         In the box, a command killed by signal N is reported as exited with status
         128+N: the box's init waits for it and exits that way, as a shell does.
         A command the box could not start is ``failed_to_start`` with the OS error.
         Raises :class:`SandboxUnavailable` when the box itself cannot be built.
         """
+        from .process import supervisor
+        from .process.pipes import Pipes
+
         if isinstance(argv, (str, bytes)):
             raise TypeError("Session.run takes the command as a list of words, "
                             f"such as [{argv!r}], not as one string")
+        reader = pipes or Pipes
         if boxed and self.warm is not None:
             from .warm import seat
 
-            return seat.run(self.warm, self.hardening, self.policy, argv,
-                            env_extra=env_extra, stdin=stdin, timeout=timeout,
-                            cancel=cancel)
-        from .process import supervisor
-
+            return seat.run(self, argv, env_extra=env_extra, stdin=stdin,
+                            timeout=timeout, cancel=cancel, pipes=reader)
         backend = self._backend(boxed)
         plan = backend.plan(argv, env_extra)
         net = self.network if boxed and self._box is not None else None
@@ -412,14 +418,15 @@ class Session:
         if self.hardening is None:
             try:
                 result = supervisor.run(plan, stdin=stdin, timeout=timeout, cancel=cancel,
-                                        output_cap=self.policy.output_cap)
+                                        output_cap=self.policy.output_cap, pipes=reader)
             finally:
                 for fd in plan.run_fds:  # this run's own (bwrap's options)
                     os.close(fd)
         else:
             result = self.hardening.supervise(plan, lambda start, spawn: supervisor.run(
                 plan, stdin=stdin, timeout=timeout, cancel=cancel,
-                output_cap=self.policy.output_cap, on_start=start, spawn=spawn))
+                output_cap=self.policy.output_cap, on_start=start, spawn=spawn,
+                pipes=reader))
         if net is not None:
             result = result._replace(refused=net.proxy.since(mark))
         return backend.read(result)

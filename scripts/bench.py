@@ -309,6 +309,51 @@ def network_cases(base: Path, rounds: int) -> Results:
     return results
 
 
+# -- a repository with many git folders (sandbox/gitdirs.py, sandbox/gitviews.py) ---
+
+
+def scale_cases(base: Path, rounds: int, modules: int = 200) -> Results:
+    """(s) a repository with ``modules`` submodules: a session's open and close, and a
+    boxed ``true`` there, beside the same in a plain folder (paired)."""
+    subs = base / "scale-subs"
+    subs.mkdir()
+    repo = base / "scale-repo"
+    ident = ["-c", "user.name=b", "-c", "user.email=b@b"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    for i in range(modules):
+        sub = subs / f"m{i}"
+        subprocess.run(["git", "init", "-q", str(sub)], check=True)
+        subprocess.run(["git", "-C", str(sub), *ident, "commit", "-q", "--allow-empty",
+                        "-m", "m"], check=True)
+        subprocess.run(["git", "-C", str(repo), "-c", "protocol.file.allow=always",
+                        "submodule", "add", "-q", str(sub), f"m{i}"], check=True,
+                       capture_output=True)
+    subprocess.run(["git", "-C", str(repo), *ident, "commit", "-qm", "subs"], check=True)
+    plain = base / "scale-plain"
+    plain.mkdir()
+
+    def opened(where: Path) -> Sample:
+        def once() -> None:
+            with Session.open(str(where)):
+                pass
+        return once
+
+    results = interleave({"s_session_open_200_modules": opened(repo),
+                          "s_session_open_plain_folder": opened(plain)}, rounds, warmup=1)
+    with Session.open(str(repo)) as many, Session.open(str(plain)) as few:
+
+        def in_many() -> None:
+            many.run([TRUE])
+
+        def in_few() -> None:
+            few.run([TRUE])
+
+        results.update(interleave({"s_boxed_true_200_modules": in_many,
+                                   "s_boxed_true_plain_folder": in_few},
+                                  max(2, rounds // 3), warmup=1))
+    return results
+
+
 # -- the warm box (sandbox/warm/) --------------------------------------------------------
 
 
@@ -374,6 +419,7 @@ def measure(quick: bool) -> Results:
         results.update(audit_cases(project, home, hook_dir, env, cli_rounds))
         results.update(import_cases(cli_rounds))
         results.update(network_cases(base, cli_rounds))
+        results.update(scale_cases(base, cli_rounds))
         results["cli_peak_rss_kib_run_true"] = peak_kib(
             env, CLI, "run", "--project", str(project), "--", TRUE)
         results["cli_peak_rss_kib_audit_1000"] = peak_kib(
@@ -392,6 +438,8 @@ def derive(results: Results) -> tuple[dict[str, float], dict[str, bool]]:
     derived = {
         "c_minus_b_ms": round(med("c_library_boxed") - med("b_bwrap_direct"), 3),
         "e_minus_a_ms": round(med("e_host_runner") - med("a_bare_spawn"), 3),
+        "s_boxed_200_modules_over_plain": round(med("s_boxed_true_200_modules")
+                                                / med("s_boxed_true_plain_folder"), 2),
         "n_allow_list_open_minus_plain_ms": round(med("n_session_open_allow_list")
                                                   - med("n_session_open_no_network"), 3),
         "n_proxy_over_host_download": round(med("n_100mb_through_proxy")

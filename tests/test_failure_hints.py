@@ -228,14 +228,15 @@ def test_a_command_written_as_for_a_shell_is_refused_with_the_fix(world: World) 
         f"hook one-string: python3 {script} --strict must be an absolute path (a command with "
         "a / is not looked up on PATH). The command is an argv, one word per element: "
         f'["python3", "{script}", "--strict"].',
-        "hook home-var: $HOME/x.sh is in the project, so the agent could change it. Move it "
-        "outside (for example ~/.local/share/harness/hooks/), or start with --no-hooks. "
-        f"Variables and ~ are not expanded (no shell runs the command); write the path out: "
-        f"{world.home}/x.sh.",
-        "hook project-var: $CLAUDE_PROJECT_DIR/.claude/hooks/x.sh is in the project, so the "
-        "agent could change it. Move it outside (for example ~/.local/share/harness/hooks/), "
-        "or start with --no-hooks. Variables and ~ are not expanded (no shell runs the "
-        "command), and $CLAUDE_PROJECT_DIR is not set here; write the path out.",
+        "hook home-var: $HOME/x.sh is not expanded: no shell runs the command, so variables "
+        "and ~ stay as written, and as written it is a path relative to the project "
+        f"({world.project}/$HOME/x.sh), which the agent could create or change; write the "
+        f"path out: {world.home}/x.sh.",
+        "hook project-var: $CLAUDE_PROJECT_DIR/.claude/hooks/x.sh is not expanded: no shell "
+        "runs the command, so variables and ~ stay as written, and as written it is a path "
+        f"relative to the project ({world.project}/$CLAUDE_PROJECT_DIR/.claude/hooks/x.sh), "
+        "which the agent could create or change; write the path out ($CLAUDE_PROJECT_DIR is "
+        "not set here).",
         "hook tilde: ~/bin/x.sh must be an absolute path (a command with a / is not looked up "
         "on PATH). Variables and ~ are not expanded (no shell runs the command); write the "
         f"path out: {world.home}/bin/x.sh."]

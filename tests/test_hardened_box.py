@@ -373,13 +373,14 @@ def test_host_leftovers_adopted_by_the_session_are_reaped(session: Session) -> N
 
 def test_a_session_whose_filter_cannot_be_built_does_not_start(
         project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Fail closed: no box without its filter (here libseccomp's binding is missing).
-    import sandbox.harden
+    # Fail closed: no box without its filter (here libseccomp's binding is missing and
+    # no program is kept).
+    import sandbox.filtercache
 
-    def missing() -> None:
+    def missing(root: str) -> None:
         raise ImportError("No module named 'pyseccomp'")
 
-    monkeypatch.setattr(sandbox.harden, "compile_filter", missing)
+    monkeypatch.setattr(sandbox.filtercache, "load", missing)
     from sandbox.errors import SandboxUnavailable
 
     with pytest.raises(SandboxUnavailable) as info, Session.open(str(project), SMALL):

@@ -124,11 +124,20 @@ def test_features_are_read_from_the_help_text() -> None:
     assert probe.parse_features(text) == ("--help", "--cap-drop")
 
 
-def test_missing_bwrap_is_named_with_the_package_to_install() -> None:
+def test_bwrap_off_path_says_where_it_looked_and_where_it_is() -> None:
     with pytest.raises(SandboxUnavailable) as err:
-        probe.require_box(env={"PATH": "/nonexistent"})
-    assert err.value.diagnosis == "bubblewrap (bwrap) is not installed"
-    assert err.value.fix == "install the bubblewrap package: sudo apt-get install bubblewrap"
+        probe.require_box(env={"PATH": "/nonexistent:/also-not"})
+    assert err.value.diagnosis == ("bubblewrap (bwrap) is not on PATH (looked in "
+                                   "/nonexistent:/also-not); it is installed at /usr/bin/bwrap")
+    assert err.value.fix == "add /usr/bin to PATH"
+
+
+def test_missing_bwrap_is_named_with_the_package_to_install(tmp_path: Path) -> None:
+    err = probe.not_found("/nonexistent", usual=(str(tmp_path / "bwrap"),))
+    assert err.diagnosis == "bubblewrap (bwrap) is not installed (looked in /nonexistent)"
+    assert err.fix == "install the bubblewrap package: sudo apt-get install bubblewrap"
+    assert probe.not_found("", usual=()).diagnosis == (
+        "bubblewrap (bwrap) is not installed (looked in nothing (PATH is empty))")
 
 
 def test_relative_path_entries_are_not_searched(tmp_path: Path) -> None:
@@ -229,13 +238,14 @@ def test_doctor_for_macos_speaks_of_sandbox_exec_not_bwrap() -> None:
     assert p.as_dict()["backend"] == "sandbox-exec"
 
 
-def test_doctor_without_bwrap_says_what_to_install() -> None:
+def test_doctor_without_bwrap_on_path_says_where_it_is() -> None:
     env = {**os.environ, "PATH": "/nonexistent"}
     r = subprocess.run([CLI, "doctor"], capture_output=True, text=True, env=env, check=False)
     assert r.returncode == 1
     assert r.stderr.splitlines()[-2:] == [
-        "the box cannot be built: bubblewrap (bwrap) is not installed",
-        "fix: install the bubblewrap package: sudo apt-get install bubblewrap",
+        "the box cannot be built: bubblewrap (bwrap) is not on PATH (looked in "
+        "/nonexistent); it is installed at /usr/bin/bwrap",
+        "fix: add /usr/bin to PATH",
     ]
 
 
@@ -316,3 +326,23 @@ def test_doctor_reports_each_protection_in_force_or_why_not() -> None:
     lines = human.stderr.splitlines()
     assert f"seccomp: in force (libseccomp filter for {arches})" in lines
     assert any(line.startswith("memory: ") for line in lines)
+
+
+def test_doctor_says_which_host_user_the_box_runs_as(tmp_path: Path) -> None:
+    from sandbox.session import Session
+
+    r = subprocess.run([CLI, "doctor", "--json"], capture_output=True, text=True,
+                       check=False)
+    who = json.loads(r.stdout)["box_identity"]
+    assert who["host_uid"] == os.geteuid() and who["capabilities"] == "none"
+    text = subprocess.run([CLI, "doctor"], capture_output=True, text=True, check=False)
+    owner = "root" if os.geteuid() == 0 else f"uid {os.geteuid()}"
+    assert (f"the box runs as: host uid {os.geteuid()}, no capabilities; files it makes "
+            f"are owned by {owner}\n") in text.stderr
+    # And it is so: what the box makes in the project is that user's on the host.
+    project = tmp_path / "p"
+    project.mkdir()
+    with Session.open(str(project)) as s:
+        made = s.run(["sh", "-c", "echo x > made; grep CapEff /proc/self/status"])
+    assert made.stdout.split()[-1] == b"0000000000000000"
+    assert (project / "made").stat().st_uid == who["host_uid"]

@@ -81,8 +81,9 @@ def test_missing_bwrap_is_125_with_the_diagnosis(project: Path, home: Path) -> N
     marker = project / "ran"
     r = run(project, home, "/bin/sh", "-c", f"touch {marker}", path="/nonexistent")
     assert r.returncode == 125
-    assert r.stderr == (b"harness-sandbox: bubblewrap (bwrap) is not installed; install the "
-                        b"bubblewrap package: sudo apt-get install bubblewrap\n")
+    assert r.stderr == (b"harness-sandbox: bubblewrap (bwrap) is not on PATH (looked in "
+                        b"/nonexistent); it is installed at /usr/bin/bwrap; add /usr/bin to "
+                        b"PATH\n")
     assert not marker.exists()
 
 

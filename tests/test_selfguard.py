@@ -21,7 +21,8 @@ from launchers.syspath import safe_path
 ROOT = Path(__file__).resolve().parent.parent
 CLI = os.path.join(os.path.dirname(sys.executable), "harness-sandbox")
 FIX_INSTALL = ("Install harness-sandbox outside the project and every writable folder "
-               "(for example with pipx install harness-sandbox) and run that one.")
+               "(for example from a checkout kept outside them: the .venv its set-up makes, or "
+               "pipx install PATH-TO-CHECKOUT) and run that one.")
 FIX_PATH = "Remove it from PYTHONPATH, or install harness-sandbox outside the project."
 SITE = next(p for p in sys.path if p.endswith("site-packages"))
 

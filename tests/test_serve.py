@@ -384,3 +384,34 @@ def test_a_killed_harness_or_server_leaves_nothing_behind(project: Path, config:
     finally:
         harness.kill()
         harness.wait()
+
+
+def test_a_streamed_run_sends_its_output_as_it_comes(served: Serve) -> None:
+    served.result("open")
+    # A line, then a pause the result cannot come before: the first event is there
+    # while the command still runs.
+    rid = served.request("run", {"argv": ["sh", "-c", "echo one; echo err >&2; sleep 1; "
+                                          "printf 'caf\\303'; printf '\\251 t\\377\\n'"],
+                                 "stream": True})
+    first = served.next_message()
+    assert first == {"id": rid, "event": "output", "stream": "stdout", "data": "one\n"}
+    reply = served.reply(rid)
+    events = served.events.pop(json.dumps(rid))
+    assert events[0] == first
+    out = "".join(e["data"] for e in events if e["stream"] == "stdout")
+    err = "".join(e["data"] for e in events if e["stream"] == "stderr")
+    # UTF-8 split across writes comes whole; a byte that is not UTF-8 as \udcXX.
+    assert out == "one\ncafé t\udcff\n"
+    assert err == "err\n"
+    result = reply["result"]
+    assert (result["exit"], result["stdout"], result["stderr"]) == (0, "", "")
+
+
+def test_streamed_output_stops_at_the_cap(served: Serve) -> None:
+    served.result("open")
+    rid = served.request("run", {"argv": ["sh", "-c", "head -c 3000000 /dev/zero"],
+                                 "stream": True})
+    result = served.reply(rid)["result"]
+    sent = sum(len(e["data"]) for e in served.events.pop(json.dumps(rid)))
+    assert sent == 1 << 20
+    assert result["stdout_capped"] is True

@@ -35,12 +35,21 @@ def say(text: str, *, named: bool = False) -> None:
     sys.stderr.flush()
 
 
-def load_user_config(explicit: str | None, project: str) -> tuple[Config, Located | None]:
+def load_user_config(explicit: str | None, project: str, *,
+                     named_must_exist: bool = False) -> tuple[Config, Located | None]:
     """The user config ``--config`` or the environment names (an empty one when no file
-    exists), and where it was looked for. Raises :class:`~launchers.errors.ConfigError`."""
+    exists), and where it was looked for. With ``named_must_exist``, a ``--config`` file
+    that is not there is an error: the command would quietly run no hooks at all.
+    Raises :class:`~launchers.errors.ConfigError`."""
     found = locate(os.environ, explicit=explicit)
     if found is None:
         return Config(path=None), None
+    if named_must_exist and found.source == "--config" and not os.path.lexists(found.path):
+        from launchers.errors import ConfigError
+
+        raise ConfigError(found.path, "no such file (named by --config); give the path of "
+                                      "the user config, or leave --config out to use the "
+                                      "one found by default.")
     return load(found.path, project=project, source=found.source), found
 
 

@@ -47,6 +47,9 @@ def report(p: object) -> list[str]:
     if p.euid == 0:
         lines.append("running as root: the box drops every capability, but files owned "
                      "by root stay owned by it; run as a normal user where you can")
+    who = p.box_identity
+    lines.append(f"the box runs as: host uid {who['host_uid']}, no capabilities; files it "
+                 f"makes are owned by {who['files_made_owned_by']}")
     lines.append(p.verdict)
     if p.fix:
         lines.append(f"fix: {p.fix}")

@@ -59,6 +59,21 @@ def event_fields(args: argparse.Namespace) -> tuple[Event, dict[str, Any]]:
     return "UserPromptSubmit", {"prompt": args.prompt}
 
 
+def tool_option_warnings(tool: str) -> list[str]:
+    """The warning ``--tool`` gets for a name that is no tool here, with the fix a
+    config's ``tools`` entry gets for the same name (:func:`launchers.config.tool_warning`).
+    Hooks that list tools do not cover it; those that list none still run."""
+    from launchers.config import TOOLS, tool_warning
+    from launchers.values import as_toml
+
+    if tool in TOOLS:
+        return []
+    _, _, fix = tool_warning("-", tool).partition("which is not a tool here; ")
+    fix = fix.replace("so list mcp.", "so name mcp.")
+    return [f"⚠ --tool {as_toml(tool)} is not a tool here, so no hook that lists tools "
+            f"covers it; {fix}"]
+
+
 def _fire(runner: HookRunner, event: Event, fields: dict[str, Any], mode: str) -> Decision:
     """Run the event so that Ctrl-C cancels the running hook (the seed's Esc) and still
     waits for its whole tree to be ended."""
@@ -126,11 +141,13 @@ def cmd_hook(args: argparse.Namespace) -> int:
     warnings: list[str] = []
     try:
         event, fields = event_fields(args)
-        config, _ = load_user_config(args.config, project)
+        config, _ = load_user_config(args.config, project, named_must_exist=True)
     except (UsageError, ConfigError) as err:
         return stop(args.event if args.event in EVENTS else None, str(err))
     warnings += config.warnings
-    for warning in config.warnings:
+    if event == "PreToolUse":
+        warnings += tool_option_warnings(fields["tool"])
+    for warning in warnings:
         say(warning)
     no_hooks = bool(args.no_hooks)
     if no_hooks:

@@ -117,7 +117,8 @@ def _prepare(args: argparse.Namespace, project: str) -> tuple[Config, OhConfig, 
     """The user config (for its [sandbox] table, which applies to these hooks as to
     [[hooks]]), the openHarness file and the event's context. Raises ConfigError,
     OhConfigError or UsageError."""
-    user, _ = load_user_config(getattr(args, "config", None), project)
+    user, _ = load_user_config(getattr(args, "config", None), project,
+                               named_must_exist=True)
     config = load(args.openharness)
     event: str = args.event
     if event not in EVENTS:

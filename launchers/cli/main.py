@@ -176,7 +176,24 @@ def _parse_run(argv: Sequence[str]) -> Any:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from launchers.cli.closed_pipe import closed_pipe, flush_stdout
+
     words = list(sys.argv[1:] if argv is None else argv)
+    try:
+        try:
+            return _dispatch(words)
+        finally:
+            flush_stdout()  # --help and --version end with SystemExit: flushed here too
+    except BrokenPipeError as err:
+        status = closed_pipe()
+        if status is None:  # not our stdout or stderr: a bug like any other
+            from launchers.cli.crash import report
+
+            return report(words[0] if words else "", err)
+        return status
+
+
+def _dispatch(words: list[str]) -> int:
     fast = _parse_run(words) if words[:1] == ["run"] else None
     args = cast("argparse.Namespace", fast) if fast is not None else parser().parse_args(words)
     module, name = COMMANDS[args.command]
@@ -185,8 +202,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return func(args)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        raise  # a reader that went away, or not: main() tells
     except Exception as err:  # a bug: one line and an unambiguous status, no traceback
         from launchers.cli.crash import report
 
         return report(args.command, err)
-

@@ -1,5 +1,8 @@
 """``harness-sandbox run``: one command in the session's box, as bash and exec run it.
 
+The command's stdout and stderr pass on as they come, uncapped (:mod:`launchers.cli.stream`);
+a reader that goes away ends the run and everything it started, with status 141.
+
 Exit status: the command's own; 124 timed out; 125 the box could not be built (or the
 config or a path it names is unusable); 126 the command could not be executed; 127 it
 was not found; 128+N killed by signal N (in the box, as bwrap reports it); 130 cancelled.
@@ -41,6 +44,7 @@ def _stdin() -> bytes:
 
 def cmd_run(args: argparse.Namespace) -> int:
     # Imported here: `run` is on the hot path and pays only for what it uses.
+    from launchers.cli.stream import StreamingPipes
     from launchers.config import ConfigError
     from sandbox.errors import PolicyError, SandboxUnavailable
     from sandbox.session import Session
@@ -68,7 +72,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                     _say(f"{argv[0]}: command not found")
                     return EXIT_NOT_FOUND
                 argv[0] = program
-            result = session.run(argv, stdin=stdin, timeout=args.timeout, boxed=not args.host)
+            # The output as it comes; a closed reader ends the run.
+            result = session.run(argv, stdin=stdin, timeout=args.timeout,
+                                 boxed=not args.host, pipes=StreamingPipes)
     except PolicyError as err:
         _say(policy_error_line(err, config))
         return EXIT_NO_BOX
@@ -93,6 +99,7 @@ def _report(result: RunResult, session: Session, program: str,
     """The command's output, the session's warnings, and the exit status."""
     if result.outcome == "failed_to_start":
         _say(f"{program}: {result.error}")
+        _say_why_not_started(result, session, program)
         return exit_status(result)
     out, err_ = sys.stdout.buffer, sys.stderr.buffer
     out.write(result.stdout)
@@ -105,10 +112,29 @@ def _report(result: RunResult, session: Session, program: str,
         if capped:
             _say(f"the command's {name} passed {session.policy.output_cap} bytes; "
                  "the rest was dropped")
+    if result.outcome == "exited" and result.returncode == EXIT_NOT_FOUND:
+        _say_why_not_started(result, session, program)  # #!/usr/bin/env python3\r
     if result.outcome == "timed_out":
         _say(f"{result.plan.description if result.plan else program} timed out after "
              f"{timeout or 0:g} s")
     return exit_status(result)
+
+
+def _say_why_not_started(result: RunResult, session: Session, program: str) -> None:
+    """"No such file or directory" of a script that exists: its ``#!`` line ends in a
+    carriage return (Windows line ends). A name with no ``/`` was looked up on a PATH,
+    so what ran is not known here; a relative one is the project's, where the box
+    starts. The file may be the agent's: only its line end is looked at, and nothing of
+    it is shown."""
+    if result.outcome == "failed_to_start" and result.errno != errno.ENOENT:
+        return
+    if "/" not in program:
+        return
+    from launchers.startable import crlf_reason
+
+    reason = crlf_reason(os.path.abspath(os.path.join(session.policy.project, program)))
+    if reason is not None:
+        _say(reason)
 
 
 def exit_status(result: RunResult) -> int:

@@ -24,7 +24,9 @@ from launchers.serve.wire import WireError
 if TYPE_CHECKING:
     from launchers.config import Config
     from launchers.hooks import HookRunner
+    from launchers.serve.server import Emit
     from sandbox.plan import RunResult
+    from sandbox.process.pipes import Pipes
     from sandbox.session import Session
 
 
@@ -47,6 +49,34 @@ class LockedRecorder(rec.Recorder):
     def write(self, record: rec.Record) -> None:
         with self._lock:
             super().write(record)
+
+
+def streaming(emit: Emit) -> type[Pipes]:
+    """A reader of one run's pipes that keeps its output as the result does (capped)
+    and sends what it keeps as ``{"event": "output", "stream": ..., "data": ...}`` as it
+    comes: bounded by the same cap, UTF-8 decoded across chunk boundaries, bytes that
+    are not UTF-8 as ``\\udcXX`` escapes (as records keep output)."""
+    import codecs
+
+    from sandbox.process.pipes import Pipes as Base
+
+    class Streaming(Base):
+        def read(self, fd: int) -> None:
+            buf = self.bufs.get(fd)
+            before = len(buf) if buf is not None else 0
+            super().read(fd)
+            if buf is None:
+                return
+            name = "stdout" if fd == self.out_fd else "stderr"
+            decoder = decoders.setdefault(
+                name, codecs.getincrementaldecoder("utf-8")(errors="surrogateescape"))
+            ended = fd not in self.files
+            text = decoder.decode(bytes(buf[before:]), final=ended)
+            if text:
+                emit({"event": "output", "stream": name, "data": text})
+
+    decoders: dict[str, codecs.IncrementalDecoder] = {}
+    return Streaming
 
 
 def run_document(result: RunResult) -> dict[str, Any]:
@@ -193,7 +223,11 @@ class ServeSession:
 
     # -- run -----------------------------------------------------------------------
 
-    def run(self, p: dict[str, Any], cancel: threading.Event) -> dict[str, Any]:
+    def run(self, p: dict[str, Any], cancel: threading.Event,
+            emit: Emit | None = None) -> dict[str, Any]:
+        """One command; with ``stream`` its output also comes as it is read, in
+        ``output`` events before the result (:func:`streaming`), and the result's
+        ``stdout`` and ``stderr`` are then empty."""
         from launchers.cli.run import host_program
         from sandbox.errors import SandboxUnavailable
 
@@ -213,16 +247,21 @@ class ServeSession:
             if cwd != session.policy.project:
                 argv = ["/bin/sh", "-c", _CD, "sh", cwd, *argv]
         stdin = p.get("stdin", "").encode("utf-8", errors="surrogateescape")
+        streamed = bool(p.get("stream")) and emit is not None
         try:
             result = session.run(argv, stdin=stdin, timeout=p.get("timeout"), cancel=cancel,
-                                 boxed=not host, env_extra=p.get("env"))
+                                 boxed=not host, env_extra=p.get("env"),
+                                 pipes=streaming(emit) if streamed and emit else None)
         except SandboxUnavailable as err:
             raise WireError(wire.SANDBOX, str(err)) from err
+        if streamed:
+            result = result._replace(stdout=b"", stderr=b"")
         return run_document(result)
 
     # -- hooks ---------------------------------------------------------------------
 
-    def hook(self, p: dict[str, Any], cancel: threading.Event) -> dict[str, Any]:
+    def hook(self, p: dict[str, Any], cancel: threading.Event,
+             emit: Emit | None = None) -> dict[str, Any]:
         from launchers.cli.hook import document, event_fields, fire_event
         from launchers.errors import UsageError
 
@@ -242,7 +281,8 @@ class ServeSession:
         return document(event, outcome=decision.outcome, decision=decision,
                         warnings=decision.warnings)
 
-    def hook_openharness(self, p: dict[str, Any], cancel: threading.Event) -> dict[str, Any]:
+    def hook_openharness(self, p: dict[str, Any], cancel: threading.Event,
+                         emit: Emit | None = None) -> dict[str, Any]:
         from launchers.serve.openharness import fire_one
 
         session = self._open()

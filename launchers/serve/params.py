@@ -62,7 +62,7 @@ _EVENT = {"event": STRING, "tool": STRING, "input": OBJECT, "prompt": STRING,
 METHODS: dict[str, tuple[dict[str, Check], tuple[str, ...]]] = {
     "open": (_SESSION, ()),
     "run": ({"argv": ARGV, "stdin": STRING, "cwd": STRING, "timeout": TIMEOUT,
-             "host": BOOLEAN, "env": ENV}, ("argv",)),
+             "host": BOOLEAN, "env": ENV, "stream": BOOLEAN}, ("argv",)),
     "hook": ({**_EVENT, "tool_use_id": STRING, "new_turn": BOOLEAN}, ("event",)),
     "hook_openharness": ({**_EVENT, "file": STRING}, ("event",)),
     "cancel": ({"id": REQUEST_ID}, ("id",)),

@@ -30,7 +30,9 @@ MAX_IN_FLIGHT = 4096
 # Requests working at once: each run or hook holds a box, and the box has its bounds.
 MAX_RUNNING = 16
 
-Handler = Callable[[dict[str, Any], threading.Event], dict[str, Any]]
+# A method: its params, its cancel, and what sends an event about its request.
+Emit = Callable[[dict[str, Any]], None]
+Handler = Callable[[dict[str, Any], threading.Event, Emit], dict[str, Any]]
 
 
 class _Ended(Exception):
@@ -149,7 +151,8 @@ class Server:
         result: dict[str, Any] = {}
         try:
             with self._slots:
-                result = handler(p, flight.cancel)
+                result = handler(p, flight.cancel,
+                                 lambda event: self.writer.send({"id": flight.rid, **event}))
         except WireError as err:
             failure = err
         except Exception as err:

@@ -17,6 +17,14 @@ and :func:`reap_orphans` reaps them, and only what the session's runs orphaned:
 
 never the main process of a run in progress (:data:`running`, registered under
 :data:`lock` from before its spawn, so no reap can take its exit status first).
+
+A live child adopted here, in a session other than this process's, started while a
+session was open, whose environment cannot be read (it made itself not dumpable, so the
+marker sweep cannot tell whose it is) is killed: a host run's leftover that left its
+group with ``setsid`` and a double fork, where no control group holds host runs (a
+plain user on cgroup v1). The same caveat as above holds for a not-dumpable program the
+harness itself starts in a new session while a session is open (``ssh-agent`` does
+that): start it before the session, or from a process of its own.
 """
 
 from __future__ import annotations
@@ -150,6 +158,13 @@ def _classify(pid: int, ours: Callable[[str], bool], own_session: int) -> str | 
             _unmarked.add(pid)
     if name == b"bwrap" or pid in _marked or (of_a_run and zombie):
         return "reap" if zombie else "wait"
+    if of_a_run and pid not in _unmarked and _marker(pid) is None and not _dying(
+            pid, int(fields[6])):
+        # Adopted here from a run, in a session of its own, and hiding its environment
+        # (not dumpable): the marker sweep cannot see it, so it goes now.
+        with contextlib.suppress(OSError):
+            os.kill(pid, 9)
+        return "wait"
     if of_a_run and _dying(pid, int(fields[6])):
         return "wait"  # killed a moment ago: a zombie of ours very soon
     return None

@@ -82,6 +82,7 @@ def run(
     on_start: Callable[[int], object] | None = None,
     spawn: Callable[[Callable[[], subprocess.Popen[bytes]]], subprocess.Popen[bytes]]
     | None = None,
+    pipes: type[Pipes] = Pipes,
 ) -> RunResult:
     """Run ``plan`` to its end and return how it ended.
 
@@ -95,36 +96,31 @@ def run(
     bytes per stream is drained and dropped. A program that cannot start gives the
     outcome ``failed_to_start`` with the OS error ("No such file or directory",
     "Permission denied", ...); nothing is raised for it.
+
+    ``pipes`` reads and writes the run's pipes: :class:`~sandbox.process.pipes.Pipes`
+    keeps the output capped for the result; a subclass may pass it on as it comes
+    (``harness-sandbox run`` does). An exception from it ends the run as a timeout does,
+    and is raised.
     """
     started = time.monotonic()
     if cancel is not None and cancel.is_set():
         return RunResult("cancelled", elapsed=0.0, plan=plan)
     watched = plan.watched
-    marker: str | None = None
-    env: Mapping[str, str] = plan.env
-    if watched:
-        watchdog.ensure()
-        marker = watchdog.marker()
-        env = {**plan.env, MARKER_VAR: marker}
-
+    marker, env = _marked_env(plan)
     try:
         proc = _spawn_registered(plan, env, spawn)
     except OSError as err:
-        return RunResult(
-            "failed_to_start",
-            error=_os_error_text(err),
-            errno=err.errno,
-            elapsed=time.monotonic() - started,
-            plan=plan,
-        )
+        return RunResult("failed_to_start", error=_os_error_text(err), errno=err.errno,
+                         elapsed=time.monotonic() - started, plan=plan)
     pid = proc.pid
     if watched:
         watchdog.send(b"+ %d\n" % pid)
     try:
         if on_start is not None:
             _started(proc, on_start)
-        return _supervise(plan, proc, marker=marker, data=stdin, timeout=timeout,
-                          cancel=cancel, cap=output_cap, started=started)
+        return _supervise(plan, proc, marker=marker, timeout=timeout, cancel=cancel,
+                          started=started,
+                          open_pipes=lambda p: pipes(p, stdin, output_cap))
     finally:
         orphans.running.discard(pid)
         if watched:
@@ -132,6 +128,16 @@ def run(
         if subreaper_enabled():
             with subreaper.spawn_lock:
                 subreaper.running.discard(pid)
+
+
+def _marked_env(plan: LaunchPlan) -> tuple[str | None, Mapping[str, str]]:
+    """A watched plan's marker (the watchdog started for it) and its environment with
+    the marker; an unwatched one's environment as it is."""
+    if not plan.watched:
+        return None, plan.env
+    watchdog.ensure()
+    marker = watchdog.marker()
+    return marker, {**plan.env, MARKER_VAR: marker}
 
 
 def _spawn_registered(
@@ -181,11 +187,10 @@ def _supervise(
     proc: subprocess.Popen[bytes],
     *,
     marker: str | None,
-    data: bytes,
     timeout: float | None,
     cancel: threading.Event | None,
-    cap: int,
     started: float,
+    open_pipes: Callable[[subprocess.Popen[bytes]], Pipes],
 ) -> RunResult:
     pid = proc.pid
     pidfd = -1
@@ -193,7 +198,7 @@ def _supervise(
     rc: int | None = None
     try:
         start_ticks = subreaper.start_ticks(pid) if subreaper_enabled() else 0
-        streams = Pipes(proc, data, cap)
+        streams = open_pipes(proc)
         pidfd = _watch_exit(pid, streams)
         deadline = None if timeout is None else started + timeout
         outcome = _wait(proc, streams, pidfd, deadline, cancel)

@@ -195,11 +195,27 @@ class WarmBox:
         spawned.set()
         try:
             self._serve(proc)
+            self._last_words(proc)
         finally:
             self._fail(self._gone_why(proc))
             proc.kill()
             proc.wait()
             orphans.running.discard(proc.pid)
+
+    def _last_words(self, proc: subprocess.Popen[bytes]) -> None:
+        """What bwrap still writes as it ends (its namespace error comes as the box's
+        end, perhaps after the starter's socket closed), for the diagnosis."""
+        assert proc.stderr is not None
+        err = proc.stderr.fileno()
+        poller = select.poll()
+        poller.register(err, select.POLLIN)
+        deadline = time.monotonic() + 1.0
+        while len(self._stderr) < STDERR_KEPT and poller.poll(
+                max(0, int((deadline - time.monotonic()) * 1000))):
+            data = os.read(err, 4096)
+            if not data:
+                return
+            self._stderr += data[:STDERR_KEPT - len(self._stderr)]
 
     def _gone_why(self, proc: subprocess.Popen[bytes]) -> str:
         text = self._stderr.decode("utf-8", "replace").strip()
@@ -286,20 +302,21 @@ class WarmBox:
     def run(self, argv: Sequence[str], env: Mapping[str, str], cwd: str, *,
             stdin: bytes = b"", timeout: float | None = None,
             cancel: threading.Event | None = None, output_cap: int = 1 << 20,
-            plan: LaunchPlan | None = None) -> RunResult:
+            pipes: type[Pipes] = Pipes) -> RunResult:
         """Run ``argv`` (a bare name is looked up on ``env``'s PATH in the box) in
-        ``cwd`` with exactly ``env``; ``plan`` is only carried into the result. Raises
+        ``cwd`` with exactly ``env``; ``pipes`` reads the output
+        (:func:`sandbox.process.supervisor.run` says how). The result has no plan. Raises
         :class:`SandboxUnavailable` when the box is gone or stops answering."""
         if not argv:
             raise ValueError("an empty command cannot run in the box")
         started = time.monotonic()
         if cancel is not None and cancel.is_set():
-            return RunResult("cancelled", elapsed=0.0, plan=plan)
+            return RunResult("cancelled", elapsed=0.0)
         rid, pending = self._register()
         streams: Pipes | None = None
         try:
             proc = self._ask(rid, argv, env, cwd)
-            streams = Pipes(proc, stdin, output_cap)
+            streams = pipes(proc, stdin, output_cap)
             streams.poller.register(pending.notify, select.POLLIN)
             deadline = None if timeout is None else started + timeout
             outcome = _pump(streams, pending.notify, deadline, cancel)
@@ -310,7 +327,7 @@ class WarmBox:
             streams.close_stdin()
             # The run's namespace is gone: its pipes are at their end, or held by nobody.
             streams.drain(0.25, time.monotonic() + 1.0)
-            return _result(outcome, reply, streams, started, plan)
+            return _result(outcome, reply, streams, started)
         finally:
             if streams is not None:
                 streams.close()
@@ -399,8 +416,8 @@ def _pump(streams: Pipes, notify: int, deadline: float | None,
             return "timed_out"
 
 
-def _result(outcome: Outcome, reply: list[bytes], streams: Pipes, started: float,
-            plan: LaunchPlan | None) -> RunResult:
+def _result(outcome: Outcome, reply: list[bytes], streams: Pipes, started: float
+            ) -> RunResult:
     kind, value = reply[2], reply[3]
     if kind == b"setup":
         raise WarmBoxDown("the warm box could not make a run's namespaces: "
@@ -410,7 +427,7 @@ def _result(outcome: Outcome, reply: list[bytes], streams: Pipes, started: float
                      stderr=bytes(streams.bufs[streams.err_fd]),
                      stdout_capped=streams.capped[streams.out_fd],
                      stderr_capped=streams.capped[streams.err_fd],
-                     elapsed=time.monotonic() - started, plan=plan)
+                     elapsed=time.monotonic() - started)
     if outcome != "exited":
         return base
     if kind == b"exec":

@@ -26,11 +26,13 @@ from sandbox.backends.bwrap import KEYRING_LISTS, PROC_READ_ONLY, BwrapBackend
 from sandbox.env import box_env
 from sandbox.errors import SandboxUnavailable
 from sandbox.plan import LaunchPlan, RunResult
+from sandbox.process.pipes import Pipes
 from sandbox.warm.client import WarmBox, WarmBoxDown, box_options
 
 if TYPE_CHECKING:
     from sandbox.harden import Hardening
     from sandbox.policy import Policy
+    from sandbox.session import Session
 
 
 def wanted(policy: Policy) -> bool:
@@ -85,19 +87,22 @@ def _diagnosed(err: SandboxUnavailable) -> SandboxUnavailable:
     return diagnose_start_failure(error) if error is not None else err
 
 
-def run(box: WarmBox, hardening: Hardening | None, policy: Policy, argv: Sequence[str],
-        *, env_extra: Mapping[str, str] | None, stdin: bytes, timeout: float | None,
-        cancel: threading.Event | None) -> RunResult:
-    """One boxed command in the warm box, from the project, with the environment a cold
-    box's command gets (:func:`~sandbox.env.box_env`); a run the memory bound killed
-    says so. The result's plan describes the command (there is no bwrap command line)."""
+def run(session: Session, argv: Sequence[str], *, env_extra: Mapping[str, str] | None,
+        stdin: bytes, timeout: float | None, cancel: threading.Event | None,
+        pipes: type[Pipes] = Pipes) -> RunResult:
+    """One boxed command in the session's warm box, from the project, with the
+    environment a cold box's command gets (:func:`~sandbox.env.box_env`), its output read
+    by ``pipes``; a run the memory bound killed says so. The result's plan describes the
+    command (there is no bwrap command line)."""
+    box, policy = session.warm, session.policy
+    if box is None or policy.network_allow is not None:
+        raise ValueError("this session has no warm box")
     if not argv:
         raise ValueError("an empty command cannot run in the box")
-    if policy.network_allow is not None:
-        raise ValueError("a session with a network allow-list has no warm box")
     env = box_env(policy, env_extra)
     plan = LaunchPlan("bwrap", tuple(argv), env, policy.project, shlex.join(argv),
                       watched=False)
     result = box.run(argv, env, policy.project, stdin=stdin, timeout=timeout,
-                     cancel=cancel, output_cap=policy.output_cap, plan=plan)
-    return result if hardening is None else hardening.box_ended(0, result)
+                     cancel=cancel, output_cap=policy.output_cap, pipes=pipes)
+    result = result._replace(plan=plan)
+    return result if session.hardening is None else session.hardening.box_ended(0, result)

@@ -30,6 +30,7 @@ class Serve:
         self.messages: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.received: list[dict[str, Any]] = []
         self.replies: dict[str, dict[str, Any]] = {}
+        self.events: dict[str, list[dict[str, Any]]] = {}
         self._next = 0
         threading.Thread(target=self._read, daemon=True).start()
         self.hello = self.next_message()
@@ -47,7 +48,9 @@ class Serve:
         message = self.messages.get(timeout=timeout)
         assert message is not None, f"the server ended: {self.stderr_text()}"
         self.received.append(message)
-        if "id" in message:
+        if "event" in message and "id" in message:  # about a request in flight
+            self.events.setdefault(json.dumps(message["id"]), []).append(message)
+        elif "id" in message:
             self.replies[json.dumps(message["id"])] = message
         return message
 

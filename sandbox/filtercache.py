@@ -1,0 +1,132 @@
+"""The compiled system-call filter, kept between sessions so a session need not build it.
+
+Building the filter costs a session's start about ten milliseconds (importing the
+binding and ``ctypes.util``, loading libseccomp, compiling); the program it gives
+depends only on the table, the ABIs it covers and the libseccomp and binding that
+compiled it. So the program is kept, named by a digest of all four, in the per-user
+private temp root (``/tmp/harness-sandbox-<uid>``, mode 0700, refused by every session
+when it lies in a folder a box could write; a box sees only its own session's folder in
+it). A kept program is used only when it is a regular file (not a link) owned by this
+user, of mode 0600, in that root, with the size of a whole BPF program; anything else
+is ignored and the filter is built as before, never loaded from an unsure file.
+
+What identifies libseccomp is the file its soname leads to in the usual library
+folders (device, inode, size, change time): an upgraded library makes a new name. Where
+the library is not found there, nothing is kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import stat
+from collections.abc import Sequence
+
+from .seccomp import DENIED, SONAME, Compiled, Denial, arches, compile_filter
+
+# Where a distribution puts libseccomp (Debian's multiarch folders first).
+_LIB_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu",
+             "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/lib64", "/usr/lib", "/lib",
+             "/usr/local/lib")
+# A BPF instruction is 8 bytes; the kernel takes at most 4096 of them.
+_INSN = 8
+_MAX = 4096 * _INSN
+
+
+def _file_id(path: str) -> str | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_ctime_ns}"
+
+
+def key(table: Sequence[Denial] = DENIED) -> str | None:
+    """The digest that names the program for ``table`` here, or None when libseccomp
+    cannot be identified without loading it."""
+    library = next((i for d in _LIB_DIRS if (i := _file_id(os.path.join(d, SONAME)))), None)
+    if library is None:
+        return None
+    import importlib.util
+
+    spec = importlib.util.find_spec("pyseccomp")
+    binding = _file_id(spec.origin) if spec is not None and spec.origin else None
+    if binding is None:
+        return None
+    text = repr((tuple(table), arches(), os.uname().machine, library, binding))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _read_kept(path: str) -> bytes | None:
+    """The kept program at ``path``, if it is one this user can trust (see above)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with open(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if (not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid()
+                or stat.S_IMODE(st.st_mode) != 0o600 or st.st_nlink != 1
+                or not 0 < st.st_size <= _MAX or st.st_size % _INSN):
+            return None
+        data = f.read(_MAX + 1)
+    return data if len(data) == st.st_size else None
+
+
+def _sealed(data: bytes) -> Compiled:
+    """``data`` in a sealed memfd, as :func:`sandbox.seccomp.compile_filter` gives it."""
+    import fcntl
+
+    fd = os.memfd_create("harness-sandbox-seccomp", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        os.write(fd, data)
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK
+                    | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE)
+    except BaseException:
+        os.close(fd)
+        raise
+    return Compiled(fd, len(data), arches())
+
+
+def _keep(path: str, compiled: Compiled) -> None:
+    """Write the program beside its final name, then move it there (a reader sees a
+    whole file or none)."""
+    data = os.pread(compiled.fd, compiled.size, 0)
+    part = f"{path}.{os.getpid()}.part"
+    with contextlib.suppress(OSError):
+        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+        os.replace(part, path)
+    with contextlib.suppress(OSError):
+        os.unlink(part)
+
+
+def _private(root: str) -> bool:
+    """``root`` is a folder of this user's that nobody else may enter (as the private
+    temp root is made): a shared folder such as /tmp keeps nothing."""
+    try:
+        st = os.lstat(root)
+    except OSError:
+        return False
+    return (stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid()
+            and stat.S_IMODE(st.st_mode) == 0o700)
+
+
+def load(root: str, table: Sequence[Denial] = DENIED) -> Compiled:
+    """The filter for ``table``: the program kept in the private temp root ``root`` when
+    there is a sound one, else built (and kept for the next session)."""
+    name = key(table) if _private(root) else None
+    if name is None:
+        return compile_filter(table)
+    path = os.path.join(root, f"filter-{name}.bpf")
+    data = _read_kept(path)
+    if data is not None:
+        return _sealed(data)
+    compiled = compile_filter(table)
+    _keep(path, compiled)
+    return compiled
