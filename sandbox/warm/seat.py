@@ -105,4 +105,6 @@ def run(session: Session, argv: Sequence[str], *, env_extra: Mapping[str, str] |
     result = box.run(argv, env, policy.project, stdin=stdin, timeout=timeout,
                      cancel=cancel, output_cap=policy.output_cap, pipes=pipes)
     result = result._replace(plan=plan)
-    return result if session.hardening is None else session.hardening.box_ended(0, result)
+    # Nothing of the run is orphaned here: its processes end inside the warm box.
+    h = session.hardening
+    return result if h is None else h.box_ended(0, result, orphaned=False)
