@@ -254,10 +254,12 @@ class Hardening:
         if self._subreaper:
             orphans.reap_orphans(_ours)
 
-    def box_ended(self, pid: int, result: RunResult) -> RunResult:
+    def box_ended(self, pid: int, result: RunResult, *, orphaned: bool = True
+                  ) -> RunResult:
         """Reap what the run orphaned (off this thread: bwrap's init ends a moment after
-        the run); a run the memory bound killed says so."""
-        if self._subreaper:
+        the run; a warm box's run orphans nothing here, ``orphaned=False``); a run the
+        memory bound killed says so."""
+        if self._subreaper and orphaned:
             self._later(0)
         if (self.box_group is not None and result.outcome == "exited"
                 and result.returncode == 128 + 9 and self._new_oom_kill()):

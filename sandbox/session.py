@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from .harden import Hardening
     from .network.session import Network
     from .process.pipes import Pipes
+    from .warm.client import WarmBox
 
 
 def make_private_root(path: str) -> str:
@@ -224,6 +225,8 @@ class Session:
         self._plan_fds: list[int] = []
         # The allow-list's proxy (sandbox/network/), when the policy has one.
         self.network: Network | None = None
+        # The session's warm box (sandbox/warm/), where boxed runs start; set by open().
+        self.warm: WarmBox | None = None
 
     @classmethod
     def open(
@@ -234,11 +237,18 @@ class Session:
         boxed: bool = True,
         env: Mapping[str, str] | None = None,
         output_cap: int = DEFAULT_OUTPUT_CAP,
+        warm: bool = True,
     ) -> Opening:
         """A session for ``project`` with ``[sandbox]`` ``settings`` (defaults if None),
         used as ``with Session.open(project) as session:`` (the session ends with the
         block: its folders, mounts and proxy are removed). Without ``with``, call
         ``.start()`` on what this returns, and ``.end()`` when done.
+
+        On Linux a box session makes its box once, here, with a resident starter in it
+        (the warm box, :mod:`sandbox.warm`): each boxed run starts inside it, in a PID,
+        mount and IPC namespace of its own, in about a millisecond or two. ``warm=False``
+        builds a new box for every run instead (the cold box). On macOS there is nothing
+        to keep warm: each run is its own ``sandbox-exec``.
 
         Raises :class:`PolicyError` for a path the user named that cannot be used and
         :class:`SandboxUnavailable` when the session needs the box and it cannot be built.
@@ -251,12 +261,13 @@ class Session:
         (:mod:`sandbox.git.report`).
         """
         return Opening(cls._open(project, settings, boxed=boxed, env=env,
-                                 output_cap=output_cap))
+                                 output_cap=output_cap, warm=warm))
 
     @classmethod
     @contextmanager
     def _open(cls, project: str, settings: SandboxSettings | None, *, boxed: bool,
-              env: Mapping[str, str] | None, output_cap: int) -> Iterator[Session]:
+              env: Mapping[str, str] | None, output_cap: int, warm: bool
+              ) -> Iterator[Session]:
         settings = settings if settings is not None else SandboxSettings()
         boxed = boxed and settings.enabled
         _readable(project)
@@ -297,7 +308,7 @@ class Session:
 
             check_self(policy)
             session = cls(policy)
-            session._start(settings, roots if layout is not None else None)
+            session._start(settings, roots if layout is not None else None, warm)
             started = time.time()
             made = _Made(policy)
             yield session
@@ -311,10 +322,12 @@ class Session:
         finally:
             _end(session, manifest, tmp)
 
-    def _start(self, settings: SandboxSettings, held: tuple[str, ...] | None) -> None:
+    def _start(self, settings: SandboxSettings, held: tuple[str, ...] | None,
+               warm: bool = False) -> None:
         """Make sure the box can be built (fail now, before anything runs), hold the
-        binds below ``held`` (the git layout's roots), and start the filter, the bounds
-        and the allow-list's proxy."""
+        binds below ``held`` (the git layout's roots), and start the allow-list's proxy,
+        the filter, the bounds and (``warm``) the warm box, whose bwrap binds the
+        proxy's socket."""
         if self.policy.network_allow is not None:
             from .network.session import Network
 
@@ -330,9 +343,17 @@ class Session:
         from .harden import Hardening
 
         self.hardening = Hardening.for_session(settings, self.policy, self._box)
+        if warm and isinstance(self._box, BwrapBackend):
+            from .warm import seat
+
+            if seat.wanted(self.policy):
+                self.warm = seat.open_box(self._box, self.hardening)
 
     def close(self) -> None:
-        """Give back what :meth:`open` took for the filter and the bounds."""
+        """Give back what :meth:`open` took: the warm box, the filter and the bounds."""
+        if self.warm is not None:
+            self.warm.close()
+            self.warm = None
         if self.hardening is not None:
             self.hardening.close()
             self.hardening = None
@@ -379,7 +400,7 @@ class Session:
         by default it is kept, capped, in the result.
 
         In the box, a command killed by signal N is reported as exited with status
-        128+N: bwrap waits for it inside the box and exits that way, as a shell does.
+        128+N: the box's init waits for it and exits that way, as a shell does.
         A command the box could not start is ``failed_to_start`` with the OS error.
         Raises :class:`SandboxUnavailable` when the box itself cannot be built.
         """
@@ -390,6 +411,11 @@ class Session:
             raise TypeError("Session.run takes the command as a list of words, "
                             f"such as [{argv!r}], not as one string")
         reader = pipes or Pipes
+        if boxed and self.warm is not None:
+            from .warm import seat
+
+            return seat.run(self, argv, env_extra=env_extra, stdin=stdin,
+                            timeout=timeout, cancel=cancel, pipes=reader)
         backend = self._backend(boxed)
         plan = backend.plan(argv, env_extra)
         net = self.network if boxed and self._box is not None else None

@@ -93,8 +93,9 @@ def make_hooks(base: Path) -> Path:
 
 
 def library_cases(project: Path, hook_dir: Path, rounds: int) -> Results:
-    """(a) to (e) and (i): what a harness that embeds the library pays."""
-    with Session.open(str(project)) as session:
+    """(a) to (e) and (i): what a harness that embeds the library pays, with a box per
+    run (the warm box has its own section below)."""
+    with Session.open(str(project), warm=False) as session:
         # The same session's box without the filter and the bounds (the box before they
         # came), for the hardened-vs-old figures; its plan can run many times.
         old = Session(session.policy)
@@ -375,6 +376,53 @@ def serve_cases(rounds: int) -> Results:
             "v_serve_1000_in_flight_ms": got["in_flight_1000_ms"]}
 
 
+# -- the warm box (sandbox/warm/) --------------------------------------------------------
+
+
+def warm_cases(project: Path, hook_dir: Path, rounds: int) -> Results:
+    """(w) a boxed ``/bin/true`` through ``Session.run`` in a session's warm box, against
+    a bare spawn and the box per run (``warm=False``), interleaved; a boxed PreToolUse
+    hook through the warm box; 64 boxed runs at once from threads on one session."""
+    import threading
+
+    spec = HookSpec(name="ok", event="PreToolUse", command=(str(hook_dir / "ok.sh"),),
+                    tools=("bash",))
+    with Session.open(str(project)) as warm, \
+            Session.open(str(project), warm=False) as cold:
+        assert warm.warm is not None and cold.warm is None
+        runner = HookRunner(Config(path=None, hooks=(spec,)), warm, session_id="bench")
+
+        def bare() -> None:
+            subprocess.run([TRUE], check=False)
+
+        def warm_true() -> None:
+            r = warm.run([TRUE])
+            assert r.ok, r
+
+        def cold_true() -> None:
+            r = cold.run([TRUE])
+            assert r.ok, r
+
+        def warm_hook() -> None:
+            d = runner.pre_tool_use("bash", {"command": "ls"}, tool_use_id="bench")
+            assert d.outcome == "allowed", d
+
+        results = interleave({"w_bare_spawn": bare, "w_warm_session_run_true": warm_true,
+                              "w_cold_session_run_true": cold_true,
+                              "w_warm_pretooluse_boxed_hook": warm_hook}, rounds)
+        fds = len(os.listdir("/proc/self/fd"))
+        t0 = time.perf_counter()
+        threads = [threading.Thread(target=warm_true) for _ in range(64)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        took = time.perf_counter() - t0
+        results["w_64_concurrent_runs_per_s"] = round(64 / took, 1)
+        results["w_64_concurrent_fds_left"] = len(os.listdir("/proc/self/fd")) - fds
+    return results
+
+
 def measure(quick: bool) -> Results:
     rounds = 15 if quick else 60
     cli_rounds = 8 if quick else 30
@@ -387,6 +435,7 @@ def measure(quick: bool) -> Results:
     try:
         hook_dir = make_hooks(base)
         results = library_cases(project, hook_dir, rounds)
+        results.update(warm_cases(project, hook_dir, rounds))
         results.update(git_cases(base, rounds))
         results.update(cli_cases(project, env, cli_rounds))
         results.update(audit_cases(project, home, hook_dir, env, cli_rounds))
@@ -423,6 +472,7 @@ def derive(results: Results) -> tuple[dict[str, float], dict[str, bool]]:
         "host_cgroup_minus_old_ms": round(med("e_session_host_run")
                                           - med("e_old_session_host_run"), 3),
     }
+    derived.update(warm_derived(results))
     if "median_ms" in results.get("srt_true", {}):
         derived["srt_over_f"] = round(med("srt_true") / med("f_cli_run_true"), 2)
     if "median_ms" in results.get("codex_sandbox_true", {}):
@@ -437,8 +487,25 @@ def derive(results: Results) -> tuple[dict[str, float], dict[str, bool]]:
         "f < 60 ms": med("f_cli_run_true") < 60,
         "audit of 1,000 hooks < 500 ms": med("g_audit_1000_hooks") < 500,
         "session open in a git repository < 30 ms": med("i_session_open_git") < 30,
+        "warm boxed /bin/true < 2x a bare spawn": derived["w_warm_over_bare"] < 2,
+        "warm boxed hook < 3x a bare spawn": derived["w_warm_hook_over_bare"] < 3,
     }
     return derived, targets
+
+
+def warm_derived(results: Results) -> dict[str, float]:
+    """The warm box's ratios: to a bare spawn, and the box per run to it."""
+    def med(k: str) -> float:
+        return float(results[k]["median_ms"])
+
+    return {
+        "w_warm_over_bare": round(med("w_warm_session_run_true") / med("w_bare_spawn"), 2),
+        "w_cold_over_bare": round(med("w_cold_session_run_true") / med("w_bare_spawn"), 2),
+        "w_cold_over_warm": round(med("w_cold_session_run_true")
+                                  / med("w_warm_session_run_true"), 2),
+        "w_warm_hook_over_bare": round(med("w_warm_pretooluse_boxed_hook")
+                                       / med("w_bare_spawn"), 2),
+    }
 
 
 def print_table(results: Results, derived: dict[str, float],

@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -326,6 +327,9 @@ def test_the_next_session_cleans_up_when_harness_and_watchdog_were_both_killed(
             time.sleep(0.01)
         assert manifest is not None and _leftovers(w) == ["commondir", "config.worktree"]
         tmp = Path(str(manifest)[: -len(".made")])
+        # Stopped first: with its box gone, a harness left running would end its session
+        # (and clean up) before its own kill arrived.
+        os.kill(driver.pid, signal.SIGSTOP)
         for pid in _children(driver.pid):  # the watchdog (and bwrap): gone first
             with contextlib.suppress(OSError):
                 os.kill(pid, 9)

@@ -397,7 +397,14 @@ def test_sizes_are_said_in_the_largest_whole_unit() -> None:
     assert describe((3 << 30) + (1 << 29)) == "3.5G"
 
 
-def test_on_cgroup_v1_a_box_is_born_inside_the_sessions_group(session: Session) -> None:
+@pytest.fixture
+def cold(project: Path) -> Iterator[Session]:
+    with Session.open(str(project), SMALL, warm=False) as s:
+        yield s
+
+
+def test_on_cgroup_v1_a_box_is_born_inside_the_sessions_group(cold: Session) -> None:
+    session = cold
     h = session.hardening
     assert h is not None
     group = h.box_group

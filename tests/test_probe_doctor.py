@@ -281,12 +281,13 @@ def test_a_box_that_cannot_start_raises_the_diagnosis_instead_of_running_on_the_
         "from sandbox.session import Session\n"
         "from sandbox.errors import SandboxUnavailable\n"
         "os.mkdir('/tmp/p')\n"
-        "with Session.open('/tmp/p') as s:\n"
-        "    try:\n"
+        # The warm box is built at the session's open, a box per run at the run.
+        "try:\n"
+        "    with Session.open('/tmp/p') as s:\n"
         "        r = s.run(['sh', '-c', 'echo ran'])\n"
         "        print('RAN', r)\n"
-        "    except SandboxUnavailable as e:\n"
-        "        print(e.diagnosis)\n"
+        "except SandboxUnavailable as e:\n"
+        "    print(e.diagnosis)\n"
     )
     r = _in_box_without_userns(code)
     assert r.returncode == 0, r.stderr

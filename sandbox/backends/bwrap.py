@@ -227,6 +227,7 @@ def box_args(
     features: Collection[str] | None = None,
     fds: Mapping[str, int] | None = None,
     shm_size: int | None = None,
+    proc_belt: bool = True,
 ) -> tuple[str, ...]:
     """bwrap and its options for the session's box, up to the command.
 
@@ -237,7 +238,10 @@ def box_args(
     ``shm_size`` (bytes) makes ``/dev/shm`` a tmpfs of that size (else it is a folder of
     /dev's tmpfs, which grows to half the machine's memory). ``/proc/keys`` and
     ``/proc/key-users`` are covered (``KEYRING_LISTS``), and the procfs entries that
-    change the host's kernel are read-only (``PROC_READ_ONLY``).
+    change the host's kernel are read-only (``PROC_READ_ONLY``). ``proc_belt=False``
+    leaves the box's ``/proc`` without those covers, for a box whose own starter mounts
+    a fresh one per command and covers that (:mod:`sandbox.warm`): the kernel refuses a
+    new procfs mount in a user namespace while the only one there is partly covered.
 
     Mounts are applied in order, each covering what is beneath it:
 
@@ -279,9 +283,9 @@ def box_args(
     _require_features(bwrap, features)
     ops, read_only_last = _mount_ops(policy)
     args: list[str] = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    for name in PROC_READ_ONLY:
+    for name in PROC_READ_ONLY if proc_belt else ():
         args += ["--ro-bind-try", name, name]
-    for name in KEYRING_LISTS:
+    for name in KEYRING_LISTS if proc_belt else ():
         args += ["--ro-bind", "/dev/null", name]
     if shm_size is not None:
         args += ["--size", str(shm_size), "--tmpfs", "/dev/shm"]
@@ -313,7 +317,9 @@ def _mount_ops(policy: Policy) -> tuple[list[_Op], list[str]]:
     ops: list[_Op] = [(_depth("/tmp"), _TMP, "/tmp")]
     ops.append((_depth(MASKED_RUNTIME), _RUNTIME, MASKED_RUNTIME))
     ops += [(_depth(p), _RW, p) for p in rw]
-    protected = list(policy.protected_paths())
+    # Once each: a path named twice (a file git includes from two places) would be
+    # bound twice by one descriptor, which bwrap closes after its first use.
+    protected = list(dict.fromkeys(policy.protected_paths()))
     empty_ro = list(policy.missing_hook_dirs())
     pinned: list[str] = list(policy.pinned_dirs) if policy.protect else []
     for p in [*protected, *empty_ro]:
@@ -444,6 +450,16 @@ class BwrapBackend:
         """Before the first plan: /dev/shm's size, and where each run's system-call
         filter descriptor comes from (each plan gets its own)."""
         self._shm_size, self._seccomp = shm_size, seccomp
+
+    @property
+    def features(self) -> Collection[str] | None:
+        """The bwrap options this bwrap has, when the session was told them."""
+        return self._features
+
+    @property
+    def held(self) -> Mapping[str, int]:
+        """The descriptors of the pinned and protected paths (:meth:`hold`)."""
+        return self._fds
 
     def program(self) -> str:
         """bwrap's absolute path, found once. Raises :class:`SandboxUnavailable`."""

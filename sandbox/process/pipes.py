@@ -5,10 +5,21 @@ from __future__ import annotations
 import math
 import os
 import select
-import subprocess
 import time
+from typing import IO, Protocol
 
 READ_SIZE = 1 << 16
+
+
+class Piped(Protocol):
+    """What :class:`Pipes` reads of a process: its three pipes (a ``Popen``'s)."""
+
+    @property
+    def stdin(self) -> IO[bytes] | None: ...
+    @property
+    def stdout(self) -> IO[bytes] | None: ...
+    @property
+    def stderr(self) -> IO[bytes] | None: ...
 
 
 class Pipes:
@@ -16,7 +27,7 @@ class Pipes:
 
     def __init__(
         self,
-        proc: subprocess.Popen[bytes],
+        proc: Piped,
         data: bytes,
         cap: int,
     ) -> None:

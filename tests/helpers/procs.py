@@ -30,3 +30,13 @@ def left_after(word: str, seconds: float = 1.0) -> list[int]:
     while running_with(word) and time.monotonic() < deadline:
         time.sleep(0.02)
     return running_with(word)
+
+
+def fds_settle(limit: int, seconds: float = 1.0) -> int:
+    """This process's open descriptors, once at most ``limit`` or ``seconds`` have
+    passed: another thread of the test process (a session's worker finishing) may hold
+    one for a moment."""
+    deadline = time.monotonic() + seconds
+    while len(os.listdir("/proc/self/fd")) > limit and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return len(os.listdir("/proc/self/fd"))

@@ -1,0 +1,243 @@
+"""What runs inside the warm box, per run: its namespaces, mounts, dropped privileges
+and command (:mod:`sandbox.warm.helper` is the loop that calls these), and the messages'
+framing both sides use.
+
+Standard library only, and no import of the toolkit: the starter runs it inside the
+box, as ``python3 -I -S``, from this file's folder.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import signal
+import socket
+import struct
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWPID = 0x20000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
+PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
+PR_SET_SECCOMP = 22
+PR_CAPBSET_DROP = 24
+PR_SET_NO_NEW_PRIVS = 38
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+SECCOMP_MODE_FILTER = 2
+CAPABILITY_VERSION_3 = 0x20080522
+# statvfs's ST_* bits that are also mount flags a remount must repeat: a bind remount in
+# a user namespace may not clear a flag locked on it, and the atime bits differ.
+_KEPT = ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, MS_NOEXEC),
+         (os.ST_NOATIME, MS_NOATIME), (os.ST_NODIRATIME, MS_NODIRATIME),
+         (os.ST_RELATIME, MS_RELATIME))
+MAX_MESSAGE = 1 << 17
+_LEN = struct.Struct("=I")
+
+
+def pack(fields: list[bytes]) -> bytes:
+    """One message: each field as its 4-byte length, then its bytes."""
+    return b"".join(_LEN.pack(len(f)) + f for f in fields)
+
+
+def unpack(data: bytes) -> list[bytes]:
+    """The fields of a message made by :func:`pack`."""
+    out, pos = [], 0
+    while pos < len(data):
+        (n,) = _LEN.unpack_from(data, pos)
+        pos += _LEN.size
+        out.append(data[pos:pos + n])
+        pos += n
+    return out
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = (("version", ctypes.c_uint32), ("pid", ctypes.c_int))
+
+
+class Box:
+    """What every run needs, made once: libc, the filter, the mounts' flags."""
+
+    def __init__(self, fields: list[bytes]) -> None:
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.libc.mount.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
+                                    ctypes.c_ulong, ctypes.c_char_p)
+        shm, read_only, nulled, bpf, nproc = fields[1:6]
+        if int(nproc) > 0:
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_NPROC, (int(nproc), int(nproc)))
+        self.shm = b"size=%d,mode=1777" % int(shm)
+        # Entries this kernel lacks are skipped, as bwrap's --ro-bind-try does.
+        self.read_only = [p for p in read_only.split(b"\0") if p and os.path.exists(p)]
+        self.nulled = [p for p in nulled.split(b"\0") if p and os.path.exists(p)]
+        self.proc_flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
+        # nodev, as the cold box's binds are: opening the cover fails, "Permission
+        # denied", rather than reading as empty.
+        self.null_flags = kept_flags(b"/dev/null") | MS_NODEV | MS_NOSUID | MS_NOEXEC
+        self.bpf = ctypes.create_string_buffer(bpf, len(bpf))
+        self.prog = _SockFprog(len(bpf) // 8, ctypes.cast(self.bpf, ctypes.c_void_p))
+        with open("/proc/sys/kernel/cap_last_cap", "rb") as f:
+            self.last_cap = int(f.read())
+
+    def call(self, what: str, rc: int) -> None:
+        if rc != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"{what}: {os.strerror(err)}")
+
+    def mount(self, src: bytes | None, dest: bytes, fstype: bytes | None, flags: int,
+              data: bytes | None = None) -> None:
+        self.call(f"mount {dest.decode(errors='replace')}",
+                  self.libc.mount(src, dest, fstype, flags, data))
+
+    def read_only_bind(self, src: bytes, dest: bytes, kept: int) -> None:
+        self.mount(src, dest, None, MS_BIND | MS_REC)
+        self.mount(None, dest, None, MS_BIND | MS_REMOUNT | MS_RDONLY | kept)
+
+
+def kept_flags(path: bytes) -> int:
+    got = os.statvfs(path).f_flag
+    return sum(ms for st, ms in _KEPT if got & st)
+
+
+def close_all_but(keep: set[int]) -> None:
+    low = 0
+    for fd in sorted(keep):
+        # Never an empty range: closerange(n, n) closes from n to the end here.
+        if fd > low:
+            os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, 1 << 20)
+
+
+def mounts(box: Box) -> None:
+    """The run's own namespaces and mounts, made by its PID 1."""
+    box.call("unshare", box.libc.unshare(CLONE_NEWNS | CLONE_NEWIPC))
+    # Nothing mounted here may reach the box's other runs.
+    box.mount(None, b"/", None, MS_REC | MS_PRIVATE)
+    box.mount(b"proc", b"/proc", b"proc", box.proc_flags)
+    for p in box.read_only:
+        box.read_only_bind(p, p, box.proc_flags | kept_flags(p))
+    for p in box.nulled:
+        box.read_only_bind(b"/dev/null", p, box.null_flags)
+    box.mount(b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV, box.shm)
+
+
+def drop_privileges(box: Box) -> None:
+    """Every capability in every set, then no_new_privs and the filter."""
+    libc = box.libc
+    for cap in range(box.last_cap + 1):
+        box.call("drop bounding", libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0))
+    box.call("ambient", libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0))
+    header = _CapHeader(CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()
+    box.call("capset", libc.capset(ctypes.byref(header), ctypes.byref(data)))
+    box.call("no_new_privs", libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+    box.call("seccomp", libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER,
+                                   ctypes.byref(box.prog), 0, 0))
+
+
+def spawn(req: list[bytes]) -> int:
+    """Start the command as ``execvp`` would, with exactly its environment: a bare name
+    is looked up on that environment's ``PATH`` (or the default path), a file without
+    ``#!`` is run by ``/bin/sh``."""
+    argc = int(req[3])
+    argv, env_items = req[4:4 + argc], req[4 + argc:]
+    env = dict(item.split(b"=", 1) for item in env_items if b"=" in item)
+    # posix_spawnp searches this process's PATH: make it the command's.
+    if b"PATH" in env:
+        os.environb[b"PATH"] = env[b"PATH"]
+    else:
+        os.environb.pop(b"PATH", None)
+    try:
+        return os.posix_spawnp(argv[0], argv, env, setsid=True)
+    except OSError as err:
+        if err.errno != errno.ENOEXEC:
+            raise
+        return os.posix_spawnp(b"/bin/sh", [b"/bin/sh", *argv], env, setsid=True)
+
+
+def exit_code(status: int) -> int:
+    code = os.waitstatus_to_exitcode(status)
+    return 128 - code if code < 0 else code
+
+
+def outer(box: Box, chan: int, err_w: int) -> None:
+    """The child that makes a run's PID namespace: forks the run's PID 1 there, says
+    its pid (``P``) and ends, so that this process adopts the init and reaps it
+    directly. (This process cannot make the namespace itself: it could not go back to
+    its own, which in a plain user's box belongs to bwrap's outer user namespace.)"""
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        close_all_but({chan, err_w})
+        box.call("unshare", box.libc.unshare(CLONE_NEWPID))
+        pid = os.fork()
+        if pid == 0:
+            try:
+                init(box, chan, err_w)
+            finally:
+                os._exit(127)
+        os.write(err_w, b"P%d\n" % pid)
+    except BaseException as err:  # the report is the handling
+        os.write(err_w, b"S%s\n" % str(err).encode().replace(b"\n", b" "))
+    os._exit(0)
+
+
+def receive(chan: int) -> tuple[list[bytes], list[int]] | None:
+    """The run's request and its three descriptors, or None at the starter's end."""
+    sock = socket.socket(fileno=chan)
+    msg, fds, _, _ = socket.recv_fds(sock, MAX_MESSAGE, 4)
+    sock.close()
+    if not msg:
+        return None
+    req = unpack(msg)
+    if req[0] == b"big" and len(fds) == 4:
+        with os.fdopen(fds.pop(), "rb") as f:
+            req = unpack(f.read())
+    return req, fds
+
+
+def init(box: Box, chan: int, err_w: int) -> None:
+    """The run's PID 1; never returns. Everything that does not depend on the request
+    is done before it comes; the command is started with ``posix_spawn`` (a fork of
+    Python costs more than the rest of a run). Not dumpable: the command can neither
+    trace it nor read its memory."""
+    code = 127
+    try:
+        mounts(box)
+        drop_privileges(box)
+        box.call("prctl", box.libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0))
+        got = receive(chan)
+        if got is None:
+            os._exit(0)
+        # Its parent is the starter by now (it is sent a request only once adopted).
+        box.call("prctl", box.libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0))
+        req, fds = got
+        try:
+            os.chdir(req[2])
+            for i, fd in enumerate(fds):
+                os.dup2(fd, i)
+            for fd in set(fds) - {0, 1, 2}:
+                os.close(fd)
+            child = spawn(req)
+        except OSError as err:
+            os.write(err_w, b"E%d\n" % (err.errno or 0))
+            os._exit(code)
+        for fd in (0, 1, 2, err_w):
+            os.close(fd)
+        while True:
+            pid, status = os.waitpid(-1, 0)
+            if pid == child:
+                code = exit_code(status)
+                break
+    except BaseException as err:  # the report is the handling
+        os.write(err_w, b"S%s\n" % str(err).encode().replace(b"\n", b" "))
+    os._exit(code)

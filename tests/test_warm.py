@@ -1,0 +1,272 @@
+"""The warm box on its own: one real bwrap, its resident starter, and runs inside it.
+
+Every check runs a real command through :class:`sandbox.warm.client.WarmBox` in a box
+built from a real session's policy and filter, as root and as a plain user.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from helpers.procs import fds_settle, left_after
+
+from sandbox.backends.bwrap import KEYRING_LISTS, PROC_READ_ONLY, BwrapBackend
+from sandbox.env import box_env
+from sandbox.errors import SandboxUnavailable
+from sandbox.plan import RunResult
+from sandbox.session import Session
+from sandbox.warm.client import WarmBox, box_options
+from sandbox.warm.helper import SPARE
+
+pytestmark = [
+    pytest.mark.isolation,
+    pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("bwrap") is None,
+                       reason="needs bubblewrap on Linux"),
+]
+
+SHM = 1 << 20
+
+
+class World:
+    def __init__(self, session: Session, box: WarmBox) -> None:
+        self.session = session
+        self.box = box
+        self.project = session.policy.project
+        self.env = dict(box_env(session.policy, None))
+
+    def run(self, argv: list[str], **kw: object) -> RunResult:
+        env = kw.pop("env", self.env)
+        cwd = kw.pop("cwd", self.project)
+        return self.box.run(argv, env, cwd, **kw)  # type: ignore[arg-type]
+
+
+def start(session: Session) -> WarmBox:
+    backend = session._box
+    assert isinstance(backend, BwrapBackend) and session.hardening is not None
+    flt = session.hardening.filter
+    assert flt is not None
+    options = box_options(session.policy, bwrap=backend.program(),
+                          features=backend._features, shm_size=SHM)
+    return WarmBox.start(options, bpf=os.pread(flt.fd, flt.size, 0), shm_size=SHM,
+                         read_only=PROC_READ_ONLY, nulled=KEYRING_LISTS)
+
+
+@pytest.fixture
+def world() -> Iterator[World]:
+    base = Path(os.path.realpath(tempfile.mkdtemp(dir="/var/tmp", prefix="hs-warm-")))
+    try:
+        project = base / "project"
+        project.mkdir()
+        with Session.open(str(project), warm=False) as session:
+            box = start(session)
+            try:
+                yield World(session, box)
+            finally:
+                box.close()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def sh(script: str) -> list[str]:
+    return ["sh", "-c", script]
+
+
+def explain(r: RunResult) -> str:
+    return f"{r.outcome} rc={r.returncode} out={r.stdout[-400:]!r} err={r.stderr[-400:]!r}"
+
+
+def test_exit_status_and_streams(world: World) -> None:
+    r = world.run(sh("cat; echo out; echo err >&2; exit 7"), stdin=b"in\n")
+    assert (r.outcome, r.returncode) == ("exited", 7), explain(r)
+    assert r.stdout == b"in\nout\n" and r.stderr == b"err\n"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL, signal.SIGSEGV])
+def test_a_signal_is_128_plus_n_as_bwrap_says(world: World, signum: int) -> None:
+    r = world.run(sh(f"kill -{int(signum)} $$"))
+    assert (r.outcome, r.returncode) == ("exited", 128 + signum), explain(r)
+
+
+def test_a_command_that_cannot_start(world: World, tmp_path: Path) -> None:
+    r = world.run(["no-such-program-here"])
+    assert (r.outcome, r.errno, r.error) == ("failed_to_start", 2,
+                                             "No such file or directory"), explain(r)
+    plain = Path(world.project) / "not-executable"
+    plain.write_text("echo hi\n")
+    r = world.run([str(plain)])
+    assert (r.outcome, r.error) == ("failed_to_start", "Permission denied"), explain(r)
+    plain.chmod(0o755)  # no #!: run by /bin/sh, as execvp does
+    r = world.run([str(plain)])
+    assert (r.outcome, r.returncode, r.stdout) == ("exited", 0, b"hi\n"), explain(r)
+
+
+def test_exactly_the_environment_and_the_folder(world: World) -> None:
+    env = {"PATH": "/usr/bin:/bin", "ONLY": "this one", "ODD": "a=b c"}
+    r = world.run(["env"], env=env)
+    assert sorted(r.stdout.decode().splitlines()) == sorted(f"{k}={v}"
+                                                            for k, v in env.items())
+    r = world.run(["pwd"], cwd="/usr")
+    assert r.stdout == b"/usr\n", explain(r)
+    # Past one socket message (each string under the kernel's 128 KiB).
+    big = {"PATH": "/usr/bin:/bin", **{f"BIG{i}": "x" * 50_000 for i in range(4)}}
+    r = world.run(sh('printf %s "$BIG0$BIG1$BIG2$BIG3" | wc -c'), env=big)
+    assert r.stdout.strip() == b"200000", explain(r)
+
+
+def test_output_is_capped(world: World) -> None:
+    r = world.run(sh("head -c 100000 /dev/zero"), output_cap=1000)
+    assert r.stdout_capped and len(r.stdout) == 1000 and r.returncode == 0, explain(r)
+
+
+def test_no_capability_no_new_privileges_and_the_filter(world: World) -> None:
+    r = world.run(["cat", "/proc/self/status"])
+    fields = dict(line.split(":\t", 1) for line in r.stdout.decode().splitlines()
+                  if ":\t" in line)
+    for name in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert int(fields[name], 16) == 0, f"{name}: {fields[name]}"
+    assert fields["NoNewPrivs"].strip() == "1"
+    assert fields["Seccomp"].strip() == "2"
+    # The filter is the session's: a new namespace is refused.
+    r = world.run(["unshare", "--user", "true"])
+    assert r.returncode != 0, explain(r)
+
+
+def test_the_procfs_belt_holds_in_every_run(world: World) -> None:
+    r = world.run(sh("echo x > /proc/sys/kernel/core_pattern"))
+    assert r.returncode != 0 and b"Read-only file system" in r.stderr, explain(r)
+    r = world.run(sh("cat /proc/keys /proc/key-users"))
+    assert r.stdout == b"" and r.stderr.count(b"Permission denied") == 2, explain(r)
+    r = world.run(sh("grep ' /proc ' /proc/self/mounts"))
+    assert b"nosuid,nodev,noexec" in r.stdout, explain(r)
+
+
+def test_a_run_sees_only_its_own_processes(world: World) -> None:
+    other = threading.Thread(target=world.run, args=(sh("exec sleep 3"),),
+                             kwargs={"timeout": 2.0})
+    other.start()
+    try:
+        time.sleep(0.5)
+        r = world.run(sh("for p in /proc/[0-9]*; do cat $p/comm; done"))
+    finally:
+        other.join()
+    names = r.stdout.decode().split()
+    assert "sleep" not in names and "python3" not in names, names
+    r = world.run(["ls", "/proc"])
+    pids = sorted(int(p) for p in r.stdout.split() if p.isdigit())
+    assert pids[0] == 1 and len(pids) <= 3, pids
+
+
+def test_shm_and_ipc_are_the_runs_own(world: World) -> None:
+    r = world.run(sh("echo secret > /dev/shm/left; ls /dev/shm"))
+    assert r.stdout == b"left\n", explain(r)
+    r = world.run(["ls", "-A", "/dev/shm"])
+    assert (r.returncode, r.stdout) == (0, b""), explain(r)
+    # A SysV segment outlives its maker; not its run's IPC namespace.
+    r = world.run(["ipcmk", "-M", "4096"])
+    assert r.returncode == 0, explain(r)
+    r = world.run(sh("grep -c . /proc/sysvipc/shm"))
+    assert r.stdout.strip() == b"1", explain(r)  # the header only
+
+
+def test_nothing_a_run_starts_outlives_it(world: World) -> None:
+    r = world.run(sh("setsid sleep 1001 & (sleep 1002 &); (setsid sh -c 'sleep 1003 &' &);"
+                     " sleep 0.2; echo started"))
+    assert r.stdout == b"started\n", explain(r)
+    for word in ("1001", "1002", "1003"):
+        assert left_after(word) == [], word
+
+
+def test_a_timeout_and_a_cancel_end_the_whole_run(world: World) -> None:
+    t = time.monotonic()
+    r = world.run(sh("setsid sleep 1004 & sleep 1005"), timeout=0.5)
+    assert r.outcome == "timed_out" and time.monotonic() - t < 5, explain(r)
+    cancel = threading.Event()
+    threading.Timer(0.3, cancel.set).start()
+    r = world.run(sh("(sleep 1006 &); sleep 1007"), cancel=cancel)
+    assert r.outcome == "cancelled", explain(r)
+    for word in ("1004", "1005", "1006", "1007"):
+        assert left_after(word) == [], word
+
+
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_many_runs_at_once_leave_nothing(world: World) -> None:
+    world.run(["true"])
+    fds = _fds()
+    results: dict[int, RunResult] = {}
+
+    def one(i: int) -> None:
+        results[i] = world.run(sh(f"echo {i}; cat"), stdin=b"x" * i)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(64)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    for i in range(64):
+        assert results[i].stdout == f"{i}\n".encode() + b"x" * i, explain(results[i])
+    assert fds_settle(fds) <= fds
+    box = psutil.Process(world.box.proc.pid if world.box.proc else 0)
+    # bwrap's init, the starter and the runs it made ahead: no process of a run that
+    # ended is left.
+    deadline = time.monotonic() + 2
+    while len(box.children(recursive=True)) != 2 + SPARE and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert len(box.children(recursive=True)) == 2 + SPARE
+
+
+def _starter(box: WarmBox) -> psutil.Process:
+    """The starter: bwrap's init's child (the runs made ahead are its children)."""
+    assert box.proc is not None
+    for p in psutil.Process(box.proc.pid).children(recursive=True):
+        parent = p.parent()
+        if parent is not None and parent.name() == "bwrap" and p.name() != "bwrap":
+            return p
+    raise AssertionError("no starter")
+
+
+def test_a_killed_starter_is_said_never_hidden(world: World) -> None:
+    running: list[BaseException] = []
+
+    def long_run() -> None:
+        try:
+            world.run(["sleep", "1008"])
+        except SandboxUnavailable as err:
+            running.append(err)
+
+    th = threading.Thread(target=long_run)
+    th.start()
+    time.sleep(0.5)
+    _starter(world.box).kill()
+    th.join(10)
+    assert not th.is_alive() and len(running) == 1
+    assert "warm box is gone" in str(running[0])
+    with pytest.raises(SandboxUnavailable, match="warm box is gone"):
+        world.run(["true"])
+    assert left_after("1008") == []
+
+
+def test_a_starter_that_stops_answering_is_said(world: World) -> None:
+    world.box.start_limit = 1.0
+    starter = _starter(world.box)
+    starter.suspend()
+    try:
+        t = time.monotonic()
+        with pytest.raises(SandboxUnavailable, match="did not start a run"):
+            world.run(["true"])
+        assert time.monotonic() - t < 5
+    finally:
+        starter.resume()
+

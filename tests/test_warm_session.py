@@ -1,0 +1,109 @@
+"""A session's boxed runs go through its warm box by default; ``warm=False`` keeps the box
+per run. Real bwrap, real sessions, as root and as a plain user."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from helpers.procs import fds_settle, left_after
+
+from sandbox.errors import SandboxUnavailable
+from sandbox.plan import RunResult
+from sandbox.session import Session
+
+pytestmark = [
+    pytest.mark.isolation,
+    pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("bwrap") is None,
+                       reason="needs bubblewrap on Linux"),
+]
+
+
+@pytest.fixture
+def project() -> Iterator[Path]:
+    base = Path(os.path.realpath(tempfile.mkdtemp(dir="/var/tmp", prefix="hs-warms-")))
+    (base / "p").mkdir()
+    try:
+        yield base / "p"
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def explain(r: RunResult) -> str:
+    return f"{r.outcome} rc={r.returncode} out={r.stdout[-300:]!r} err={r.stderr[-300:]!r}"
+
+
+def _tree(session: Session) -> list[psutil.Process]:
+    assert session.warm is not None and session.warm.proc is not None
+    top = psutil.Process(session.warm.proc.pid)
+    return [top, *top.children(recursive=True)]
+
+
+def test_a_box_session_runs_in_its_warm_box(project: Path) -> None:
+    with Session.open(str(project)) as s:
+        assert s.warm is not None
+        r = s.run(["sh", "-c", "echo $$; ls /proc | grep -c '^[0-9]'"], stdin=b"")
+        assert r.ok and r.stdout.split()[0] == b"2", explain(r)  # its own PID 1
+        assert r.plan is not None and r.plan.argv == ("sh", "-c", r.plan.argv[2])
+        # Everything the session's box holds is in the session's control group.
+        h = s.hardening
+        if h is not None and h.box_group is not None:
+            from sandbox.process import cgroup
+
+            members = set(cgroup.members(h.box_group))
+            assert {p.pid for p in _tree(s)} <= members
+        pids = {p.pid for p in _tree(s)}
+    # The session's end ends the box.
+    for pid in pids:
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie"
+
+
+def test_warm_false_builds_a_box_per_run(project: Path) -> None:
+    with Session.open(str(project), warm=False) as s:
+        assert s.warm is None
+        r = s.run(["true"])
+        assert r.ok and r.plan is not None and os.path.basename(r.plan.argv[0]) == "bwrap"
+
+
+def test_a_host_run_in_a_warm_session_stays_on_the_host(project: Path) -> None:
+    with Session.open(str(project)) as s:
+        r = s.run(["/bin/sh", "-c", "echo $$"], boxed=False)
+        assert r.ok and int(r.stdout) > 2, explain(r)
+
+
+def test_many_threads_on_one_session(project: Path) -> None:
+    with Session.open(str(project)) as s:
+        s.run(["true"])
+        fds = len(os.listdir("/proc/self/fd"))
+        out: dict[int, RunResult] = {}
+
+        def one(i: int) -> None:
+            out[i] = s.run(["sh", "-c", f"echo {i}; sleep 0.1 & setsid sleep 1031 &"])
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(64)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert all(out[i].stdout == f"{i}\n".encode() for i in range(64))
+        assert fds_settle(fds) <= fds
+        assert left_after("1031") == []
+
+
+def test_a_dead_starter_fails_the_next_run_clearly(project: Path) -> None:
+    with Session.open(str(project)) as s:
+        starter = next(p for p in _tree(s) if p.name() != "bwrap"
+                       and (q := p.parent()) is not None and q.name() == "bwrap")
+        starter.kill()
+        starter.wait(5)
+        with pytest.raises(SandboxUnavailable, match="the warm box is gone"):
+            s.run(["true"])
+        # Host runs do not need the box.
+        assert s.run(["/bin/true"], boxed=False).ok
