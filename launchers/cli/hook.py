@@ -155,7 +155,9 @@ def cmd_hook(args: argparse.Namespace) -> int:
         say(NO_HOOKS_BANNER)
 
     try:
-        with Session.open(project, config.sandbox, boxed=not args.no_sandbox) as session:
+        # One event: a box per hook costs less than starting a warm box for it.
+        with Session.open(project, config.sandbox, boxed=not args.no_sandbox,
+                          warm=False) as session:
             runner = HookRunner(config, session, no_hooks=no_hooks,
                                 session_id=args.session_id or new_session_id())
             decision = _fire(runner, event, fields, args.permission_mode)

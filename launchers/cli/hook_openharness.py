@@ -140,8 +140,9 @@ def _fire_in_session(args: argparse.Namespace, project: str, user: Config, confi
 
     event: str = args.event
     try:
+        # One event: a box per hook costs less than starting a warm box for it.
         with Session.open(
-            project, user.sandbox, boxed=not getattr(args, "no_sandbox", False)
+            project, user.sandbox, boxed=not getattr(args, "no_sandbox", False), warm=False
         ) as session:
             refuse_store_in_box(session.policy)  # the file was checked by load()
             checked = check(config, policy=session.policy)

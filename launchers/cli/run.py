@@ -65,7 +65,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     stdin = _stdin()
     try:
-        with Session.open(project, config.sandbox) as session:
+        # One command: a box for it alone costs less than a warm box and its starter.
+        with Session.open(project, config.sandbox, warm=False) as session:
             if args.host:
                 program = host_program(session, argv[0])
                 if program is None:
