@@ -33,6 +33,7 @@ from .libc import detach, mount_tmpfs
 from .limits import Bound, Limits, describe
 from .plan import LaunchPlan, RunResult
 from .process import cgroup, orphans
+from .process.hostseat import Seats
 from .seccomp import Compiled, reader
 
 if TYPE_CHECKING:
@@ -109,10 +110,12 @@ class Hardening:
         self._moves: queue.SimpleQueue[int | None] = queue.SimpleQueue()
         self._mover: threading.Thread | None = None
         self._spawner: cgroup.Spawner | None = None
+        self._seats: Seats | None = None
 
     @classmethod
     def open(cls, limits: Limits, *, boxed: bool, private_tmp: str) -> Hardening:
         self = cls(limits, boxed=boxed, private_tmp=private_tmp)
+        self._seats = Seats() if Seats.wanted() else None
         if not boxed:
             # Host runs only: their leftovers come here to be found (orphans.py).
             orphans.acquire()
@@ -161,17 +164,20 @@ class Hardening:
         closed after it, and what it orphaned here is reaped."""
         # The Linux box's plans are the unwatched ones (its PID namespace ends it).
         box = self.boxed and not plan.watched
-        group = None if box else self.host_group()
+        # A host run is born in a group made ahead when one is ready (hostseat.py).
+        seat = None if box or self._seats is None else self._seats.take()
+        group = None if box else seat.group if seat is not None else self.host_group()
         pids: list[int] = []
         # Born in the box's group when the spawner thread has joined it; else moved.
-        spawn = self._spawner if box and self._spawner and self._spawner.joined.is_set() \
-            else None
+        spawn: cgroup.Spawn[Any] | None = (
+            seat.spawn if seat is not None else self._spawner
+            if box and self._spawner and self._spawner.joined.is_set() else None)
 
         def started(pid: int) -> None:
             pids.append(pid)
             if box:
                 self.box_started(pid, moved=spawn is None)
-            elif group is not None:
+            elif group is not None and seat is None:
                 # Too late only if the run already ended: the marker still covers it.
                 with contextlib.suppress(OSError):
                     cgroup.adopt(group, pid, stop=True)
@@ -181,13 +187,18 @@ class Hardening:
             for fd in plan.run_fds:
                 os.close(fd)
             if group is not None:
-                self.host_ended(group)
+                self.host_ended(group, removed=seat is None)
+            if seat is not None and self._seats is not None:
+                self._seats.give_back(seat)
         if box and pids:
             return self.box_ended(pids[0], result)
         self.reap()  # and what hides from the marker sweep (sandbox/process/orphans.py)
         return result
 
     def close(self) -> None:
+        if self._seats is not None:
+            self._seats.close()
+            self._seats = None
         if self._spawner is not None:
             self._spawner.stop()
             self._spawner = None
@@ -289,12 +300,15 @@ class Hardening:
             return None
 
     @staticmethod
-    def host_ended(group: cgroup.Group) -> None:
-        """Kill whatever is left in the run's group, reap those adopted here, remove it."""
-        for pid in cgroup.kill(group):
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, os.WNOHANG)
-        cgroup.remove(group)
+    def host_ended(group: cgroup.Group, *, removed: bool = True) -> None:
+        """Kill whatever is left in the run's group, reap those adopted here, and remove
+        it (``removed``; a seat's group is retired by its owner, off this path)."""
+        if cgroup.members(group):
+            for pid in cgroup.kill(group):
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, os.WNOHANG)
+        if removed:
+            cgroup.remove(group)
 
     # -- for doctor ----------------------------------------------------------------------
 

@@ -284,10 +284,13 @@ def adopt(group: Group, pid: int, *, stop: bool = False) -> None:
 
 
 def members(group: Group) -> list[int]:
+    """The processes in ``group``, never this one: a spawner thread of ours may sit in
+    it (:class:`Spawner`), and the harness is no member to kill."""
     out: set[int] = set()
     for procs in group.procs:
         with contextlib.suppress(OSError):
             out.update(int(p) for p in _read(procs).split())
+    out.discard(os.getpid())
     return sorted(out)
 
 
@@ -396,3 +399,7 @@ class Spawner:
 
     def stop(self) -> None:
         self._todo.put(None)
+
+    def join(self, timeout: float = 5.0) -> None:
+        """Wait for the thread to end (after :meth:`stop`): then it has left the group."""
+        self._thread.join(timeout)

@@ -1,0 +1,61 @@
+"""Host runs born in a group made ahead (sandbox/process/hostseat.py), for real.
+
+As root on cgroup v1 (this machine) each host run starts inside a freezer group of its
+own, made before the run by a thread that already sits in it: the command's
+``/proc/self/cgroup`` names it from its first instruction, no two runs share one, what a
+run leaves there dies with it, and no group outlives the session. As a plain user no
+such group can be made here, and host runs go on without one (doctor says so); both are
+what that user gets.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from helpers.procs import left_after
+
+from sandbox.process import cgroup
+from sandbox.process.hostseat import Seats
+from sandbox.session import Session
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux cgroups")
+ROOT = os.geteuid() == 0
+
+
+def _freezer_line(out: bytes) -> str:
+    lines = [ln for ln in out.decode().splitlines() if ":freezer:" in ln]
+    return lines[0].split(":", 2)[2] if lines else ""
+
+
+def _harness_groups() -> list[str]:
+    base = cgroup.v1_base("freezer")
+    return sorted(n for n in os.listdir(base) if n.startswith("harness-run")) if base else []
+
+
+def test_each_host_run_is_born_in_a_group_of_its_own(tmp_path: Path) -> None:
+    project = tmp_path / "p"
+    project.mkdir()
+    before = _harness_groups()
+    word = f"hs-seat-{uuid.uuid4().hex}"
+    with Session.open(str(project)) as s:
+        time.sleep(0.2)  # the first seats are made off the session's open
+        runs = [s.run(["/bin/cat", "/proc/self/cgroup"], boxed=False) for _ in range(3)]
+        left = s.run(["/bin/sh", "-c", f"setsid sleep 60 {word} & echo started"],
+                     boxed=False)
+        alive = left_after(word, 1.0)
+    groups = [_freezer_line(r.stdout) for r in runs]
+    assert left.stdout == b"started\n" and alive == []
+    if ROOT and Seats.wanted():
+        assert all(g.startswith("/harness-run") for g in groups), groups
+        assert len(set(groups)) == 3
+    else:
+        assert not any(g.startswith("/harness-run") for g in groups), groups
+    deadline = time.monotonic() + 5
+    while _harness_groups() != before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _harness_groups() == before
