@@ -27,9 +27,14 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Li
 ROOT = os.geteuid() == 0
 
 
-def _freezer_line(out: bytes) -> str:
-    lines = [ln for ln in out.decode().splitlines() if ":freezer:" in ln]
-    return lines[0].split(":", 2)[2] if lines else ""
+def _run_group(out: bytes) -> str:
+    """The harness group a process is in: its v1 freezer group, or its v2 one (a run
+    that came when no seat was ready is grouped at its start, in v2 where it can be)."""
+    for line in out.decode().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if path.startswith("/harness-run") and controllers in ("freezer", ""):
+            return path
+    return ""
 
 
 def _harness_groups() -> list[str]:
@@ -48,11 +53,13 @@ def test_each_host_run_is_born_in_a_group_of_its_own(tmp_path: Path) -> None:
         left = s.run(["/bin/sh", "-c", f"setsid sleep 60 {word} & echo started"],
                      boxed=False)
         alive = left_after(word, 1.0)
-    groups = [_freezer_line(r.stdout) for r in runs]
+    groups = [_run_group(r.stdout) for r in runs]
     assert left.stdout == b"started\n" and alive == []
     if ROOT and Seats.wanted():
         assert all(g.startswith("/harness-run") for g in groups), groups
         assert len(set(groups)) == 3
+        # The first came when a seat was ready: born in its freezer group.
+        assert f"freezer:{groups[0]}" in runs[0].stdout.decode()
     else:
         assert not any(g.startswith("/harness-run") for g in groups), groups
     deadline = time.monotonic() + 5

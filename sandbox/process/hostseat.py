@@ -10,8 +10,8 @@ freezer groups ready, each with a spawner thread already joined: a host run is s
 by one and is inside from its first instruction, and the used group is retired (its
 thread ended, the folder removed) off the run's path.
 
-cgroup v2 keeps a process's threads together, so there (and where no freezer group can
-be made) every host run is grouped at its start as before.
+cgroup v2 keeps a process's threads together, so where only v2 groups can be made (and
+where no group can be made) every host run is grouped at its start as before.
 """
 
 from __future__ import annotations
@@ -56,14 +56,13 @@ class Seats:
 
     @classmethod
     def wanted(cls) -> bool:
-        """Where seats can be had: a v1 freezer, and no v2 group this process may make
-        (there :func:`cgroup.killable` is v2's, whose threads stay together)."""
+        """Where seats can be had: a v1 freezer this process may make groups in (root,
+        on a machine with cgroup v1; an empty v2 hierarchy beside it changes nothing,
+        since a v2 group would still need a move per run)."""
         import os
 
-        base = cgroup.v2_base()
-        if base is not None and os.access(base, os.W_OK):
-            return False
-        return cgroup.v1_base("freezer") is not None
+        freezer = cgroup.v1_base("freezer")
+        return freezer is not None and os.access(freezer, os.W_OK)
 
     def take(self) -> Seat | None:
         """A seat whose thread has joined its group, or None (none ready yet)."""
@@ -102,7 +101,8 @@ class Seats:
                 except (OSError, cgroup.CgroupUnavailable):
                     continue
                 with self._lock:
-                    self._ready.append(seat)
+                    # Made while the session closed: retired with the rest.
+                    (self._jobs if self._closed else self._ready).append(seat)
 
     def close(self) -> None:
         """Retire every ready seat and end the worker (waited for: the groups go)."""
