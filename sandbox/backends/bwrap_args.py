@@ -1,0 +1,316 @@
+"""The bubblewrap options of the Linux box, as data: its namespaces and every mount.
+
+:func:`box_args` turns a :class:`~sandbox.policy.Policy` into bwrap's options (the
+command comes after them, from :mod:`sandbox.backends.bwrap`). Pure: no I/O but
+stat/readlink. The rule for bind sources is the backend's (see its module docstring):
+no path bound here is ever a link's target, and a read-write bind whose source is
+outside the read-write roots is a programming error.
+
+Mounts are applied in order, each covering what is beneath it:
+
+1. ``--ro-bind / /``: the whole host, read-only (reads are wide).
+2. ``--dev /dev``, ``--proc /proc``: a fresh minimal /dev (null, zero, random, tty,
+   a private devpts and shm) and a /proc of the box's own PID namespace.
+3. Then, path by path from the shallowest to the deepest, so that a more specific
+   rule always wins over a broader one (:func:`_mount_ops`):
+
+   - the private temp folder bound read-write at ``/tmp``;
+   - ``/run`` replaced by an empty tmpfs (host sockets; see ``MASKED_RUNTIME``);
+   - the project, a linked worktree's common directory and ``[sandbox] writable``
+     bound read-write at their own paths; these come after ``/tmp`` so a project
+     under /tmp is still the project;
+   - the project's ``.git``, and every folder between a read-write root and a
+     protected path, bound onto itself, so that it is a mount point and cannot be
+     renamed away and replaced by one whose hooks are writable, or by a link;
+   - protected paths (``.git/hooks``, ``.git/config``, see :mod:`sandbox.git.dirs`)
+     bound read-only onto themselves, after the read-write bind that contains
+     them; a ``.git/hooks``
+     that does not exist yet becomes an empty read-only tmpfs (bwrap leaves its
+     empty mount point behind in the project, as git itself would make it);
+   - hidden folders as an empty tmpfs, hidden files as ``/dev/null`` bound
+     read-only (the box's bind mounts are ``nodev``, so opening it fails with
+     "Permission denied": the file cannot be read). A hidden folder that contains
+     the project is masked *before* the project is bound into it.
+4. The hidden folders' tmpfs mounts are made read-only last: a read-only tmpfs
+   would stop bwrap from creating the mount points of deeper binds.
+
+Hidden paths under /tmp that no read-write bind shows are left out: the box's /tmp
+is the private folder, so the host's files there are not visible anyway.
+
+The namespaces and the rest: :func:`_namespace_args`. The environment is bwrap's own
+(``LaunchPlan.env``); bwrap passes it to the command unchanged. The command's
+``argv[0]`` may be a bare name: bwrap looks it up on the box's PATH.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Mapping, Sequence
+
+from sandbox.errors import SandboxUnavailable
+from sandbox.policy import Policy
+
+# Flags the box cannot do without: a bwrap that lacks one is refused, not worked around.
+REQUIRED_FEATURES: tuple[str, ...] = (
+    "--unshare-all",
+    "--unshare-user",
+    "--die-with-parent",
+    "--new-session",
+    "--cap-drop",
+    "--remount-ro",
+)
+
+
+# Used when this bwrap has it (0.8.0 and later): no nested user namespaces in the box.
+OPTIONAL_FEATURES: tuple[str, ...] = ("--disable-userns",)
+
+
+# Masked by a fresh, empty tmpfs. /run holds the host's listening sockets (the system and
+# session D-Bus, systemd, docker, gpg-agent...). A network namespace does not cut off
+# pathname Unix sockets, and a read-only mount does not stop connect(2), so without this
+# a boxed command could ask a host service to run something outside the box.
+MASKED_RUNTIME = "/run"
+
+
+# Kept when the policy allows the network: on systemd-resolved machines
+# /etc/resolv.conf leads here.
+RESOLVER_DIR = "/run/systemd/resolve"
+
+
+# At most this many descriptors are held for the box's binds (see BwrapBackend.hold).
+MAX_FDS = 256
+
+
+# The box shares the harness's session keyring: the system-call filter keeps the keys'
+# payloads out of reach, and these lists of every key the box could see (descriptions
+# such as a token's name, sizes) are covered like hidden files, unreadable.
+KEYRING_LISTS = ("/proc/keys", "/proc/key-users")
+
+
+# The procfs entries that change the host's kernel, not the box's: bound read-only over
+# the box's fresh /proc. bwrap covers these itself only when it finds them writable,
+# and /proc/sys is mode 0555, so a box started by root (uid 0 without capabilities still
+# passes the permission check on 0644 files) could otherwise set kernel.core_pattern --
+# a program the kernel runs as root on the next crash -- or any vm.* and fs.* knob.
+# The source is the host's entry: sysctls under /proc/sys/net still answer for the
+# opener's network namespace. Entries a kernel lacks are skipped (``--ro-bind-try``).
+PROC_READ_ONLY = (
+    "/proc/sys",             # sysctls: core_pattern, randomize_va_space, protected_*
+    "/proc/sysrq-trigger",   # SysRq: reboot, crash, kill all
+    "/proc/irq",             # interrupt affinity
+    "/proc/bus",             # PCI configuration space
+    "/proc/mtrr",            # memory type ranges
+    "/proc/fs",              # file-system tunables (nfsd, xfs)
+    "/proc/acpi",            # ACPI events and wake-up sources
+    "/proc/scsi",            # SCSI host add/remove
+    "/proc/driver",          # driver tunables (rtc)
+    "/proc/pressure",        # PSI triggers
+    "/proc/kcore",           # the kernel's memory image
+    "/proc/timer_list",
+)
+
+
+# Mount kinds, in the order they are applied to one path (a later one covers an earlier).
+_TMP, _RUNTIME, _RW, _PIN, _PROTECT, _EMPTY_RO, _HIDE_DIR, _HIDE_FILE = range(8)
+
+
+def _depth(path: str) -> int:
+    return len([c for c in path.split("/") if c])
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _allowed_runtime_sockets(policy: Policy) -> list[str]:
+    """The allowed Unix sockets (or their folders) that lie under the masked /run and
+    exist, where they lead; elsewhere they are reachable anyway (see the README)."""
+    out: list[str] = []
+    for p in policy.allow_unix_sockets:
+        real = os.path.realpath(p)
+        if _under(real, MASKED_RUNTIME) and real != MASKED_RUNTIME and os.path.exists(real):
+            out.append(real)
+    return out
+
+
+def _could_make(path: str) -> bool:
+    """Whether this user could make ``path`` (its folder exists and is writable to us):
+    the session makes a missing protected name it can; one it cannot make, the box,
+    running as the same user, cannot make either (a root-owned repository opened by
+    another user)."""
+    parent = os.path.dirname(path)
+    return not os.path.isdir(parent) or os.access(parent, os.W_OK | os.X_OK)
+
+
+def box_args(
+    policy: Policy,
+    *,
+    bwrap: str,
+    features: Collection[str] | None = None,
+    fds: Mapping[str, int] | None = None,
+    shm_size: int | None = None,
+    proc_belt: bool = True,
+) -> tuple[str, ...]:
+    """bwrap and its options for the session's box, up to the command.
+
+    ``fds`` maps pinned and protected paths to ``O_PATH`` descriptors the session
+    opened when it checked them (:func:`sandbox.beneath.open_path`); those are bound by
+    descriptor (bwrap closes them before the command runs).
+
+    ``shm_size`` (bytes) makes ``/dev/shm`` a tmpfs of that size (else it is a folder of
+    /dev's tmpfs, which grows to half the machine's memory). ``/proc/keys`` and
+    ``/proc/key-users`` are covered (``KEYRING_LISTS``), and the procfs entries that
+    change the host's kernel are read-only (``PROC_READ_ONLY``). ``proc_belt=False``
+    leaves the box's ``/proc`` without those covers, for a box whose own starter mounts
+    a fresh one per command and covers that (:mod:`sandbox.warm`): the kernel refuses a
+    new procfs mount in a user namespace while the only one there is partly covered.
+
+    The order of the mounts, and why: this module's docstring.
+    """
+    if not os.path.isabs(bwrap):
+        raise ValueError(f"bwrap must be an absolute path, not {bwrap!r}")
+    _require_features(bwrap, features)
+    ops, read_only_last = _mount_ops(policy)
+    args: list[str] = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    for name in PROC_READ_ONLY if proc_belt else ():
+        args += ["--ro-bind-try", name, name]
+    for name in KEYRING_LISTS if proc_belt else ():
+        args += ["--ro-bind", "/dev/null", name]
+    if shm_size is not None:
+        args += ["--size", str(shm_size), "--tmpfs", "/dev/shm"]
+    for _, kind, path in ops:
+        args += _mount_args(policy, kind, path, fds or {})
+    for d in read_only_last:
+        args += ["--remount-ro", d]
+    return (*args, *_namespace_args(policy, features))
+
+
+def _require_features(bwrap: str, features: Collection[str] | None) -> None:
+    if features is None:
+        return
+    missing = [f for f in REQUIRED_FEATURES if f not in features]
+    if missing:
+        raise SandboxUnavailable(
+            f"{bwrap} lacks {', '.join(missing)}",
+            "install bubblewrap 0.4 or later: sudo apt-get install bubblewrap",
+        )
+
+
+_Op = tuple[int, int, str]
+
+
+def _mount_ops(policy: Policy) -> tuple[list[_Op], list[str]]:
+    """The mounts after /, /dev and /proc as (depth, kind, path), shallowest first, and
+    the tmpfs mounts to make read-only at the end."""
+    rw = list(policy.read_write_paths())
+    ops: list[_Op] = [(_depth("/tmp"), _TMP, "/tmp")]
+    ops.append((_depth(MASKED_RUNTIME), _RUNTIME, MASKED_RUNTIME))
+    ops += [(_depth(p), _RW, p) for p in rw]
+    # Once each: a path named twice (a file git includes from two places) would be
+    # bound twice by one descriptor, which bwrap closes after its first use.
+    protected = list(dict.fromkeys(policy.protected_paths()))
+    empty_ro = list(policy.missing_hook_dirs())
+    pinned: list[str] = list(policy.pinned_dirs) if policy.protect else []
+    for p in [*protected, *empty_ro]:
+        gitdir = os.path.dirname(p)
+        if gitdir not in rw and gitdir not in pinned:
+            pinned.append(gitdir)
+    for g in _hidden_ancestors(policy, rw):
+        if g not in pinned:
+            pinned.append(g)
+    for g in pinned:
+        if not any(_under(g, r) for r in rw):
+            raise ValueError(f"a read-write bind of {g!r} would lie outside the read-write "
+                             "roots: the plan is wrong")
+    ops += [(_depth(g), _PIN, g) for g in pinned]
+    ops += [(_depth(p), _PROTECT, p) for p in protected]
+    ops += [(_depth(p), _EMPTY_RO, p) for p in empty_ro]
+    hidden_ops, hidden_dirs = _hidden_ops(policy, rw)
+    ops += hidden_ops
+    # Stable: equal depth and kind keep the policy's order.
+    ops.sort(key=lambda op: (op[0], op[1]))
+    return ops, [*empty_ro, *hidden_dirs]
+
+
+def _hidden_ancestors(policy: Policy, rw: Sequence[str]) -> list[str]:
+    """The folders between a read-write root and a hidden path beneath it. Each is bound
+    onto itself (a mount point cannot be renamed): otherwise the box renames one, and
+    the next session, which hides the configured path, finds nothing there while the
+    secret sits readable at the new name."""
+    out: list[str] = []
+    for h in policy.hidden:
+        real = os.path.realpath(h)
+        roots = [r for r in rw if _under(real, r) and real != r]
+        if not roots:
+            continue
+        root = max(roots, key=len)
+        d = os.path.dirname(real)
+        while d != root and _under(d, root):
+            if d not in rw and d not in out:
+                out.append(d)
+            d = os.path.dirname(d)
+    return out
+
+
+def _hidden_ops(policy: Policy, rw: Sequence[str]) -> tuple[list[_Op], list[str]]:
+    ops: list[_Op] = []
+    hidden_dirs: list[str] = []
+    for h in policy.hidden:
+        real = os.path.realpath(h)
+        if _under(real, "/tmp") and not any(_under(real, r) for r in rw):
+            continue
+        if os.path.isdir(real):
+            if real not in hidden_dirs:
+                hidden_dirs.append(real)
+                ops.append((_depth(real), _HIDE_DIR, real))
+        elif os.path.exists(real):
+            ops.append((_depth(real), _HIDE_FILE, real))
+    return ops, hidden_dirs
+
+
+def _mount_args(policy: Policy, kind: int, path: str, fds: Mapping[str, int]) -> list[str]:
+    if kind == _TMP:
+        return ["--bind", policy.private_tmp, "/tmp"]
+    if kind == _RUNTIME:
+        out = ["--tmpfs", MASKED_RUNTIME]
+        if policy.network and os.path.isdir(RESOLVER_DIR):
+            out += ["--ro-bind", RESOLVER_DIR, RESOLVER_DIR]
+        # [sandbox] allow_unix_sockets under /run, shown again. Read-only: connect(2) to
+        # a socket needs no writable mount, and nothing else there can change.
+        for sock in _allowed_runtime_sockets(policy):
+            out += ["--ro-bind", sock, sock]
+        if policy.network_allow is not None:
+            from sandbox.network.box import BOX_SOCKET, host_socket
+
+            out += ["--ro-bind", host_socket(policy), BOX_SOCKET]
+        return out
+    fd = fds.get(path)
+    if kind == _PROTECT:
+        # A copy the session made outside the box's sight, not a path the box can change.
+        view = next((src for dest, src in policy.views if dest == path), None)
+        if view is not None:
+            return ["--ro-bind", view, path]
+    if kind in (_RW, _PIN):
+        return ["--bind", path, path] if fd is None else ["--bind-fd", str(fd), path]
+    if kind == _PROTECT:
+        if fd is None and not os.path.lexists(path) and not _could_make(path):
+            return []  # see _could_make: nothing to cover, and the box cannot make it
+        return ["--ro-bind", path, path] if fd is None else ["--ro-bind-fd", str(fd), path]
+    if kind in (_HIDE_DIR, _EMPTY_RO):
+        return ["--tmpfs", path]
+    return ["--ro-bind", "/dev/null", path]
+
+
+def _namespace_args(policy: Policy, features: Collection[str] | None) -> list[str]:
+    """``--unshare-all`` (user, IPC, PID, network, UTS, cgroup), with the user namespace
+    required (``--unshare-user``: fail rather than silently skip it when run as root)
+    and, where bwrap supports it, ``--disable-userns``. ``--share-net`` only when the
+    policy allows the network. ``--die-with-parent`` ends the box with the supervisor,
+    ``--new-session`` takes away the controlling terminal (no TIOCSTI), ``--cap-drop
+    ALL`` leaves no capability in any namespace."""
+    args = ["--unshare-all", "--unshare-user"]
+    if policy.network:
+        args.append("--share-net")
+    args += [f for f in OPTIONAL_FEATURES if features is None or f in features]
+    args += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    return [*args, "--chdir", policy.project]
