@@ -60,6 +60,17 @@ _EXIT_POLL_MAX = 0.02
 _HAVE_PIDFD = hasattr(os, "pidfd_open")
 
 
+def poll_wait(deadline: float | None, cancel: threading.Event | None) -> float | None:
+    """How long a wait for a run may last (seconds; None for no bound): until the
+    deadline, and in slices while a cancel may come (an Event has no descriptor)."""
+    wait: float | None = None
+    if deadline is not None:
+        wait = max(0.0, deadline - time.monotonic())
+    if cancel is not None:
+        wait = _CANCEL_SLICE if wait is None else min(wait, _CANCEL_SLICE)
+    return wait
+
+
 def _os_error_text(err: OSError) -> str:
     if err.errno:
         return os.strerror(err.errno)
@@ -293,11 +304,7 @@ def _wait(
     poll = streams.poller.poll
     exit_wait = 0.0005
     while True:
-        wait: float | None = None
-        if deadline is not None:
-            wait = max(0.0, deadline - time.monotonic())
-        if cancel is not None:
-            wait = _CANCEL_SLICE if wait is None else min(wait, _CANCEL_SLICE)
+        wait = poll_wait(deadline, cancel)
         if pidfd < 0:
             # No pidfd (macOS): look at the process between short waits.
             exit_wait = min(exit_wait * 2, _EXIT_POLL_MAX)

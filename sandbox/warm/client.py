@@ -39,6 +39,7 @@ from sandbox.errors import SandboxUnavailable
 from sandbox.plan import LaunchPlan, Outcome, RunResult
 from sandbox.process import orphans
 from sandbox.process.pipes import Pipes
+from sandbox.process.supervisor import poll_wait
 from sandbox.text import escape
 from sandbox.warm.inbox import MAX_MESSAGE, pack, unpack
 
@@ -55,7 +56,6 @@ KILL_LIMIT = 5.0
 # socket's buffer whole).
 BIG = 1 << 16
 STDERR_KEPT = 1 << 14
-_CANCEL_SLICE = 0.02
 FIX = "the session's box must be opened again"
 
 
@@ -397,11 +397,7 @@ def _pump(streams: Pipes, notify: int, deadline: float | None,
     """Serve the pipes until the run's end is told, the deadline passes or cancel is
     set: "exited" (the answer says how), "timed_out" or "cancelled"."""
     while True:
-        wait: float | None = None
-        if deadline is not None:
-            wait = max(0.0, deadline - time.monotonic())
-        if cancel is not None:
-            wait = _CANCEL_SLICE if wait is None else min(wait, _CANCEL_SLICE)
+        wait = poll_wait(deadline, cancel)
         ended = False
         for fd, event in streams.poller.poll(None if wait is None else math.ceil(wait * 1000)):
             if fd == notify:
