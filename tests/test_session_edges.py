@@ -1,12 +1,13 @@
 """Sessions at their edges: projects this user may not change or read, and the API used
 without `with` or with a string. A clear line, never an internal error.
 
-A repository whose git folder this user cannot write (another user's, or one made read
-only) has protected names the session cannot make; the box, running as the same user,
-cannot make them either, so the session runs without them. A project this user cannot
-list is refused with its cause. Root passes every permission check on the host, so the
-root pass sees the session make and protect the names instead, and its refusal of an
-unlisted project speaks of the mode bits: each is what that user gets.
+A repository whose git folder this user neither owns nor may write (another user's) has
+protected names the session cannot make; the box, running as the same user, cannot make
+them either, so the session runs without them. One this user owns but made read only is
+refused: its owner, and so the box, could make the names after a chmod. A project this
+user cannot list is refused with its cause. Root passes every permission check on the
+host, so the root pass sees the session make and protect the names instead, and its
+refusal of an unlisted project speaks of the mode bits: each is what that user gets.
 """
 
 from __future__ import annotations
@@ -25,23 +26,36 @@ pytestmark = pytest.mark.isolation
 ROOT = os.geteuid() == 0
 
 
-def test_a_git_folder_we_cannot_write_opens_and_stays_unwritable(tmp_path: Path) -> None:
+def test_a_git_folder_made_read_only_by_its_owner_is_no_way_in(tmp_path: Path) -> None:
+    """The owner of a mode-0555 ``.git`` (the box runs as that owner) could ``chmod u+w``
+    it and make ``config.worktree`` with an fsmonitor: host git would run it. Root's
+    session makes and covers the name (root writes there); a plain user's session cannot
+    make it, so it is refused with the fix, never opened without the cover."""
     repo = tmp_path / "repo"
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "config", "extensions.worktreeConfig", "true"],
+                   check=True)
     git = repo / ".git"
     os.chmod(git, 0o555)
+    attack = ("chmod u+w .git; printf '[core]\\n\\tfsmonitor = /bin/false\\n' > "
+              ".git/config.worktree 2>&1; echo done")
     try:
-        with Session.open(str(repo)) as s:
-            r = s.run(["sh", "-c", "touch .git/config.worktree 2>&1; echo done"])
+        if ROOT:
+            with Session.open(str(repo)) as s:
+                r = s.run(["sh", "-c", attack])
+            assert r.stdout.endswith(b"done\n"), r.stderr
+            assert b"Read-only file system" in r.stderr
+        else:
+            with pytest.raises(PolicyError) as caught, Session.open(str(repo)):
+                pass
+            assert str(caught.value) == (
+                f"{git}/config.worktree is missing and its folder {git} is not writable, "
+                "so the session cannot cover it, while the box could make it after a "
+                f"chmod; make the folder writable (chmod u+w {git}) and try again")
         made = (git / "config.worktree").exists()
     finally:
         os.chmod(git, 0o755)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.endswith(b"done\n")
-    # The box made nothing there: read-only for root (the session covered the name,
-    # then removed what it made), not writable for anyone else.
     assert not made
-    assert (b"Read-only file system" if ROOT else b"Permission denied") in r.stdout
 
 
 def test_a_project_we_cannot_list_is_refused_with_its_cause(tmp_path: Path) -> None:

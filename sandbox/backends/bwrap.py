@@ -233,8 +233,7 @@ class BwrapBackend:
                     if not _could_make(p):
                         continue  # not there, and nobody running as us can make it
                     self.release()
-                    raise PolicyError(f"{escape(p)} changed while the session opened "
-                                      f"({err.strerror}); try again") from err
+                    raise _missing(p, err) from err
                 except OSError as err:
                     self.release()
                     raise PolicyError(f"{escape(p)} changed while the session opened "
@@ -265,6 +264,23 @@ class BwrapBackend:
                 raise diagnose_start_failure(error)
             _require_bind_fd(result)
         return result
+
+
+def _missing(path: str, err: OSError) -> Exception:
+    """A protected name the session could not make, though the box could (after a
+    ``chmod`` of its folder, which is this user's): say so, or that it went meanwhile."""
+    from sandbox.errors import PolicyError
+    from sandbox.text import escape
+
+    parent = os.path.dirname(path)
+    if os.path.isdir(parent) and not os.access(parent, os.W_OK):
+        return PolicyError(
+            f"{escape(path)} is missing and its folder {escape(parent)} is not writable, so "
+            "the session cannot cover it, while the box could make it after a chmod; "
+            f"make the folder writable (chmod u+w {shlex.quote(escape(parent))}) and try "
+            "again")
+    return PolicyError(f"{escape(path)} changed while the session opened "
+                       f"({err.strerror}); try again")
 
 
 def _require_bind_fd(result: RunResult) -> None:

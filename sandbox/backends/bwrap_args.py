@@ -134,12 +134,17 @@ def _allowed_runtime_sockets(policy: Policy) -> list[str]:
 
 
 def _could_make(path: str) -> bool:
-    """Whether this user could make ``path`` (its folder exists and is writable to us):
-    the session makes a missing protected name it can; one it cannot make, the box,
-    running as the same user, cannot make either (a root-owned repository opened by
-    another user)."""
+    """Whether the box could make ``path``: its folder is missing (made by the box on
+    the way), writable to this user, or this user's own (its owner may ``chmod u+w``
+    it first). The session makes a missing protected name it can; one nobody running as
+    this user can make (a folder of another owner, not writable to us: a root-owned
+    repository opened by another user) needs no cover."""
     parent = os.path.dirname(path)
-    return not os.path.isdir(parent) or os.access(parent, os.W_OK | os.X_OK)
+    try:
+        st = os.stat(parent)
+    except OSError:
+        return True
+    return st.st_uid == os.getuid() or os.access(parent, os.W_OK | os.X_OK)
 
 
 def box_args(
