@@ -33,7 +33,7 @@ from .libc import detach, mount_tmpfs
 from .limits import Bound, Limits, describe
 from .plan import LaunchPlan, RunResult
 from .process import cgroup, orphans
-from .process.hostseat import Seats
+from .process.hostseat import Seat, Seats
 from .seccomp import Compiled, reader
 
 if TYPE_CHECKING:
@@ -111,11 +111,14 @@ class Hardening:
         self._mover: threading.Thread | None = None
         self._spawner: cgroup.Spawner | None = None
         self._seats: Seats | None = None
+        self._seats_wanted = False
 
     @classmethod
     def open(cls, limits: Limits, *, boxed: bool, private_tmp: str) -> Hardening:
         self = cls(limits, boxed=boxed, private_tmp=private_tmp)
-        self._seats = Seats() if Seats.wanted() else None
+        # Host seats are made at the first host run, not here: a session that runs only
+        # in the box (one `harness-sandbox run`) makes no group for host runs.
+        self._seats_wanted = Seats.wanted()
         if not boxed:
             # Host runs only: their leftovers come here to be found (orphans.py).
             orphans.acquire()
@@ -165,7 +168,7 @@ class Hardening:
         # The Linux box's plans are the unwatched ones (its PID namespace ends it).
         box = self.boxed and not plan.watched
         # A host run is born in a group made ahead when one is ready (hostseat.py).
-        seat = None if box or self._seats is None else self._seats.take()
+        seat = None if box else self._take_seat()
         group = None if box else seat.group if seat is not None else self.host_group()
         pids: list[int] = []
         # Born in the box's group when the spawner thread has joined it; else moved.
@@ -186,6 +189,11 @@ class Hardening:
         finally:
             for fd in plan.run_fds:
                 os.close(fd)
+            if seat is not None and cgroup.members(group or seat.group):
+                # Leftovers to kill: the seat's thread leaves the group first, so the
+                # freezer never stops a thread of ours (it may hold the interpreter).
+                seat.spawn.stop()
+                seat.spawn.join()
             if group is not None:
                 self.host_ended(group, removed=seat is None)
             if seat is not None and self._seats is not None:
@@ -194,6 +202,13 @@ class Hardening:
             return self.box_ended(pids[0], result)
         self.reap()  # and what hides from the marker sweep (sandbox/process/orphans.py)
         return result
+
+    def _take_seat(self) -> Seat | None:
+        """A ready host seat (sandbox/process/hostseat.py), the seats started at the
+        first host run; None until one is ready, or where the machine has none."""
+        if self._seats is None and self._seats_wanted:
+            self._seats = Seats()
+        return None if self._seats is None else self._seats.take()
 
     def close(self) -> None:
         if self._seats is not None:

@@ -42,13 +42,23 @@ def _harness_groups() -> list[str]:
     return sorted(n for n in os.listdir(base) if n.startswith("harness-run")) if base else []
 
 
+def _ready(s: Session, within: float = 5.0) -> None:
+    """Until a seat's thread has joined its group (the kernel's move takes a moment)."""
+    seats = s.hardening._seats if s.hardening is not None else None
+    deadline = time.monotonic() + within
+    while seats is not None and time.monotonic() < deadline and not any(
+            seat.spawn.joined.is_set() for seat in seats._ready):
+        time.sleep(0.01)
+
+
 def test_each_host_run_is_born_in_a_group_of_its_own(tmp_path: Path) -> None:
     project = tmp_path / "p"
     project.mkdir()
     before = _harness_groups()
     word = f"hs-seat-{uuid.uuid4().hex}"
     with Session.open(str(project)) as s:
-        time.sleep(0.2)  # the first seats are made off the session's open
+        s.run(["/bin/true"], boxed=False)  # the first host run starts the seats ...
+        _ready(s)  # ... which are made off its path
         runs = [s.run(["/bin/cat", "/proc/self/cgroup"], boxed=False) for _ in range(3)]
         left = s.run(["/bin/sh", "-c", f"setsid sleep 60 {word} & echo started"],
                      boxed=False)
