@@ -6,48 +6,19 @@ and the fix. The hooks are our own, written in those shapes; every program is re
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import pytest
+from helpers.claude_world import ClaudeWorld, Done, made
 
 from launchers.claude.lint import wrapped
 
-REPO = Path(__file__).resolve().parent.parent
 
-
-class Done(NamedTuple):
-    code: int
-    out: str
-    err: str
-
-
-class World(NamedTuple):
-    home: Path
-    harness: Path
-    project: Path
-
-    @property
-    def config(self) -> Path:
-        return self.harness / "config.toml"
-
-    @property
-    def hooks_home(self) -> Path:
-        return self.home / ".local" / "share" / "harness" / "hooks"
-
-    def cli(self, *args: str) -> Done:
-        env = {k: v for k, v in os.environ.items()
-               if k not in ("HARNESS_HOME", "XDG_CONFIG_HOME", "CLAUDE_PROJECT_DIR")}
-        env.update(HOME=str(self.home), HARNESS_HOME=str(self.harness))
-        r = subprocess.run([sys.executable, "-m", "launchers.cli", *args], cwd=REPO,
-                           capture_output=True, text=True, env=env, timeout=120, check=False)
-        return Done(r.returncode, r.stdout, r.stderr)
+class World(ClaudeWorld):
+    """The user, and what the collection tests do as that user."""
 
     def settings(self, doc: dict[str, Any], name: str = "settings.json") -> Path:
         path = self.project / ".claude" / name
@@ -87,17 +58,8 @@ class World(NamedTuple):
 
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[World]:
-    # Hook files must be outside /tmp for a boxed hook (the box's /tmp is the agent's).
-    base = Path(tempfile.mkdtemp(prefix="claude-coll-", dir="/var/tmp"))
-    base.chmod(0o755)
-    home = base / "home"
-    home.mkdir()
-    project = tmp_path / "proj"
-    (project / ".claude" / "hooks").mkdir(parents=True)
-    try:
-        yield World(home, base / "harness", project)
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+    with made(tmp_path, "claude-coll-") as (home, harness, project):
+        yield World(home, harness, project)
 
 
 def _cmd(text: str) -> dict[str, Any]:
@@ -175,7 +137,7 @@ def test_a_uv_hook_that_needs_the_network_says_the_box_has_none(world: World) ->
     uv = _uv(world)
     world.hook_file("context.py", "print('{}')\n", 0o644)
     (world.home / ".cache" / "uv").mkdir(parents=True)
-    world.harness.mkdir()
+    world.harness_home.mkdir()
     world.config.write_text('[sandbox]\nwritable = ["~/.cache/uv"]\n', encoding="utf-8")
     port = server.getsockname()[1]
     world.settings({"hooks": {"UserPromptSubmit": [{"hooks": [

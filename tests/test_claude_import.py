@@ -7,22 +7,17 @@ for real: hook programs in bash+jq, Python and Node, in the box."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
-import tempfile
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NamedTuple
 
 import pytest
+from helpers.claude_world import ClaudeWorld, Done, made
 
 from launchers.claude.command import convert
 from launchers.claude.importer import map_matcher
-
-REPO = Path(__file__).resolve().parent.parent
 
 BLOCK_RM = r"""#!/usr/bin/env bash
 # Block dangerous rm commands (reads the call as JSON on stdin).
@@ -58,47 +53,14 @@ NO_ENV = ("jq -e '.tool_input.path | test(\"[.]env$\")' >/dev/null "
           "&& { echo 'no edits to .env files' >&2; exit 2; } || exit 0")
 
 
-class Done(NamedTuple):
-    code: int
-    out: str
-    err: str
-
-
-class World(NamedTuple):
-    home: Path
-    harness_home: Path
-    project: Path
-
-    @property
-    def config(self) -> Path:
-        return self.harness_home / "config.toml"
-
-    @property
-    def hooks_home(self) -> Path:
-        return self.home / ".local" / "share" / "harness" / "hooks"
-
-    def cli(self, *args: str) -> Done:
-        env = {k: v for k, v in os.environ.items()
-               if k not in ("HARNESS_HOME", "XDG_CONFIG_HOME")}
-        env.update(HOME=str(self.home), HARNESS_HOME=str(self.harness_home))
-        r = subprocess.run([sys.executable, "-m", "launchers.cli", *args], cwd=REPO,
-                           capture_output=True, text=True, env=env, timeout=60, check=False)
-        return Done(r.returncode, r.stdout, r.stderr)
+World = ClaudeWorld
 
 
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[World]:
-    # Hook files must be outside /tmp for a boxed hook (the box's /tmp is the agent's).
-    base = Path(tempfile.mkdtemp(prefix="claude-import-", dir="/var/tmp"))
-    base.chmod(0o755)
-    home = base / "home"
-    (home / ".claude" / "hooks").mkdir(parents=True)
-    project = tmp_path / "proj"
-    (project / ".claude" / "hooks").mkdir(parents=True)
-    try:
-        yield World(home, base / "harness", project)
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+    with made(tmp_path, "claude-import-") as (home, harness, project):
+        (home / ".claude" / "hooks").mkdir(parents=True)
+        yield World(home, harness, project)
 
 
 def _write(path: Path, text: str, mode: int = 0o755) -> None:

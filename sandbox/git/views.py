@@ -68,7 +68,7 @@ def without_worktree(data: bytes) -> bytes | None:
             continue
         head = _SECTION.fullmatch(text)
         if head is not None:
-            plain = not text.rstrip(b"]").endswith(b'"') and b'"' not in text
+            plain = b'"' not in text  # no subsection: a section of its own name
             section = head.group(1).lower() if plain else b""
             out.append(line)
             continue
