@@ -41,3 +41,64 @@ def detach(path: str) -> bool:
     """Unmount ``path`` lazily (``MNT_DETACH``): gone from the tree now, freed when no
     one uses it. Whether it was unmounted."""
     return bool(libc().umount2(os.fsencode(path), MNT_DETACH) == 0)
+
+
+# Namespaces (sched.h) and the new mount API (linux/mount.h); the system-call numbers
+# are the same on every architecture since 5.1's unified table.
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+MS_REC = 0x4000
+MS_SLAVE = 1 << 19
+AT_FDCWD = -100
+AT_EMPTY_PATH = 0x1000
+AT_RECURSIVE = 0x8000
+OPEN_TREE_CLONE = 1
+MOVE_MOUNT_F_EMPTY_PATH = 4
+MOUNT_ATTR_IDMAP = 0x00100000
+SYS_OPEN_TREE, SYS_MOVE_MOUNT, SYS_MOUNT_SETATTR = 428, 429, 442
+
+
+def call(what: str, result: int, path: str = "") -> int:
+    """``result`` of a C call, or the OSError its errno names (``what`` said first)."""
+    if result < 0:
+        raise _failed(what, path)
+    return result
+
+
+def unshare(kind: int) -> None:
+    """A new namespace of ``kind`` for this process (a single-threaded child)."""
+    call("unshare", libc().unshare(kind))
+
+
+def make_rslave(path: str = "/") -> None:
+    """Nothing mounted under ``path`` from here on reaches the namespace this one was
+    copied from (mount --make-rslave)."""
+    call("making the mounts private", libc().mount(None, os.fsencode(path), None,
+                                                   MS_REC | MS_SLAVE, None), path)
+
+
+def open_tree_clone(path: str) -> int:
+    """A detached copy of the mount tree at ``path`` (``open_tree(OPEN_TREE_CLONE |
+    AT_RECURSIVE)``), as a descriptor."""
+    flags = OPEN_TREE_CLONE | AT_RECURSIVE | os.O_CLOEXEC
+    return call("open_tree", libc().syscall(SYS_OPEN_TREE, AT_FDCWD, os.fsencode(path),
+                                            flags), path)
+
+
+def idmap(tree: int, userns: int, path: str) -> None:
+    """Give the detached ``tree``'s top mount the id mapping of ``userns``."""
+    import ctypes
+
+    class _Attr(ctypes.Structure):
+        _fields_ = (("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
+                    ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64))
+
+    attr = _Attr(MOUNT_ATTR_IDMAP, 0, 0, userns)
+    call("mount_setattr", libc().syscall(SYS_MOUNT_SETATTR, tree, b"", AT_EMPTY_PATH,
+                                         ctypes.byref(attr), ctypes.sizeof(attr)), path)
+
+
+def attach(tree: int, path: str) -> None:
+    """Mount the detached ``tree`` on ``path`` (``move_mount``)."""
+    call("move_mount", libc().syscall(SYS_MOVE_MOUNT, tree, b"", AT_FDCWD,
+                                      os.fsencode(path), MOVE_MOUNT_F_EMPTY_PATH), path)

@@ -278,15 +278,21 @@ class Probe(NamedTuple):
     def box_identity(self) -> dict[str, object]:
         """Which host user the box's processes are, and what that means: the box maps
         the user who starts it to itself in a user namespace of its own, with no
-        capability in any namespace."""
-        root = self.euid == 0
+        capability in any namespace; root's boxes run as a stand-in, an id no account
+        has (:mod:`sandbox.backends.standin`)."""
+        if self.euid == 0:
+            from .backends.standin import UID
+
+            return {"host_uid": UID, "capabilities": "none",
+                    "files_made_owned_by": "the owner of the folder they are made in",
+                    "note": (f"root's stand-in: uid {UID}, which no account has; the "
+                             "folders the box writes are shown to it through idmapped "
+                             "mounts, so what it makes there is their owner's, and "
+                             "root's own files and the kernel's settings are another "
+                             "user's to it")}
         return {"host_uid": self.euid, "capabilities": "none",
-                "files_made_owned_by": "root" if root else f"uid {self.euid}",
-                "note": ("host root without capabilities: the kernel's interfaces that "
-                         "check only the uid (/proc/sys and the like) are read-only in the "
-                         "box, and set-id modes are refused; run as a normal user where "
-                         "you can") if root else
-                        "your own user, without capabilities"}
+                "files_made_owned_by": f"uid {self.euid}",
+                "note": "your own user, without capabilities"}
 
 
 def parse_features(help_text: str) -> tuple[str, ...]:

@@ -57,8 +57,11 @@ def start(session: Session) -> WarmBox:
     assert flt is not None
     options = box_options(session.policy, bwrap=backend.program(),
                           features=backend._features, shm_size=SHM)
+    stand = backend.stand_in()  # root's boxes run as the stand-in
     return WarmBox.start(options, bpf=os.pread(flt.fd, flt.size, 0), shm_size=SHM,
-                         read_only=PROC_READ_ONLY, nulled=KEYRING_LISTS)
+                         read_only=PROC_READ_ONLY, nulled=KEYRING_LISTS,
+                         pass_fds=stand.fds if stand else (),
+                         launcher=stand.argv() if stand else ())
 
 
 @pytest.fixture

@@ -45,8 +45,8 @@ def report(p: object) -> list[str]:
     if p.links is not None:
         lines.append("network links in a box: " + (", ".join(p.links) or "none"))
     if p.euid == 0:
-        lines.append("running as root: the box drops every capability, but files owned "
-                     "by root stay owned by it; run as a normal user where you can")
+        lines.append("running as root: the box runs as root's stand-in, an id no account "
+                     "has, without capabilities; run as a normal user where you can")
     who = p.box_identity
     lines.append(f"the box runs as: host uid {who['host_uid']}, no capabilities; files it "
                  f"makes are owned by {who['files_made_owned_by']}")

@@ -22,11 +22,13 @@ import os
 import shlex
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from sandbox.env import box_env
 from sandbox.errors import SandboxUnavailable
 from sandbox.plan import BackendName, LaunchPlan, RunResult
 from sandbox.policy import Policy
+from sandbox.text import escape
 
 from .bwrap_args import (
     KEYRING_LISTS,
@@ -37,6 +39,9 @@ from .bwrap_args import (
     _could_make,
     box_args,
 )
+
+if TYPE_CHECKING:
+    from .standin import StandIn
 
 # The options live in bwrap_args.py; these are named here too, for callers of the box.
 __all__ = ["KEYRING_LISTS", "LINKER_VARS", "PROC_READ_ONLY", "REQUIRED_FEATURES",
@@ -170,6 +175,9 @@ class BwrapBackend:
         self._fds: dict[str, int] = {}
         self._shm_size: int | None = None
         self._seccomp: Callable[[], int | None] | None = None
+        # Root's stand-in (see stand_in()), made at the first box.
+        self._standin: StandIn | None = None
+        self._standin_lock = threading.Lock()
 
     def harden(self, *, shm_size: int, seccomp: Callable[[], int | None]) -> None:
         """Before the first plan: /dev/shm's size, and where each run's system-call
@@ -205,10 +213,31 @@ class BwrapBackend:
             self._prefix = box_args(self.policy, bwrap=self.program(), features=self._features,
                                     fds=self._fds, shm_size=self._shm_size)
         fd = None if self._seccomp is None else self._seccomp()
+        stand = self.stand_in()
         made = plan(self.policy, argv, bwrap=self.program(), features=self._features,
                     env_extra=env_extra, prefix=self._prefix,
                     pass_fds=tuple(self._fds.values()), seccomp_fd=fd)
-        return args_by_fd(made, len(command(self.policy, argv)))
+        made = args_by_fd(made, len(command(self.policy, argv)))
+        if stand is None:
+            return made
+        return made._replace(argv=(*stand.argv(), *made.argv),
+                             pass_fds=(*made.pass_fds, *stand.fds))
+
+    def stand_in(self) -> StandIn | None:
+        """Root's stand-in (:mod:`sandbox.backends.standin`): for a session started by
+        root, the user and mount namespaces every box of the session starts in, so that
+        it runs as an unprivileged host id; made once, at the first box (after the
+        session's own mounts, which it copies). None for anyone else. Raises
+        :class:`SandboxUnavailable`."""
+        from . import standin
+
+        if not standin.needed():
+            return None
+        with self._standin_lock:
+            if self._standin is None:
+                self._standin = standin.StandIn.open(
+                    (self.policy.private_tmp, *self.policy.read_write_paths()))
+            return self._standin
 
     def hold(self, roots: tuple[str, ...]) -> None:
         """Open, without following a link, the pinned and protected paths below
@@ -243,6 +272,9 @@ class BwrapBackend:
         fds, self._fds = self._fds, {}
         for fd in fds.values():
             os.close(fd)
+        stand, self._standin = self._standin, None
+        if stand is not None:
+            stand.close()
 
     def read(self, result: RunResult) -> RunResult:
         """bwrap's own failures out of the command's result: bwrap that could not start
@@ -254,6 +286,7 @@ class BwrapBackend:
                                      "install the bubblewrap package: "
                                      "sudo apt-get install bubblewrap")
         if result.outcome == "exited" and result.returncode == 1:
+            _entered(result)
             failed = exec_failure(result)
             if failed is not None:
                 return failed
@@ -264,6 +297,17 @@ class BwrapBackend:
                 raise diagnose_start_failure(error)
             _require_bind_fd(result)
         return result
+
+
+def _entered(result: RunResult) -> None:
+    """nsenter's own failure to enter root's stand-in (its one line, exit 1), raised
+    with the cause: the box did not start."""
+    if result.stderr.startswith(b"nsenter: "):
+        from .standin import FIX
+
+        line = result.stderr.decode("utf-8", "replace").splitlines()[0]
+        raise SandboxUnavailable(f"the box's stand-in for root could not be entered: "
+                                 f"{escape(line)}", FIX)
 
 
 def _missing(path: str, err: OSError) -> Exception:

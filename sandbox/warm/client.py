@@ -132,15 +132,16 @@ class WarmBox:
     @classmethod
     def start(cls, options: Sequence[str], *, bpf: bytes, shm_size: int,
               read_only: Sequence[str], nulled: Sequence[str],
-              pass_fds: tuple[int, ...] = (), env: Mapping[str, str] | None = None,
-              processes: int = 0) -> WarmBox:
+              pass_fds: tuple[int, ...] = (), processes: int = 0,
+              launcher: Sequence[str] = ()) -> WarmBox:
         """Start the box: ``options`` is bwrap and its options up to the command (the
         session's :func:`~sandbox.backends.bwrap.box_args` with a pristine ``/proc``).
         ``bpf`` is the compiled filter each command loads; ``read_only`` and ``nulled``
         are the procfs entries each run's fresh ``/proc`` has bound read-only and
         covered by ``/dev/null``; ``shm_size`` is each run's ``/dev/shm`` in bytes.
         ``pass_fds`` (the binds' descriptors) are handed to bwrap. ``processes`` bounds
-        the box's processes (``RLIMIT_NPROC``: all the session's runs together). Raises
+        the box's processes (``RLIMIT_NPROC``: all the session's runs together).
+        ``launcher`` goes before bwrap (root's stand-in, :mod:`sandbox.backends.standin`). Raises
         :class:`SandboxUnavailable` when the box or its starter does not come up."""
         self = cls()
         fd = self._theirs.fileno()
@@ -152,7 +153,9 @@ class WarmBox:
             "the warm box", pass_fds=(*pass_fds, fd)), len(command))
         spawned = threading.Event()
         self._keeper = threading.Thread(
-            target=self._keep, args=(made.argv, dict(env or {}), made.pass_fds, spawned),
+            # bwrap starts on the host with an empty environment: a linker variable
+            # would load a library into it before any namespace exists.
+            target=self._keep, args=((*launcher, *made.argv), {}, made.pass_fds, spawned),
             daemon=True, name="harness-sandbox-warm-box")
         self._keeper.start()
         spawned.wait()

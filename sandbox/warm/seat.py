@@ -49,13 +49,14 @@ def open_box(backend: BwrapBackend, hardening: Hardening) -> WarmBox:
     shm = hardening.limits.shm_size
     options = box_options(backend.policy, bwrap=backend.program(),
                           features=backend.features, fds=backend.held, shm_size=shm)
+    # Root's stand-in: bwrap starts in its namespaces, as an unprivileged host id.
+    stand = backend.stand_in()
     try:
-        # bwrap starts on the host: nothing of the caller's environment (a linker
-        # variable would load a library into it before any namespace exists).
         box = WarmBox.start(options, bpf=os.pread(flt.fd, flt.size, 0), shm_size=shm,
                             read_only=PROC_READ_ONLY, nulled=KEYRING_LISTS,
-                            pass_fds=tuple(backend.held.values()), env={},
-                            processes=hardening.limits.processes)
+                            pass_fds=(*backend.held.values(), *(stand.fds if stand else ())),
+                            processes=hardening.limits.processes,
+                            launcher=stand.argv() if stand else ())
     except SandboxUnavailable as err:
         raise _diagnosed(err) from err
     assert box.proc is not None

@@ -1,0 +1,316 @@
+"""Root's stand-in: a box started by root runs as a host id no account has, not uid 0.
+
+Started by root, bubblewrap maps the box's uid 0 to the host's uid 0, without
+capabilities. Whatever checks only the uid still takes such a box for root: a procfs
+entry (``kernel.core_pattern`` names a program the kernel runs as root at the next
+crash), root's sockets, root's kernel keyring, a set-id program left for the host. So a
+session started by root makes a user namespace whose uid 0 and gid 0 are :data:`UID`
+and :data:`GID` on the host, and bwrap starts inside it (through ``nsenter``). Every
+process of the box is that id on the host, whatever it is called in the box; an entry
+of ``/proc/sys`` owned by the host's root is another user's file to it.
+
+**Files.** The stand-in owns nothing, so the session shows bwrap the host's folders
+through *idmapped mounts* made in a mount namespace of its own:
+
+- each folder the box writes (the project, a linked worktree's common dir,
+  ``[sandbox] writable``, the private temp folder) maps its owner and group to the
+  stand-in. In the box its files are the box user's; what the box makes there is, on the
+  host, the folder owner's, as if that user had made it (root's project stays root's);
+- each folder at the top of the tree (``/usr``, ``/etc``, ``/root``, ``/tmp``...) maps
+  root to the stand-in, so the box reads what it read when it ran as root (the hidden
+  paths stay hidden) and reaches the bind sources beneath folders of mode 0700. The box
+  sees all of it read-only, so owning it there gives no write. A top folder on a file
+  system without idmapped mounts is left as it is: the box then reads there what any
+  user may (less, never more).
+
+A folder the box writes on a file system without idmapped mounts (Linux 5.12 or later:
+ext4, xfs, btrfs; tmpfs from 6.3) refuses the session with the fix: the box would be
+the host's root again, or could write nothing.
+
+**Where the mounts live.** They are made once per session, in a mount namespace copied
+from the host's (later host mounts reach it, none go back). Two descriptors hold that
+namespace and the user namespace; they go with the session, or with the harness.
+Nothing is mounted on the host, so there is nothing to sweep after a kill.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from sandbox import libc
+from sandbox.errors import SandboxUnavailable
+from sandbox.text import escape
+
+# The stand-in's uid and gid: above any distribution's ranges for accounts, services
+# and the usual subordinate ids (checked against the accounts and /etc/subuid at start).
+UID = GID = 2_147_000_000
+
+FIX = ("run the harness as a normal user, or keep the folders the box writes on a file "
+       "system with idmapped mounts (Linux 5.12 or later: ext4, xfs, btrfs; tmpfs from "
+       "6.3)")
+
+# Never mapped: the kernel's own file systems, and /run, which the box masks.
+_NOT_MAPPED = frozenset({"proc", "sys", "dev", "run"})
+
+# Where nsenter is looked for: system folders only, never PATH (a folder on it may be
+# one the box writes).
+_NSENTER_DIRS = ("/usr/bin", "/bin", "/usr/sbin", "/sbin")
+
+
+class Mapped(NamedTuple):
+    """A folder seen through a mapping of its owner ``uid`` and group ``gid``."""
+
+    path: str
+    uid: int
+    gid: int
+
+
+def needed() -> bool:
+    """Whether this process's boxes need a stand-in: it runs as root."""
+    return os.geteuid() == 0
+
+
+def nsenter() -> str:
+    """The absolute path of util-linux's ``nsenter``: owned by root, written by no one
+    else. Raises :class:`SandboxUnavailable`."""
+    for d in _NSENTER_DIRS:
+        path = os.path.join(d, "nsenter")
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if st.st_uid == 0 and not st.st_mode & 0o022 and st.st_mode & 0o100:
+            return path
+    raise SandboxUnavailable(
+        "a box started by root runs as an unprivileged stand-in, entered with nsenter, "
+        f"which is not in {', '.join(_NSENTER_DIRS)} (owned by root)",
+        "install util-linux: sudo apt-get install util-linux")
+
+
+class StandIn:
+    """One session's stand-in. Build with :meth:`open`; :meth:`close` gives it back."""
+
+    def __init__(self, userns: int, mntns: int, program: str,
+                 mapped: tuple[Mapped, ...], unmapped: tuple[str, ...]) -> None:
+        self._userns = userns
+        self._mntns = mntns
+        self.program = program
+        self.mapped = mapped
+        # Top folders whose file system refused a mapping: read there as any user.
+        self.unmapped = unmapped
+
+    @classmethod
+    def open(cls, roots: Sequence[str]) -> StandIn:
+        """The stand-in for a box that writes ``roots``. Raises
+        :class:`SandboxUnavailable` when the kernel or a file system refuses it."""
+        _check_unused()
+        program = nsenter()
+        libc.libc()  # loaded before any fork
+        writes = [m for m in map(_mapped, roots) if m is not None]
+        tops = [m for m in map(_mapped, _tops()) if m is not None]
+        spaces: dict[tuple[int, int], int] = {}
+        try:
+            box = spaces[(0, 0)] = _userns(0, 0)
+            for m in (*writes, *tops):
+                if (m.uid, m.gid) not in spaces:
+                    spaces[(m.uid, m.gid)] = _userns(m.uid, m.gid)
+            mounts = [(m.path, spaces[(m.uid, m.gid)], True) for m in writes]
+            mounts += [(m.path, spaces[(0, 0)], False) for m in tops]
+            mntns, skipped = _stage(mounts)
+        except BaseException:
+            for fd in spaces.values():
+                os.close(fd)
+            raise
+        for key, fd in spaces.items():
+            if key != (0, 0):
+                os.close(fd)  # a mount keeps the mapping it was given
+        return cls(box, mntns, program, tuple(writes), skipped)
+
+    @property
+    def fds(self) -> tuple[int, int]:
+        """The descriptors a process that starts bwrap must be given (``pass_fds``)."""
+        return (self._mntns, self._userns)
+
+    def argv(self) -> tuple[str, ...]:
+        """What goes before bwrap's own argv: ``nsenter`` into the session's mount
+        namespace, then the stand-in's user namespace (it enters them in that order: a
+        process of the stand-in could not enter the host's), as its uid and gid 0 with
+        no supplementary group."""
+        return (self.program, f"--mount=/proc/self/fd/{self._mntns}",
+                f"--user=/proc/self/fd/{self._userns}", "--setuid=0", "--setgid=0", "--")
+
+    def close(self) -> None:
+        for fd in (self._userns, self._mntns):
+            if fd >= 0:
+                os.close(fd)
+        self._userns = self._mntns = -1
+
+
+def _check_unused() -> None:
+    import grp
+    import pwd
+
+    for what, look in (("uid", pwd.getpwuid), ("gid", grp.getgrgid)):
+        try:
+            name = look(UID if what == "uid" else GID)[0]
+        except KeyError:
+            continue
+        raise SandboxUnavailable(
+            f"the box of a session started by root runs as {what} {UID}, which the "
+            f"account {escape(name)} has: it would share that account's files",
+            "remove that account's id, or run the harness as a normal user")
+    for table in ("/etc/subuid", "/etc/subgid"):
+        for owner, first, count in _ranges(table):
+            if first <= UID < first + count:
+                raise SandboxUnavailable(
+                    f"the box of a session started by root runs as id {UID}, which "
+                    f"{table} gives {escape(owner)} as a subordinate id: that user's "
+                    "containers would share it",
+                    f"move that range in {table}, or run the harness as a normal user")
+
+
+def _ranges(table: str) -> list[tuple[str, int, int]]:
+    try:
+        with open(table, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        parts = line.strip().split(":")
+        if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+            out.append((parts[0], int(parts[1]), int(parts[2])))
+    return out
+
+
+def _tops() -> list[str]:
+    """The folders at the top of the tree to map: real folders, not links (``/bin`` on
+    a merged ``/usr``), and not the kernel's file systems."""
+    out = []
+    for name in sorted(os.listdir("/")):
+        path = "/" + name
+        if name in _NOT_MAPPED:
+            continue
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            out.append(path)
+    return out
+
+
+def _mapped(path: str) -> Mapped | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return Mapped(path, st.st_uid, st.st_gid)
+
+
+def _userns(uid: int, gid: int) -> int:
+    """A user namespace in which ``uid`` and ``gid`` are the stand-in's ids on the host,
+    as a descriptor. A child makes it and waits while it is opened."""
+    ready_r, ready_w = os.pipe()
+    go_r, go_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child's side
+        os.close(go_w)
+        try:
+            libc.unshare(libc.CLONE_NEWUSER)
+            os.write(ready_w, b"\0")
+        except OSError as err:
+            os.write(ready_w, b"%d" % (err.errno or 1))
+        os.read(go_r, 1)
+        os._exit(0)
+    for fd in (ready_w, go_r):
+        os.close(fd)
+    try:
+        said = os.read(ready_r, 16)
+        if said != b"\0":
+            raise SandboxUnavailable(
+                f"a box started by root runs as uid {UID}, and this system refused the "
+                f"user namespace for it: {os.strerror(int(said or b'1'))}", FIX)
+        # Root writes the maps, so set-groups stays allowed: nsenter drops the groups.
+        for name, line in (("uid_map", f"{uid} {UID} 1\n"),
+                           ("gid_map", f"{gid} {GID} 1\n")):
+            with open(f"/proc/{pid}/{name}", "w", encoding="ascii") as f:
+                f.write(line)
+        return os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+    finally:
+        os.close(go_w)
+        os.close(ready_r)
+        os.waitpid(pid, 0)
+
+
+def _stage(mounts: Sequence[tuple[str, int, bool]]) -> tuple[int, tuple[str, ...]]:
+    """A mount namespace copied from this one, in which each ``(path, userns,
+    required)`` is mounted on itself through that namespace's mapping; the namespace as
+    a descriptor, and the paths that were not required and could not be mapped.
+
+    Each copy is taken before any is mounted (a folder inside another is copied from the
+    host's), and they are attached shallowest first. A required one that fails ends it.
+    """
+    order = sorted(range(len(mounts)), key=lambda i: mounts[i][0].count("/"))
+    ready_r, ready_w = os.pipe()
+    go_r, go_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child's side
+        os.close(go_w)
+        os.write(ready_w, _stage_child(mounts, order))
+        os.read(go_r, 1)
+        os._exit(0)
+    for fd in (ready_w, go_r):
+        os.close(fd)
+    try:
+        said = b""
+        while True:
+            chunk = os.read(ready_r, 65536)
+            said += chunk
+            if not chunk or said.endswith(b"\n"):
+                break
+        kind, _, rest = os.fsdecode(said.rstrip(b"\n")).partition("\0")
+        if kind != "ok":
+            path, _, why = rest.partition("\0")
+            raise SandboxUnavailable(
+                f"a box started by root runs as uid {UID}, and {escape(path)}, which the "
+                f"box writes, cannot be mapped to it: {why or 'the staging failed'}", FIX)
+        skipped = tuple(p for p in rest.split("\0") if p)
+        return os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC), skipped
+    finally:
+        os.close(go_w)
+        os.close(ready_r)
+        os.waitpid(pid, 0)
+
+
+def _stage_child(mounts: Sequence[tuple[str, int, bool]], order: Sequence[int]
+                 ) -> bytes:  # pragma: no cover - runs in the staging child
+    """The child's work for :func:`_stage`: its report, ``ok`` and the skipped paths,
+    or ``no``, the path and the reason, each field ended by a NUL, the whole by a
+    newline."""
+    skipped: list[str] = []
+    try:
+        libc.unshare(libc.CLONE_NEWNS)
+        libc.make_rslave("/")
+        trees: dict[int, int] = {}
+        for i in order:
+            path, ns, required = mounts[i]
+            try:
+                tree = libc.open_tree_clone(path)
+                libc.idmap(tree, ns, path)
+            except OSError as err:
+                if required:
+                    raise OSError(err.errno, err.strerror, path) from err
+                skipped.append(path)
+                continue
+            trees[i] = tree
+        for i in order:
+            if i in trees:
+                libc.attach(trees[i], mounts[i][0])
+    except OSError as err:
+        why = err.strerror or str(err)
+        return os.fsencode(f"no\0{err.filename or ''}\0{why}") + b"\n"
+    return os.fsencode("ok\0" + "\0".join(skipped)) + b"\n"
