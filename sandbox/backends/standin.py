@@ -35,6 +35,7 @@ Nothing is mounted on the host, so there is nothing to sweep after a kill.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Sequence
@@ -52,8 +53,9 @@ FIX = ("run the harness as a normal user, or keep the folders the box writes on 
        "system with idmapped mounts (Linux 5.12 or later: ext4, xfs, btrfs; tmpfs from "
        "6.3)")
 
-# Never mapped: the kernel's own file systems, and /run, which the box masks.
-_NOT_MAPPED = frozenset({"proc", "sys", "dev", "run"})
+# Never mapped: the kernel's own file systems. (/run is: the box masks it, but bwrap
+# binds the allowed sockets there from folders of mode 0700.)
+_NOT_MAPPED = frozenset({"proc", "sys", "dev"})
 
 # Where nsenter is looked for: system folders only, never PATH (a folder on it may be
 # one the box writes).
@@ -231,9 +233,14 @@ def _userns(uid: int, gid: int) -> int:
     try:
         said = os.read(ready_r, 16)
         if said != b"\0":
+            err = int(said or b"1")
+            if err == errno.ENOSPC:  # the namespaces' limit, which bwrap would meet too
+                from sandbox.probe import diagnose_start_failure
+
+                raise diagnose_start_failure(os.strerror(err))
             raise SandboxUnavailable(
                 f"a box started by root runs as uid {UID}, and this system refused the "
-                f"user namespace for it: {os.strerror(int(said or b'1'))}", FIX)
+                f"user namespace for it: {os.strerror(err)}", FIX)
         # Root writes the maps, so set-groups stays allowed: nsenter drops the groups.
         for name, line in (("uid_map", f"{uid} {UID} 1\n"),
                            ("gid_map", f"{gid} {GID} 1\n")):
