@@ -233,14 +233,14 @@ def _userns(uid: int, gid: int) -> int:
     try:
         said = os.read(ready_r, 16)
         if said != b"\0":
-            err = int(said or b"1")
-            if err == errno.ENOSPC:  # the namespaces' limit, which bwrap would meet too
+            code = int(said or b"1")
+            if code == errno.ENOSPC:  # the namespaces' limit, which bwrap would meet too
                 from sandbox.probe import diagnose_start_failure
 
-                raise diagnose_start_failure(os.strerror(err))
+                raise diagnose_start_failure(os.strerror(code))
             raise SandboxUnavailable(
                 f"a box started by root runs as uid {UID}, and this system refused the "
-                f"user namespace for it: {os.strerror(err)}", FIX)
+                f"user namespace for it: {os.strerror(code)}", FIX)
         # Root writes the maps, so set-groups stays allowed: nsenter drops the groups.
         for name, line in (("uid_map", f"{uid} {UID} 1\n"),
                            ("gid_map", f"{gid} {GID} 1\n")):
