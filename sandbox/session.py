@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from .network.session import Network
     from .process.pipes import Pipes
     from .warm.client import WarmBox
+    from .warm.seat import Forwarder
 
 
 def make_private_root(path: str) -> str:
@@ -227,6 +228,8 @@ class Session:
         self.network: Network | None = None
         # The session's warm box (sandbox/warm/), where boxed runs start; set by open().
         self.warm: WarmBox | None = None
+        # The allow-list's forwarder in the warm box (a run that lasts the session).
+        self._forwarder: Forwarder | None = None
 
     @classmethod
     def open(
@@ -348,9 +351,14 @@ class Session:
 
             if seat.wanted(self.policy):
                 self.warm = seat.open_box(self._box, self.hardening)
+                if self.policy.network_allow is not None:
+                    self._forwarder = seat.Forwarder.start(self)
 
     def close(self) -> None:
         """Give back what :meth:`open` took: the warm box, the filter and the bounds."""
+        if self._forwarder is not None:
+            self._forwarder.close()
+            self._forwarder = None
         if self.warm is not None:
             self.warm.close()
             self.warm = None

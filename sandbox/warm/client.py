@@ -276,6 +276,11 @@ class WarmBox:
             self._fail(f"its starter did not start a run within {self.start_limit:g} s")
         return late
 
+    def fail(self, why: str) -> None:
+        """Take the box out of service: every later run raises :class:`WarmBoxDown`
+        with ``why`` (a part of the session that its runs need has gone)."""
+        self._fail(why)
+
     def _fail(self, why: str) -> None:
         """The box is unusable from now on: every run waiting is woken to say so."""
         with self._lock:

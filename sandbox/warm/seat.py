@@ -6,8 +6,9 @@ and bounds. The box's processes are bounded as one box (``RLIMIT_NPROC`` on the 
 session's control group): the bounds are per session here, not per run. :func:`run`
 runs one command in it with the environment a cold box's command would get.
 
-A session with a network allow-list keeps a box per run (:func:`wanted`): its forwarder
-listens on the box's loopback, which the runs of one warm box would share.
+A session with a network allow-list starts the forwarder once, as a run that lasts the
+session (:class:`Forwarder`): every run reaches the proxy through it on the box's
+loopback, which the runs of one warm box share.
 
 A box that cannot be made raises :class:`~sandbox.errors.SandboxUnavailable` (with
 bwrap's diagnosis of the user namespaces when that is the cause): the session does not
@@ -36,8 +37,9 @@ if TYPE_CHECKING:
 
 
 def wanted(policy: Policy) -> bool:
-    """Whether this session's boxed runs go through a warm box (when asked for)."""
-    return policy.network_allow is None
+    """Whether this session's boxed runs go through a warm box (when asked for): every
+    Linux box session's can."""
+    return policy.boxed
 
 
 def open_box(backend: BwrapBackend, hardening: Hardening) -> WarmBox:
@@ -96,16 +98,98 @@ def run(session: Session, argv: Sequence[str], *, env_extra: Mapping[str, str] |
     by ``pipes``; a run the memory bound killed says so. The result's plan describes the
     command (there is no bwrap command line)."""
     box, policy = session.warm, session.policy
-    if box is None or policy.network_allow is not None:
+    if box is None:
         raise ValueError("this session has no warm box")
     if not argv:
         raise ValueError("an empty command cannot run in the box")
     env = box_env(policy, env_extra)
+    net = session.network
+    if policy.network_allow is not None:
+        # The allow-list: the proxy's variables win over any the caller gave.
+        from sandbox.network.box import proxy_env
+
+        env.update(proxy_env(policy.network_allow))
+    mark = net.proxy.mark() if net is not None else 0
     plan = LaunchPlan("bwrap", tuple(argv), env, policy.project, shlex.join(argv),
                       watched=False)
     result = box.run(argv, env, policy.project, stdin=stdin, timeout=timeout,
                      cancel=cancel, output_cap=policy.output_cap, pipes=pipes)
     result = result._replace(plan=plan)
+    if net is not None:
+        result = result._replace(refused=net.proxy.since(mark))
     # Nothing of the run is orphaned here: its processes end inside the warm box.
     h = session.hardening
     return result if h is None else h.box_ended(0, result, orphaned=False)
+
+
+class _Ready(Pipes):
+    """A run's output reader that says when the first byte came (:class:`Forwarder`)."""
+
+    ready: threading.Event
+
+    def read(self, fd: int) -> None:
+        super().read(fd)
+        if self.bufs[self.out_fd]:
+            self.ready.set()
+
+
+class Forwarder:
+    """The allow-list's forwarder in a warm box (:mod:`sandbox.network.forwarder`): one
+    run that lasts the session, listening on the box's loopback, where every run's
+    ``HTTP_PROXY`` points, and relaying to the session's proxy. It is up before
+    :meth:`start` returns; if it ends before the session does, the warm box is failed,
+    so that later runs raise instead of finding no proxy."""
+
+    START_LIMIT = 10.0
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+        self._cancel = threading.Event()
+        self._ready = threading.Event()
+        self._result: RunResult | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._serve, daemon=True,
+                                        name="harness-sandbox-forwarder")
+
+    @classmethod
+    def start(cls, session: Session) -> Forwarder:
+        """Start it in ``session``'s warm box. Raises :class:`SandboxUnavailable`."""
+        self = cls(session)
+        self._thread.start()
+        if not self._ready.wait(self.START_LIMIT):
+            self.close()
+            why = self._why()
+            raise SandboxUnavailable(
+                f"the network allow-list's forwarder did not start in the warm box: {why}",
+                "the session's box must be opened again")
+        return self
+
+    def _why(self) -> str:
+        if self._error is not None:
+            return str(self._error)
+        r = self._result
+        if r is not None:
+            err = r.stderr.decode("utf-8", "replace").strip()
+            return f"it ended ({r.outcome} {r.returncode}){': ' + err if err else ''}"
+        return f"it did not answer within {self.START_LIMIT:g} s"
+
+    def _serve(self) -> None:
+        from sandbox.network.box import wrap
+
+        ready = type("Ready", (_Ready,), {"ready": self._ready})
+        # Said once the forwarder listens: it starts the command only then.
+        command = wrap(["/bin/sh", "-c", "echo up; exec sleep 2147483647"])
+        try:
+            self._result = run(self._session, command, env_extra=None, stdin=b"",
+                               timeout=None, cancel=self._cancel, pipes=ready)
+        except BaseException as err:  # said to whoever waits
+            self._error = err
+        box = self._session.warm
+        if not self._cancel.is_set() and box is not None:
+            box.fail(f"the network allow-list's forwarder ended: {self._why()}")
+        self._ready.set()
+
+    def close(self) -> None:
+        """End it (before the warm box closes)."""
+        self._cancel.set()
+        self._thread.join(timeout=5)
