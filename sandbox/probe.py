@@ -18,10 +18,13 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from .errors import SandboxUnavailable
 from .policy import Policy
+
+if TYPE_CHECKING:
+    from .backends.standin import StandIn
 
 APPARMOR_SYSCTL = "/proc/sys/kernel/apparmor_restrict_unprivileged_userns"
 MAX_USERNS_SYSCTL = "/proc/sys/user/max_user_namespaces"
@@ -316,9 +319,10 @@ _LIST_LINKS = (
 )
 
 
-def _run(argv: Sequence[str], timeout: float = 10.0) -> subprocess.CompletedProcess[bytes]:
+def _run(argv: Sequence[str], timeout: float = 10.0, pass_fds: Sequence[int] = ()
+         ) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(list(argv), stdin=subprocess.DEVNULL, capture_output=True,
-                          timeout=timeout, check=False, cwd="/")
+                          timeout=timeout, check=False, cwd="/", pass_fds=pass_fds)
 
 
 def probe(env: Mapping[str, str] | None = None, platform: str = sys.platform) -> Probe:
@@ -363,6 +367,19 @@ def probe_seatbelt() -> Probe:
     return base
 
 
+def _stand_in(euid: int) -> tuple[StandIn | None, SandboxUnavailable | None]:
+    """Root's stand-in for the trial box (:mod:`sandbox.backends.standin`), or why it
+    cannot be made; neither for anyone else."""
+    if euid != 0:
+        return None, None
+    from .backends.standin import StandIn
+
+    try:
+        return StandIn.open(()), None
+    except SandboxUnavailable as err:
+        return None, err
+
+
 def probe_bwrap(env: Mapping[str, str] | None = None) -> Probe:
     """Find bwrap, ask its version and options, start a trial box and list the network
     links a box sees."""
@@ -379,23 +396,32 @@ def probe_bwrap(env: Mapping[str, str] | None = None) -> Probe:
     h = _run([bwrap, "--help"])
     features = parse_features(h.stdout.decode(errors="replace"))
 
-    t = _run([bwrap, *_TRIAL, "true"])
-    error = None
-    if t.returncode != 0:
-        lines = t.stderr.decode(errors="replace").strip().splitlines()
-        error = lines[0] if lines else f"exit status {t.returncode}"
-    found = diagnose_userns(euid=euid, error=error, **s._asdict())
+    # Root's trial box runs as the boxes will: as root's stand-in.
+    stand, refused = _stand_in(euid)
+    head = (*stand.argv(), bwrap) if stand is not None else (bwrap,)
+    fds = stand.fds if stand is not None else ()
+    try:
+        t = _run([*head, *_TRIAL, "true"], pass_fds=fds)
+        error = None
+        if t.returncode != 0:
+            lines = t.stderr.decode(errors="replace").strip().splitlines()
+            error = lines[0] if lines else f"exit status {t.returncode}"
+        links: tuple[str, ...] | None = None
+        if error is None:
+            r = _run([*head, *_TRIAL, sys.executable, "-I", "-c", _LIST_LINKS],
+                     pass_fds=fds)
+            if r.returncode == 0:
+                links = tuple(r.stdout.decode().split())
+    finally:
+        if stand is not None:
+            stand.close()
+    found = refused or diagnose_userns(euid=euid, error=error, **s._asdict())
     if found is None:
         from .backends.bwrap import REQUIRED_FEATURES
 
         missing = [f for f in REQUIRED_FEATURES if f not in features]
         if missing:
             found = SandboxUnavailable(f"{bwrap} lacks {', '.join(missing)}", INSTALL_FIX)
-    links: tuple[str, ...] | None = None
-    if error is None:
-        r = _run([bwrap, *_TRIAL, sys.executable, "-I", "-c", _LIST_LINKS])
-        if r.returncode == 0:
-            links = tuple(r.stdout.decode().split())
     return Probe(
         bwrap, version, features, userns_ok=error is None, userns_error=error,
         links=links, euid=euid,

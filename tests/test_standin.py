@@ -153,3 +153,15 @@ def test_the_stand_in_is_entered_by_nsenter_from_a_system_folder() -> None:
     assert os.path.dirname(path) in ("/usr/bin", "/bin", "/usr/sbin", "/sbin")
     st = os.stat(path)
     assert st.st_uid == 0 and not st.st_mode & 0o022
+
+
+@pytest.mark.skipif(not ROOT, reason="the stand-in is made only for a session started "
+                                     "by root; a plain user's box is that user")
+def test_doctor_tries_the_box_as_the_stand_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sandbox import probe
+
+    assert probe.probe_bwrap().ok
+    monkeypatch.setattr(standin, "UID", 0)
+    found = probe.probe_bwrap()
+    assert not found.ok
+    assert found.diagnosis is not None and "which the account root has" in found.diagnosis
