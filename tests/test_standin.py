@@ -165,3 +165,17 @@ def test_doctor_tries_the_box_as_the_stand_in(monkeypatch: pytest.MonkeyPatch) -
     found = probe.probe_bwrap()
     assert not found.ok
     assert found.diagnosis is not None and "which the account root has" in found.diagnosis
+
+
+@pytest.mark.skipif(not ROOT, reason="only root can give a project to another user")
+@BOTH
+def test_root_opens_another_users_closed_project_as_its_owner(tmp_path: Path,
+                                                             warm: bool) -> None:
+    project = tmp_path / "theirs"
+    project.mkdir(mode=0o700)
+    os.chmod(project, 0o700)
+    os.chown(project, 4321, 4321)
+    with Session.open(str(project), warm=warm) as s:
+        r = s.run(["sh", "-c", "echo hi > made && cat made"])
+    assert r.stdout == b"hi\n", r.stderr
+    assert (project / "made").stat().st_uid == 4321
