@@ -13,6 +13,7 @@ from typing import Any
 # mount(2) flags (linux/mount.h) and umount2(2)'s.
 MS_NOSUID = 0x2
 MS_NODEV = 0x4
+MS_RDONLY = 0x1
 MNT_DETACH = 0x2
 
 
@@ -54,6 +55,8 @@ AT_EMPTY_PATH = 0x1000
 AT_RECURSIVE = 0x8000
 OPEN_TREE_CLONE = 1
 MOVE_MOUNT_F_EMPTY_PATH = 4
+MOVE_MOUNT_T_EMPTY_PATH = 0x40
+MOUNT_ATTR_RDONLY = 0x1
 MOUNT_ATTR_IDMAP = 0x00100000
 SYS_OPEN_TREE, SYS_MOVE_MOUNT, SYS_MOUNT_SETATTR = 428, 429, 442
 
@@ -85,17 +88,40 @@ def open_tree_clone(path: str) -> int:
                                             flags), path)
 
 
-def idmap(tree: int, userns: int, path: str) -> None:
-    """Give the detached ``tree``'s top mount the id mapping of ``userns``."""
+def _setattr(tree: int, flags: int, attr_set: int, userns: int, path: str) -> None:
     import ctypes
 
     class _Attr(ctypes.Structure):
         _fields_ = (("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
                     ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64))
 
-    attr = _Attr(MOUNT_ATTR_IDMAP, 0, 0, userns)
-    call("mount_setattr", libc().syscall(SYS_MOUNT_SETATTR, tree, b"", AT_EMPTY_PATH,
+    attr = _Attr(attr_set, 0, 0, userns)
+    call("mount_setattr", libc().syscall(SYS_MOUNT_SETATTR, tree, b"", flags,
                                          ctypes.byref(attr), ctypes.sizeof(attr)), path)
+
+
+def idmap(tree: int, userns: int, path: str) -> None:
+    """Give the detached ``tree``'s top mount the id mapping of ``userns``."""
+    _setattr(tree, AT_EMPTY_PATH, MOUNT_ATTR_IDMAP, userns, path)
+
+
+def read_only(tree: int, path: str) -> None:
+    """Make the detached ``tree`` read-only, with every mount in it."""
+    _setattr(tree, AT_EMPTY_PATH | AT_RECURSIVE, MOUNT_ATTR_RDONLY, 0, path)
+
+
+def clone_fd(fd: int, path: str) -> int:
+    """A detached copy of the mount tree at the descriptor ``fd`` (what it names, with
+    the mounts below it), as a descriptor."""
+    flags = OPEN_TREE_CLONE | AT_RECURSIVE | AT_EMPTY_PATH | os.O_CLOEXEC
+    return call("open_tree", libc().syscall(SYS_OPEN_TREE, fd, b"", flags), path)
+
+
+def attach_fd(tree: int, target: int, path: str) -> None:
+    """Mount the detached ``tree`` on what the descriptor ``target`` names."""
+    call("move_mount", libc().syscall(SYS_MOVE_MOUNT, tree, b"", target, b"",
+                                      MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH),
+         path)
 
 
 def attach(tree: int, path: str) -> None:

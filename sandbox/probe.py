@@ -24,7 +24,7 @@ from .errors import SandboxUnavailable
 from .policy import Policy
 
 if TYPE_CHECKING:
-    from .backends.standin import StandIn
+    from .backends.stage import Stage
 
 APPARMOR_SYSCTL = "/proc/sys/kernel/apparmor_restrict_unprivileged_userns"
 MAX_USERNS_SYSCTL = "/proc/sys/user/max_user_namespaces"
@@ -367,15 +367,15 @@ def probe_seatbelt() -> Probe:
     return base
 
 
-def _stand_in(euid: int) -> tuple[StandIn | None, SandboxUnavailable | None]:
+def _stand_in(euid: int) -> tuple[Stage | None, SandboxUnavailable | None]:
     """Root's stand-in for the trial box (:mod:`sandbox.backends.standin`), or why it
     cannot be made; neither for anyone else."""
     if euid != 0:
         return None, None
-    from .backends.standin import StandIn
+    from .backends.stage import Stage
 
     try:
-        return StandIn.open(()), None
+        return Stage.open((), (), stand_in=True), None
     except SandboxUnavailable as err:
         return None, err
 

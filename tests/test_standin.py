@@ -19,6 +19,7 @@ import psutil
 import pytest
 
 from sandbox.backends import bwrap_args, standin
+from sandbox.backends.stage import Stage
 from sandbox.errors import SandboxUnavailable
 from sandbox.session import Session
 from sandbox.settings import SandboxSettings
@@ -143,7 +144,7 @@ def test_an_id_an_account_has_refuses_the_stand_in(
         monkeypatch: pytest.MonkeyPatch, project: Path) -> None:
     monkeypatch.setattr(standin, "UID", 0)
     with pytest.raises(SandboxUnavailable) as err:
-        standin.StandIn.open((str(project),))
+        Stage.open((str(project),), (), stand_in=True)
     assert "which the account root has: it would share that account's files" in str(
         err.value)
 

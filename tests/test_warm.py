@@ -55,13 +55,14 @@ def start(session: Session) -> WarmBox:
     assert isinstance(backend, BwrapBackend) and session.hardening is not None
     flt = session.hardening.filter
     assert flt is not None
+    stage = backend.stage()  # root's boxes run as the stand-in
     options = box_options(session.policy, bwrap=backend.program(),
-                          features=backend._features, shm_size=SHM)
-    stand = backend.stand_in()  # root's boxes run as the stand-in
+                          features=backend._features, shm_size=SHM,
+                          staged=stage is not None)
     return WarmBox.start(options, bpf=os.pread(flt.fd, flt.size, 0), shm_size=SHM,
                          read_only=PROC_READ_ONLY, nulled=KEYRING_LISTS,
-                         pass_fds=stand.fds if stand else (),
-                         launcher=stand.argv() if stand else ())
+                         pass_fds=stage.fds if stage else (),
+                         launcher=stage.argv() if stage else ())
 
 
 @pytest.fixture

@@ -38,10 +38,11 @@ from .bwrap_args import (
     RESOLVER_DIR,
     _could_make,
     box_args,
+    staged_binds,
 )
 
 if TYPE_CHECKING:
-    from .standin import StandIn
+    from .stage import Stage
 
 # The options live in bwrap_args.py; these are named here too, for callers of the box.
 __all__ = ["KEYRING_LISTS", "LINKER_VARS", "PROC_READ_ONLY", "REQUIRED_FEATURES",
@@ -175,9 +176,10 @@ class BwrapBackend:
         self._fds: dict[str, int] = {}
         self._shm_size: int | None = None
         self._seccomp: Callable[[], int | None] | None = None
-        # Root's stand-in (see stand_in()), made at the first box.
-        self._standin: StandIn | None = None
-        self._standin_lock = threading.Lock()
+        # The session's stage (see stage()), made at the first box.
+        self._stage: Stage | None = None
+        self._unstaged = False
+        self._stage_lock = threading.Lock()
 
     def harden(self, *, shm_size: int, seccomp: Callable[[], int | None]) -> None:
         """Before the first plan: /dev/shm's size, and where each run's system-call
@@ -209,36 +211,47 @@ class BwrapBackend:
 
     def plan(self, argv: Sequence[str], env_extra: Mapping[str, str] | None = None
              ) -> LaunchPlan:
+        stage = self.stage()
         if self._prefix is None:
             self._prefix = box_args(self.policy, bwrap=self.program(), features=self._features,
-                                    fds=self._fds, shm_size=self._shm_size)
+                                    fds=self._fds, shm_size=self._shm_size,
+                                    staged=stage is not None)
         fd = None if self._seccomp is None else self._seccomp()
-        stand = self.stand_in()
         made = plan(self.policy, argv, bwrap=self.program(), features=self._features,
                     env_extra=env_extra, prefix=self._prefix,
-                    pass_fds=tuple(self._fds.values()), seccomp_fd=fd)
+                    pass_fds=self.bind_fds(), seccomp_fd=fd)
         made = args_by_fd(made, len(command(self.policy, argv)))
-        if stand is None:
+        if stage is None:
             return made
-        return made._replace(argv=(*stand.argv(), *made.argv),
-                             pass_fds=(*made.pass_fds, *stand.fds))
+        return made._replace(argv=(*stage.argv(), *made.argv),
+                             pass_fds=(*made.pass_fds, *stage.fds))
 
-    def stand_in(self) -> StandIn | None:
-        """Root's stand-in (:mod:`sandbox.backends.standin`): for a session started by
-        root, the user and mount namespaces every box of the session starts in, so that
-        it runs as an unprivileged host id; made once, at the first box (after the
-        session's own mounts, which it copies). None for anyone else. Raises
-        :class:`SandboxUnavailable`."""
+    def bind_fds(self) -> tuple[int, ...]:
+        """The held descriptors bwrap binds by (``--bind-fd``): none once the stage has
+        made those binds. (A descriptor bwrap does not use would reach the box's
+        command, and through ``/proc/self/fd`` reopen the file below its cover.)"""
+        return () if self._stage is not None else tuple(self._fds.values())
+
+    def stage(self) -> Stage | None:
+        """The session's stage (:mod:`sandbox.backends.stage`), made once, at the first
+        box (after the session's own mounts, which it copies): always for a session
+        started by root, whose stage is its stand-in (:mod:`sandbox.backends.standin`),
+        and for anyone else's box from :data:`~sandbox.backends.stage.STAGE_AT` binds
+        on. None when bwrap makes the binds itself. Raises :class:`SandboxUnavailable`
+        or, for a path that changed since the session held it, ``PolicyError``."""
+        from . import stage as _stage
         from . import standin
 
-        if not standin.needed():
-            return None
-        with self._standin_lock:
-            if self._standin is None:
-                self._standin = standin.StandIn.open(
-                    (self.policy.private_tmp, *self.policy.read_write_paths()))
-            return self._standin
-
+        with self._stage_lock:
+            if self._stage is None and not self._unstaged:
+                binds = staged_binds(self.policy, self._fds)
+                root = standin.needed()
+                if root or len(binds) >= _stage.STAGE_AT:
+                    roots = (self.policy.private_tmp, *self.policy.read_write_paths())
+                    self._stage = _stage.Stage.open(roots, binds, stand_in=root)
+                else:
+                    self._unstaged = True
+            return self._stage
     def hold(self, roots: tuple[str, ...]) -> None:
         """Open, without following a link, the pinned and protected paths below
         ``roots``; the box binds them by these descriptors until :meth:`release`."""
@@ -272,9 +285,10 @@ class BwrapBackend:
         fds, self._fds = self._fds, {}
         for fd in fds.values():
             os.close(fd)
-        stand, self._standin = self._standin, None
-        if stand is not None:
-            stand.close()
+        stage, self._stage = self._stage, None
+        self._unstaged = False
+        if stage is not None:
+            stage.close()
 
     def read(self, result: RunResult) -> RunResult:
         """bwrap's own failures out of the command's result: bwrap that could not start

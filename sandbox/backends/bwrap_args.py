@@ -46,9 +46,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from sandbox.errors import SandboxUnavailable
 from sandbox.policy import Policy
+
+if TYPE_CHECKING:
+    from .stage import Bind
 
 # Flags the box cannot do without: a bwrap that lacks one is refused, not worked around.
 REQUIRED_FEATURES: tuple[str, ...] = (
@@ -155,6 +159,7 @@ def box_args(
     fds: Mapping[str, int] | None = None,
     shm_size: int | None = None,
     proc_belt: bool = True,
+    staged: bool = False,
 ) -> tuple[str, ...]:
     """bwrap and its options for the session's box, up to the command.
 
@@ -170,6 +175,9 @@ def box_args(
     a fresh one per command and covers that (:mod:`sandbox.warm`): the kernel refuses a
     new procfs mount in a user namespace while the only one there is partly covered.
 
+    ``staged`` leaves out the binds :func:`staged_binds` gives: the session's stage
+    (:mod:`sandbox.backends.stage`) has made them, and the read-write binds carry them.
+
     The order of the mounts, and why: this module's docstring.
     """
     if not os.path.isabs(bwrap):
@@ -183,11 +191,51 @@ def box_args(
         args += ["--ro-bind", "/dev/null", name]
     if shm_size is not None:
         args += ["--size", str(shm_size), "--tmpfs", "/dev/shm"]
+    rw = policy.read_write_paths()
     for _, kind, path in ops:
-        args += _mount_args(policy, kind, path, fds or {})
+        if not (staged and _stageable(kind, path, rw)):
+            args += _mount_args(policy, kind, path, fds or {})
     for d in read_only_last:
-        args += ["--remount-ro", d]
+        if not (staged and _stageable(_EMPTY_RO, d, rw)):
+            args += ["--remount-ro", d]
     return (*args, *_namespace_args(policy, features))
+
+
+def _stageable(kind: int, path: str, rw: Sequence[str]) -> bool:
+    """Whether the stage makes this mount: a pin, a protected path or an empty cover
+    below a read-write root."""
+    return kind in (_PIN, _PROTECT, _EMPTY_RO) and any(_under(path, r) for r in rw)
+
+
+def staged_binds(policy: Policy, fds: Mapping[str, int]) -> list[Bind]:
+    """The binds the session's stage makes for this box (:func:`_stageable`), in the
+    order bwrap would make them, each with the device and inode of the descriptor the
+    session holds for it (``fds``), if any."""
+    from .stage import Bind
+
+    ops, _ = _mount_ops(policy)
+    rw = policy.read_write_paths()
+    out: list[Bind] = []
+    for _, kind, path in ops:
+        if not _stageable(kind, path, rw):
+            continue
+        root = max((r for r in rw if _under(path, r)), key=len)
+        fd = fds.get(path)
+        expect = None
+        if fd is not None:
+            st = os.fstat(fd)
+            expect = (st.st_dev, st.st_ino)
+        if kind == _PIN:
+            out.append(Bind("pin", path, root, expect=expect))
+        elif kind == _EMPTY_RO:
+            out.append(Bind("empty", path, root))
+        else:
+            view = next((src for dest, src in policy.views if dest == path), None)
+            if view is not None:
+                out.append(Bind("view", path, root, source=view))
+            elif fd is not None or os.path.lexists(path) or _could_make(path):
+                out.append(Bind("ro", path, root, expect=expect))
+    return out
 
 
 def _require_features(bwrap: str, features: Collection[str] | None) -> None:

@@ -27,10 +27,10 @@ A folder the box writes on a file system without idmapped mounts (Linux 5.12 or 
 ext4, xfs, btrfs; tmpfs from 6.3) refuses the session with the fix: the box would be
 the host's root again, or could write nothing.
 
-**Where the mounts live.** They are made once per session, in a mount namespace copied
-from the host's (later host mounts reach it, none go back). Two descriptors hold that
-namespace and the user namespace; they go with the session, or with the harness.
-Nothing is mounted on the host, so there is nothing to sweep after a kill.
+**Where the mounts live.** In the session's stage (:mod:`sandbox.backends.stage`), a
+mount namespace copied from the host's, made once per session with the box's git binds;
+two descriptors hold it and the user namespace, and go with the session or with the
+harness. Nothing is mounted on the host, so there is nothing to sweep after a kill.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from sandbox import libc
@@ -60,6 +60,10 @@ _NOT_MAPPED = frozenset({"proc", "sys", "dev"})
 # Where nsenter is looked for: system folders only, never PATH (a folder on it may be
 # one the box writes).
 _NSENTER_DIRS = ("/usr/bin", "/bin", "/usr/sbin", "/sbin")
+
+
+# (path, user namespace, required): a folder mounted on itself through that mapping.
+Idmap = tuple[str, int, bool]
 
 
 class Mapped(NamedTuple):
@@ -92,63 +96,31 @@ def nsenter() -> str:
         "install util-linux: sudo apt-get install util-linux")
 
 
-class StandIn:
-    """One session's stand-in. Build with :meth:`open`; :meth:`close` gives it back."""
-
-    def __init__(self, userns: int, mntns: int, program: str,
-                 mapped: tuple[Mapped, ...], unmapped: tuple[str, ...]) -> None:
-        self._userns = userns
-        self._mntns = mntns
-        self.program = program
-        self.mapped = mapped
-        # Top folders whose file system refused a mapping: read there as any user.
-        self.unmapped = unmapped
-
-    @classmethod
-    def open(cls, roots: Sequence[str]) -> StandIn:
-        """The stand-in for a box that writes ``roots``. Raises
-        :class:`SandboxUnavailable` when the kernel or a file system refuses it."""
-        _check_unused()
-        program = nsenter()
-        libc.libc()  # loaded before any fork
-        writes = [m for m in map(_mapped, roots) if m is not None]
-        tops = [m for m in map(_mapped, _tops()) if m is not None]
-        spaces: dict[tuple[int, int], int] = {}
-        try:
-            box = spaces[(0, 0)] = _userns(0, 0)
-            for m in (*writes, *tops):
-                if (m.uid, m.gid) not in spaces:
-                    spaces[(m.uid, m.gid)] = _userns(m.uid, m.gid)
-            mounts = [(m.path, spaces[(m.uid, m.gid)], True) for m in writes]
-            mounts += [(m.path, spaces[(0, 0)], False) for m in tops]
-            mntns, skipped = _stage(mounts)
-        except BaseException:
-            for fd in spaces.values():
-                os.close(fd)
-            raise
-        for key, fd in spaces.items():
-            if key != (0, 0):
-                os.close(fd)  # a mount keeps the mapping it was given
-        return cls(box, mntns, program, tuple(writes), skipped)
-
-    @property
-    def fds(self) -> tuple[int, int]:
-        """The descriptors a process that starts bwrap must be given (``pass_fds``)."""
-        return (self._mntns, self._userns)
-
-    def argv(self) -> tuple[str, ...]:
-        """What goes before bwrap's own argv: ``nsenter`` into the session's mount
-        namespace, then the stand-in's user namespace (it enters them in that order: a
-        process of the stand-in could not enter the host's), as its uid and gid 0 with
-        no supplementary group."""
-        return (self.program, f"--mount=/proc/self/fd/{self._mntns}",
-                f"--user=/proc/self/fd/{self._userns}", "--setuid=0", "--setgid=0", "--")
-
-    def close(self) -> None:
-        for fd in (self._userns, self._mntns):
-            if fd >= 0:
-                os.close(fd)
-        self._userns = self._mntns = -1
+def open_spaces(roots: Sequence[str], make: Callable[[list[Idmap]], int]
+                ) -> tuple[int, int]:
+    """The stand-in's user namespace, and the mount namespace ``make`` builds from the
+    idmapped mounts it is given (the folders the box writes, required, then the top
+    folders); both as descriptors. Raises :class:`SandboxUnavailable`."""
+    _check_unused()
+    writes = [m for m in map(_mapped, roots) if m is not None]
+    tops = [m for m in map(_mapped, _tops()) if m is not None]
+    spaces: dict[tuple[int, int], int] = {}
+    try:
+        box = spaces[(0, 0)] = _userns(0, 0)
+        for m in (*writes, *tops):
+            if (m.uid, m.gid) not in spaces:
+                spaces[(m.uid, m.gid)] = _userns(m.uid, m.gid)
+        idmaps = [(m.path, spaces[(m.uid, m.gid)], True) for m in writes]
+        idmaps += [(m.path, spaces[(0, 0)], False) for m in tops]
+        mntns = make(idmaps)
+    except BaseException:
+        for fd in spaces.values():
+            os.close(fd)
+        raise
+    for key, fd in spaces.items():
+        if key != (0, 0):
+            os.close(fd)  # a mount keeps the mapping it was given
+    return box, mntns
 
 
 def _check_unused() -> None:
@@ -251,73 +223,3 @@ def _userns(uid: int, gid: int) -> int:
         os.close(go_w)
         os.close(ready_r)
         os.waitpid(pid, 0)
-
-
-def _stage(mounts: Sequence[tuple[str, int, bool]]) -> tuple[int, tuple[str, ...]]:
-    """A mount namespace copied from this one, in which each ``(path, userns,
-    required)`` is mounted on itself through that namespace's mapping; the namespace as
-    a descriptor, and the paths that were not required and could not be mapped.
-
-    Each copy is taken before any is mounted (a folder inside another is copied from the
-    host's), and they are attached shallowest first. A required one that fails ends it.
-    """
-    order = sorted(range(len(mounts)), key=lambda i: mounts[i][0].count("/"))
-    ready_r, ready_w = os.pipe()
-    go_r, go_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child's side
-        os.close(go_w)
-        os.write(ready_w, _stage_child(mounts, order))
-        os.read(go_r, 1)
-        os._exit(0)
-    for fd in (ready_w, go_r):
-        os.close(fd)
-    try:
-        said = b""
-        while True:
-            chunk = os.read(ready_r, 65536)
-            said += chunk
-            if not chunk or said.endswith(b"\n"):
-                break
-        kind, _, rest = os.fsdecode(said.rstrip(b"\n")).partition("\0")
-        if kind != "ok":
-            path, _, why = rest.partition("\0")
-            raise SandboxUnavailable(
-                f"a box started by root runs as uid {UID}, and {escape(path)}, which the "
-                f"box writes, cannot be mapped to it: {why or 'the staging failed'}", FIX)
-        skipped = tuple(p for p in rest.split("\0") if p)
-        return os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC), skipped
-    finally:
-        os.close(go_w)
-        os.close(ready_r)
-        os.waitpid(pid, 0)
-
-
-def _stage_child(mounts: Sequence[tuple[str, int, bool]], order: Sequence[int]
-                 ) -> bytes:  # pragma: no cover - runs in the staging child
-    """The child's work for :func:`_stage`: its report, ``ok`` and the skipped paths,
-    or ``no``, the path and the reason, each field ended by a NUL, the whole by a
-    newline."""
-    skipped: list[str] = []
-    try:
-        libc.unshare(libc.CLONE_NEWNS)
-        libc.make_rslave("/")
-        trees: dict[int, int] = {}
-        for i in order:
-            path, ns, required = mounts[i]
-            try:
-                tree = libc.open_tree_clone(path)
-                libc.idmap(tree, ns, path)
-            except OSError as err:
-                if required:
-                    raise OSError(err.errno, err.strerror, path) from err
-                skipped.append(path)
-                continue
-            trees[i] = tree
-        for i in order:
-            if i in trees:
-                libc.attach(trees[i], mounts[i][0])
-    except OSError as err:
-        why = err.strerror or str(err)
-        return os.fsencode(f"no\0{err.filename or ''}\0{why}") + b"\n"
-    return os.fsencode("ok\0" + "\0".join(skipped)) + b"\n"

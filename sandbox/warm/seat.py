@@ -49,16 +49,18 @@ def open_box(backend: BwrapBackend, hardening: Hardening) -> WarmBox:
     if flt is None:
         raise SandboxUnavailable("the warm box needs the session's system-call filter")
     shm = hardening.limits.shm_size
+    # The session's stage (root's stand-in, or a box with many binds): bwrap starts in
+    # its namespaces, where its git binds are made already.
+    stage = backend.stage()
     options = box_options(backend.policy, bwrap=backend.program(),
-                          features=backend.features, fds=backend.held, shm_size=shm)
-    # Root's stand-in: bwrap starts in its namespaces, as an unprivileged host id.
-    stand = backend.stand_in()
+                          features=backend.features, fds=backend.held, shm_size=shm,
+                          staged=stage is not None)
     try:
         box = WarmBox.start(options, bpf=os.pread(flt.fd, flt.size, 0), shm_size=shm,
                             read_only=PROC_READ_ONLY, nulled=KEYRING_LISTS,
-                            pass_fds=(*backend.held.values(), *(stand.fds if stand else ())),
+                            pass_fds=(*backend.bind_fds(), *(stage.fds if stage else ())),
                             processes=hardening.limits.processes,
-                            launcher=stand.argv() if stand else ())
+                            launcher=stage.argv() if stage else ())
     except SandboxUnavailable as err:
         raise _diagnosed(err) from err
     assert box.proc is not None

@@ -1,0 +1,342 @@
+"""The session's staging namespaces: where the box's git binds are made once, by us.
+
+bubblewrap makes each bind by reading the whole mount table (``/proc/self/mountinfo``)
+to set the new mount's flags, so a box with many binds costs it quadratic time: a
+repository with 200 modules has 1,400 pinned and protected paths, seconds for every
+bwrap. A *stage* is a user and mount namespace of the session's own, copied from the
+host's (later host mounts reach it, none go back), in which those binds are made with
+the kernel's mount calls, a constant cost each; bwrap then starts inside it (through
+``nsenter``) and its recursive binds of the read-write roots carry them into the box,
+where they are *locked*: a box in a user namespace of its own cannot unmount one to
+reach the writable file below.
+
+Each bind is made on the descriptor of what it covers, reached without following a
+link (:func:`sandbox.beneath.open_path`) and checked against what the session held at
+its open (device and inode), so a path swapped for a link in between fails the open,
+as bwrap's ``--bind-fd`` would.
+
+Root's stand-in (:mod:`sandbox.backends.standin`) is a stage too, whose user namespace
+maps the stand-in and whose read-write roots are idmapped. Any other user's stage maps
+that user to itself and is made only for a box with many binds (:data:`STAGE_AT`): a
+few binds cost bwrap less than the stage's two short-lived children and ``nsenter``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Literal, NamedTuple
+
+from sandbox import libc
+from sandbox.errors import PolicyError, SandboxUnavailable
+from sandbox.text import escape
+
+from . import standin
+
+# A plain user's box is staged from this many binds on (pins, protected names, covers).
+STAGE_AT = 64
+
+BindKind = Literal["pin", "ro", "view", "empty"]
+
+
+class Bind(NamedTuple):
+    """One mount of the stage, on ``path`` below the read-write ``root``: ``pin`` binds
+    the folder onto itself, ``ro`` the path onto itself read-only, ``view`` the file
+    ``source`` read-only over it, ``empty`` an empty read-only tmpfs (the folder is
+    made first, as bwrap would). ``expect`` is the device and inode the session held,
+    or None."""
+
+    kind: BindKind
+    path: str
+    root: str
+    source: str = ""
+    expect: tuple[int, int] | None = None
+
+
+class Stage:
+    """One session's stage. Build with :meth:`open`; :meth:`close` gives it back."""
+
+    def __init__(self, userns: int, mntns: int, program: str, stand_in: bool) -> None:
+        self._userns = userns
+        self._mntns = mntns
+        self.program = program
+        self.stand_in = stand_in
+
+    @classmethod
+    def open(cls, roots: Sequence[str], binds: Sequence[Bind], *, stand_in: bool
+             ) -> Stage:
+        """The stage for a box that writes ``roots`` (the private temp folder first),
+        with ``binds`` made in it (in order: shallowest first). ``stand_in`` makes it
+        root's stand-in. Raises
+        :class:`SandboxUnavailable`, or :class:`PolicyError` for a path that changed."""
+        program = standin.nsenter()
+        libc.libc()  # loaded before any fork
+        if stand_in:
+            private = roots[0] if roots else ""
+            userns, mntns = standin.open_spaces(
+                roots, lambda idmaps: _stage(idmaps, binds, private))
+        else:
+            userns, mntns = _own_stage(binds)
+        return cls(userns, mntns, program, stand_in)
+
+    @property
+    def fds(self) -> tuple[int, ...]:
+        """The descriptors a process that starts bwrap must be given (``pass_fds``):
+        none. ``nsenter`` opens the namespaces through this process's ``/proc``, so
+        that no descriptor of them reaches bwrap or the box's command (bwrap passes on
+        what it inherits)."""
+        return ()
+
+    def argv(self) -> tuple[str, ...]:
+        """What goes before bwrap's own argv: ``nsenter`` into the stage's namespaces.
+        Root's stand-in enters the mount namespace first (a process of the stand-in
+        could not enter the host's) and becomes the stand-in's uid and gid 0 with no
+        supplementary group; anyone else enters the user namespace first and stays who
+        they are."""
+        me = f"/proc/{os.getpid()}/fd"
+        ns = (f"--mount={me}/{self._mntns}", f"--user={me}/{self._userns}")
+        if self.stand_in:
+            return (self.program, *ns, "--setuid=0", "--setgid=0", "--")
+        return (self.program, *ns, "--preserve-credentials", "--")
+
+    def close(self) -> None:
+        for fd in (self._userns, self._mntns):
+            if fd >= 0:
+                os.close(fd)
+        self._userns = self._mntns = -1
+
+
+Idmap = standin.Idmap
+
+
+def _stage(idmaps: Sequence[Idmap], binds: Sequence[Bind], private: str) -> int:
+    """Root's mount namespace: copied from this one, with ``idmaps`` and ``binds``
+    made in it; as a descriptor. A child makes it (see :func:`_run_child`).
+
+    The ``/tmp`` tmpfs of every other session started by root (in the folder of the
+    session's ``private`` temp folder) is left out: a host that does not share its
+    mounts would leave one in the copy after its session removed it, and bwrap fails on
+    a mount whose folder is gone."""
+    def work() -> bytes:
+        libc.unshare(libc.CLONE_NEWNS)
+        libc.make_rslave("/")
+        if private:
+            _detach_others(private)
+        skipped = _idmap(idmaps)
+        _bind_all(binds)
+        return os.fsencode("\0".join(skipped))
+
+    pid, report, finish = _run_child(work)
+    try:
+        _said(report)
+        return os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+    finally:
+        finish()
+
+
+def _own_stage(binds: Sequence[Bind]) -> tuple[int, int]:
+    """A plain user's stage: a user namespace mapping this user to itself, and a mount
+    namespace with ``binds`` made in it; as descriptors."""
+    uid, gid = os.getuid(), os.getgid()
+    maps_r, maps_w = os.pipe()
+
+    def work() -> bytes:
+        os.close(maps_w)
+        libc.unshare(libc.CLONE_NEWUSER)
+        os.write(_CHILD_OUT[0], b"u")  # the parent maps us now
+        if os.read(maps_r, 1) != b"m":
+            raise OSError(0, "the session did not map the stage's user namespace")
+        libc.unshare(libc.CLONE_NEWNS)
+        libc.make_rslave("/")
+        _bind_all(binds)
+        return b""
+
+    pid, report, finish = _run_child(work)
+    os.close(maps_r)
+    try:
+        first = report.read(1)
+        if first != b"u":
+            _said(report, first=first)
+        try:
+            for name, line in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1\n"),
+                               ("gid_map", f"{gid} {gid} 1\n")):
+                with open(f"/proc/{pid}/{name}", "w", encoding="ascii") as f:
+                    f.write(line)
+        except OSError as err:
+            raise SandboxUnavailable(
+                f"the box's staging namespace could not be mapped: {err.strerror}",
+                standin.FIX) from err
+        os.write(maps_w, b"m")
+        _said(report)
+        return (os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC),
+                os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC))
+    finally:
+        os.close(maps_w)
+        finish()
+
+
+# The child's end of its report pipe (set in the child by _run_child).
+_CHILD_OUT = [-1]
+
+
+class _Report:
+    """The parent's end of a child's report: bytes up to the end of the pipe."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def read(self, n: int) -> bytes:
+        return os.read(self.fd, n)
+
+    def rest(self) -> bytes:
+        out = b""
+        while chunk := os.read(self.fd, 65536):
+            out += chunk
+        return out
+
+
+def _run_child(work: Callable[[], bytes]) -> tuple[int, _Report, Callable[[], None]]:
+    """Fork a child that runs ``work()`` and reports ``ok`` and its result, or the
+    error (``no``, ``changed``), then waits to be let go while its namespaces are
+    opened. The child's pid, the report, and the function that lets it go and reaps
+    it."""
+    out_r, out_w = os.pipe()
+    go_r, go_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child's side
+        os.close(go_w)
+        os.close(out_r)
+        _CHILD_OUT[0] = out_w
+        try:
+            said = b"ok\0" + work()
+        except _Said as err:
+            said = os.fsencode(f"{err.kind}\0{err.path}\0{err.why}")
+        except OSError as err:
+            said = os.fsencode(f"no\0{err.filename or ''}\0{err.strerror or err}")
+        except BaseException as err:
+            said = os.fsencode(f"no\0\0{err}")
+        os.write(out_w, said)
+        os.close(out_w)
+        os.read(go_r, 1)
+        os._exit(0)
+    os.close(out_w)
+    os.close(go_r)
+
+    def finish() -> None:
+        os.close(go_w)
+        os.close(out_r)
+        os.waitpid(pid, 0)
+
+    return pid, _Report(out_r), finish
+
+
+def _said(report: _Report, first: bytes = b"") -> bytes:
+    """The child's result, or its error raised."""
+    kind, _, rest = os.fsdecode(first + report.rest()).partition("\0")
+    if kind == "ok":
+        return os.fsencode(rest)
+    path, _, why = rest.partition("\0")
+    if kind == "changed":
+        raise PolicyError(f"{escape(path)} changed while the session opened ({why}); "
+                          "try again")
+    if kind == "unmapped":
+        raise SandboxUnavailable(
+            f"a box started by root runs as uid {standin.UID}, and {escape(path)}, which "
+            f"the box writes, cannot be mapped to it: {why}", standin.FIX)
+    where = f"{escape(path)}: " if path else ""
+    raise SandboxUnavailable(f"the box's namespaces could not be staged: {where}"
+                             f"{why or 'the child ended'}",
+                             "see harness-sandbox doctor, and say so in a bug report")
+
+
+class _Said(Exception):
+    """What the child says went wrong: ``changed`` (a path is not what the session held)
+    or ``unmapped`` (a folder the box writes refused its idmapped mount)."""
+
+    def __init__(self, kind: str, path: str, why: str) -> None:
+        super().__init__(path)
+        self.kind, self.path, self.why = kind, path, why
+
+
+def _detach_others(private: str) -> None:  # pragma: no cover - in the child
+    """Unmount, here, every mount in ``private``'s folder but ``private`` itself."""
+    top = os.path.dirname(private).rstrip("/") + "/"
+    with open("/proc/self/mountinfo", "rb") as f:
+        points = [os.fsdecode(_unescape(line.split()[4])) for line in f]
+    for p in sorted(set(points), key=len, reverse=True):
+        if p.startswith(top) and p != private and not p.startswith(private + "/"):
+            libc.detach(p)
+
+
+def _unescape(field: bytes) -> bytes:
+    """A mountinfo path field: blanks, tabs, newlines and backslashes are octal."""
+    import re
+
+    return re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), field)
+
+
+def _idmap(idmaps: Sequence[Idmap]) -> list[str]:  # pragma: no cover - in the child
+    """Each ``(path, userns, required)`` mounted on itself through that namespace's
+    mapping, shallowest first, every copy taken before any is attached (a folder inside
+    another is copied from the host's); the paths not required that could not be."""
+    order = sorted(range(len(idmaps)), key=lambda i: idmaps[i][0].count("/"))
+    skipped: list[str] = []
+    trees: dict[int, int] = {}
+    for i in order:
+        path, ns, required = idmaps[i]
+        try:
+            tree = libc.open_tree_clone(path)
+            libc.idmap(tree, ns, path)
+        except OSError as err:
+            if required:
+                raise _Said("unmapped", path, err.strerror or str(err)) from err
+            skipped.append(path)
+            continue
+        trees[i] = tree
+    for i in order:
+        if i in trees:
+            libc.attach(trees[i], idmaps[i][0])
+    return skipped
+
+
+def _bind_all(binds: Sequence[Bind]) -> None:  # pragma: no cover - in the child
+    from sandbox.beneath import create_beneath, open_path, relative
+
+    for b in binds:
+        where = relative(b.path, (b.root,))
+        if where is None:
+            raise _Said("changed", b.path, "not below its root")
+        if b.kind == "empty" and not os.path.lexists(b.path):
+            create_beneath(where[0], where[1], folder=True)
+        try:
+            fd = open_path(*where)
+        except OSError as err:
+            raise _Said("changed", b.path, err.strerror or str(err)) from err
+        try:
+            st = os.fstat(fd)
+            if b.expect is not None and (st.st_dev, st.st_ino) != b.expect:
+                raise _Said("changed", b.path, "it is another file now")
+            _bind_one(b, fd)
+        finally:
+            os.close(fd)
+
+
+def _bind_one(b: Bind, fd: int) -> None:  # pragma: no cover - in the child
+    if b.kind == "empty":
+        libc.mount_tmpfs(f"/proc/self/fd/{fd}", "size=4k,mode=0755",
+                         libc.MS_NOSUID | libc.MS_NODEV | libc.MS_RDONLY)
+        return
+    if b.kind == "view":
+        src = os.open(b.source, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            tree = libc.clone_fd(src, b.source)
+        finally:
+            os.close(src)
+    else:
+        tree = libc.clone_fd(fd, b.path)
+    try:
+        if b.kind != "pin":
+            libc.read_only(tree, b.path)
+        libc.attach_fd(tree, fd, b.path)
+    finally:
+        os.close(tree)

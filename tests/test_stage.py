@@ -1,0 +1,117 @@
+"""The session's stage (sandbox/backends/stage.py): the box's git binds made once, in
+namespaces of the session's, instead of by bwrap for every box.
+
+Root's sessions always have one (root's stand-in); a plain user's box has one from
+STAGE_AT binds on, which these tests lower to 0 so that every box here is staged. Each
+protection is attempted from inside a real box, warm and per run, and checked on the
+host with host git; root and plain user alike.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sandbox.backends import stage as stage_mod
+from sandbox.backends.bwrap import BwrapBackend
+from sandbox.backends.stage import Bind, Stage
+from sandbox.errors import PolicyError
+from sandbox.session import Session
+from sandbox.settings import SandboxSettings
+
+pytestmark = [pytest.mark.isolation]
+
+BOTH = pytest.mark.parametrize("warm", [True, False], ids=["warm", "cold"])
+SETTINGS = SandboxSettings(hide_defaults=False)
+
+
+@pytest.fixture(autouse=True)
+def always_staged(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stage_mod, "STAGE_AT", 0)
+
+
+def _repo(project: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    # No hooks folder: the box must not be able to make one.
+    for hook in (project / ".git" / "hooks").iterdir():
+        hook.unlink()
+    (project / ".git" / "hooks").rmdir()
+
+
+@BOTH
+def test_a_staged_box_keeps_gits_inputs_read_only(project: Path, outside: Path,
+                                                  warm: bool) -> None:
+    _repo(project)
+    config = (project / ".git" / "config").read_text()
+    marker = outside / "ran"
+    attempt = (
+        f"printf '[core]\\n\\tfsmonitor = \"touch {marker}\"\\n' >> .git/config; "
+        f"mkdir -p .git/hooks; printf '#!/bin/sh\\ntouch {marker}\\n' > .git/hooks/pre-commit; "
+        "mv .git .moved; mv .git/hooks .git/h2; echo done")
+    with Session.open(str(project), SETTINGS, warm=warm) as s:
+        assert isinstance(s._box, BwrapBackend) and s._box.stage() is not None
+        r = s.run(["sh", "-c", attempt])
+        fds = s.run(["sh", "-c", "ls /proc/self/fd"])
+    assert r.stdout == b"done\n"
+    err = r.stderr.decode()
+    assert err.count("Read-only file system") >= 2 and "busy" in err, err
+    assert (project / ".git" / "config").read_text() == config
+    assert not (project / ".git" / "hooks" / "pre-commit").exists()
+    assert (project / ".git").is_dir() and not (project / ".moved").exists()
+    subprocess.run(["git", "status"], cwd=project, capture_output=True, check=False)
+    assert not marker.exists()
+    # No descriptor the session held reaches the command (it would reopen the file
+    # below its cover through /proc/self/fd).
+    assert sorted(int(x) for x in fds.stdout.split()) in ([0, 1, 2], [0, 1, 2, 3])
+
+
+def test_a_path_that_is_another_file_now_refuses_the_stage(project: Path) -> None:
+    _repo(project)
+    config = project / ".git" / "config"
+    st = config.stat()
+    with pytest.raises(PolicyError) as err:
+        Stage.open((str(project),), [Bind("ro", str(config), str(project),
+                                          expect=(st.st_dev, st.st_ino + 1))],
+                   stand_in=os.geteuid() == 0)
+    assert str(err.value) == (f"{config} changed while the session opened (it is another "
+                              "file now); try again")
+
+
+def test_a_link_in_place_of_a_protected_path_refuses_the_stage(project: Path,
+                                                               outside: Path) -> None:
+    _repo(project)
+    config = project / ".git" / "config"
+    config.unlink()
+    config.symlink_to(outside / "elsewhere")
+    with pytest.raises(PolicyError) as err:
+        Stage.open((str(project),), [Bind("ro", str(config), str(project))],
+                   stand_in=os.geteuid() == 0)
+    assert str(err.value).startswith(f"{config} changed while the session opened (")
+
+
+def test_a_repository_with_many_modules_is_staged_at_the_real_threshold(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stage_mod, "STAGE_AT", 64)
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    repo = tmp_path / "repo"
+    ident = ["-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    for i in range(12):
+        sub = subs / f"m{i}"
+        subprocess.run(["git", "init", "-q", str(sub)], check=True)
+        subprocess.run(["git", "-C", str(sub), *ident, "commit", "-q", "--allow-empty",
+                        "-m", "m"], check=True)
+        subprocess.run(["git", "-C", str(repo), "-c", "protocol.file.allow=always",
+                        "submodule", "add", "-q", str(sub), f"m{i}"], check=True,
+                       capture_output=True)
+    with Session.open(str(repo), SETTINGS) as s:
+        assert isinstance(s._box, BwrapBackend) and s._box.stage() is not None
+        r = s.run(["sh", "-c", "echo x >> .git/modules/m3/config; echo x >> m3/.git; "
+                               "git -C m3 status --short >/dev/null && echo ok"])
+    assert r.stdout == b"ok\n", r.stderr
+    # Both refused (a module's config is the session's read-only copy of it).
+    assert r.stderr.decode().count("cannot create") == 2
