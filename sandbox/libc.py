@@ -57,6 +57,8 @@ OPEN_TREE_CLONE = 1
 MOVE_MOUNT_F_EMPTY_PATH = 4
 MOVE_MOUNT_T_EMPTY_PATH = 0x40
 MOUNT_ATTR_RDONLY = 0x1
+MOUNT_ATTR_NOSUID = 0x2
+MOUNT_ATTR_NODEV = 0x4
 MOUNT_ATTR_IDMAP = 0x00100000
 SYS_OPEN_TREE, SYS_MOVE_MOUNT, SYS_MOUNT_SETATTR = 428, 429, 442
 
@@ -105,9 +107,11 @@ def idmap(tree: int, userns: int, path: str) -> None:
     _setattr(tree, AT_EMPTY_PATH, MOUNT_ATTR_IDMAP, userns, path)
 
 
-def read_only(tree: int, path: str) -> None:
-    """Make the detached ``tree`` read-only, with every mount in it."""
-    _setattr(tree, AT_EMPTY_PATH | AT_RECURSIVE, MOUNT_ATTR_RDONLY, 0, path)
+def restrict(tree: int, path: str, *, read_only: bool) -> None:
+    """Make the detached ``tree``, with every mount in it, ``nosuid`` and ``nodev``
+    (as bwrap makes each of its binds), and ``read_only`` if asked."""
+    attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (MOUNT_ATTR_RDONLY if read_only else 0)
+    _setattr(tree, AT_EMPTY_PATH | AT_RECURSIVE, attrs, 0, path)
 
 
 def clone_fd(fd: int, path: str) -> int:

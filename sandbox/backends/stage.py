@@ -335,8 +335,9 @@ def _bind_one(b: Bind, fd: int) -> None:  # pragma: no cover - in the child
     else:
         tree = libc.clone_fd(fd, b.path)
     try:
-        if b.kind != "pin":
-            libc.read_only(tree, b.path)
+        # nosuid and nodev already, as bwrap would make them: it remounts every mount
+        # below its binds that lacks a flag of theirs, one by one.
+        libc.restrict(tree, b.path, read_only=b.kind != "pin")
         libc.attach_fd(tree, fd, b.path)
     finally:
         os.close(tree)
