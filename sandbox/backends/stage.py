@@ -24,10 +24,14 @@ few binds cost bwrap less than the stage's two short-lived children and ``nsente
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Sequence
 from typing import Literal, NamedTuple
 
+# Imported here, not in the child: a forked child of a process with threads imports
+# nothing.
 from sandbox import libc
+from sandbox.beneath import create_beneath, open_path, relative
 from sandbox.errors import PolicyError, SandboxUnavailable
 from sandbox.text import escape
 
@@ -270,8 +274,6 @@ def _detach_others(private: str) -> None:  # pragma: no cover - in the child
 
 def _unescape(field: bytes) -> bytes:
     """A mountinfo path field: blanks, tabs, newlines and backslashes are octal."""
-    import re
-
     return re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), field)
 
 
@@ -300,8 +302,6 @@ def _idmap(idmaps: Sequence[Idmap]) -> list[str]:  # pragma: no cover - in the c
 
 
 def _bind_all(binds: Sequence[Bind]) -> None:  # pragma: no cover - in the child
-    from sandbox.beneath import create_beneath, open_path, relative
-
     for b in binds:
         where = relative(b.path, (b.root,))
         if where is None:
