@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.paths import REPO
 
 from launchers.openharness import trust
 
-REPO = Path(__file__).resolve().parent.parent
 HOOKS = REPO / "scripts" / "hooks"
 FIX = "Move it outside (for example ~/.local/share/harness/hooks/), or start with --no-hooks."
 BANNER = ("hooks: no-force-push (bash, exec) · keywords (prompts) · notify (every tool, on "

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 from helpers.hook_programs import install_hooks
+from helpers.paths import REPO
 
 import launchers.openharness as oh
 from launchers import bounded
@@ -25,7 +26,6 @@ from launchers.harness.hooks import HookRunner
 from sandbox.plan import RunResult
 from sandbox.session import Session
 
-REPO = Path(__file__).resolve().parent.parent
 DEEP_ANSWER = "[" * 100000 + "]" * 100000
 DEEP_CALL = "this call was blocked before the user's hooks ran: its arguments nest deeper " \
     "than 100 levels, so no hook could check them."

@@ -11,11 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-CHECK = str(ROOT / "scripts" / "check_junit.py")
+from helpers.paths import REPO, TESTS
+
+CHECK = str(REPO / "scripts" / "check_junit.py")
 
 
-def junit(tmp_path: Path, *targets: str, rootdir: Path = ROOT) -> str:
+def junit(tmp_path: Path, *targets: str, rootdir: Path = REPO) -> str:
     report = str(tmp_path / "report.xml")
     subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                     f"--rootdir={rootdir}", f"--junitxml={report}", *targets],
@@ -43,7 +44,9 @@ def test_all_skipped_fails_the_job(tmp_path: Path) -> None:
 
 
 def test_tests_that_ran_pass_the_check(tmp_path: Path) -> None:
-    report = junit(tmp_path, "tests/test_seatbelt_rules.py")
+    # Wherever under tests/ the module lives.
+    rules = next(TESTS.rglob("test_seatbelt_rules.py")).relative_to(REPO)
+    report = junit(tmp_path, str(rules))
     r = check(report, "test_seatbelt_rules", 40)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("check_junit: ") and r.stdout.endswith(

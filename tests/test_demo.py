@@ -11,8 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
+from helpers.paths import REPO
 
 # Hooks run in the real box.
 pytestmark = pytest.mark.isolation
@@ -32,7 +31,7 @@ def home() -> Iterator[Path]:
 def test_the_demo_shows_the_banner_the_audit_and_the_hooks_at_work(home: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "HARNESS_"))}
     env.update(HOME=str(home), HS_USE_VENV=str(Path(sys.executable).parent.parent))
-    done = subprocess.run(["bash", str(ROOT / "scripts" / "demo")], env=env,
+    done = subprocess.run(["bash", str(REPO / "scripts" / "demo")], env=env,
                           capture_output=True, text=True, timeout=300)
     out = done.stdout + done.stderr
     assert done.returncode == 0, out

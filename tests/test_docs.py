@@ -10,12 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.paths import REPO
 
 from launchers.cli.main import parser
 
-ROOT = Path(__file__).resolve().parent.parent
-DOCS = ROOT / "docs"
-PAGES = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
+DOCS = REPO / "docs"
+PAGES = [REPO / "README.md", *sorted(DOCS.glob("*.md"))]
 CLI = DOCS / "cli.md"
 README_LINES = 260
 
@@ -143,7 +143,7 @@ def links(path: Path) -> list[str]:
     return [t for t in out if not re.match(r"^[a-z][a-z0-9+.-]*:", t)]
 
 
-@pytest.mark.parametrize("page", PAGES, ids=[p.relative_to(ROOT).as_posix() for p in PAGES])
+@pytest.mark.parametrize("page", PAGES, ids=[p.relative_to(REPO).as_posix() for p in PAGES])
 def test_every_relative_link_resolves(page: Path) -> None:
     broken = []
     for target in links(page):
@@ -175,11 +175,11 @@ def test_a_broken_link_is_found(tmp_path: Path) -> None:
 
 
 def test_the_architecture_map_is_what_the_modules_say() -> None:
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "docs_map.py"), "--check"],
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / "docs_map.py"), "--check"],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
 
 
 def test_the_readme_is_short() -> None:
-    n = len((ROOT / "README.md").read_text(encoding="utf-8").splitlines())
+    n = len((REPO / "README.md").read_text(encoding="utf-8").splitlines())
     assert n <= README_LINES, f"README.md has {n} lines; move the detail into docs/"

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
+from helpers.paths import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 PREFIX = "harness-sandbox: "
 
 pytestmark = pytest.mark.isolation

@@ -7,12 +7,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from helpers.paths import REPO
 
 from sandbox import env as sandbox_env
 from sandbox.env import DESKTOP_VARS, PROVIDER_KEYS, box_env, host_env, is_provider_key, scrub
 from sandbox.policy import Policy
 
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "host-hooks.md"
+DOCS = REPO / "docs" / "host-hooks.md"
 
 
 def _documented_keys() -> list[str]:

@@ -9,8 +9,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from helpers.paths import REPO
 
-HOOKS = Path(__file__).resolve().parent.parent / "scripts" / "hooks"
+HOOKS = REPO / "scripts" / "hooks"
 TOOLS_NEEDED = ("cat", "sed", "date", "mkdir", "dirname")
 
 

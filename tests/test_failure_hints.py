@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
+from helpers.paths import REPO
 
 from launchers.config import Config, HookSpec
 from launchers.harness import records as rec
@@ -23,7 +24,6 @@ from launchers.harness.hooks import HookRunner
 from sandbox.session import Session
 
 pytestmark = pytest.mark.isolation
-REPO = Path(__file__).resolve().parent.parent
 FAILING = ('⚠ hook {h} is failing ({k}), so the calls it covers are blocked. Fix it, set '
            'on_failure = "continue", or restart with --no-hooks.')
 CALL_FAILED = ('the user\'s hook "{h}" failed ({k}), so this call was blocked. This is not a '

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from helpers.gitworld import GIT_ID, World, explain, host_git_runs_nothing, w
+from helpers.paths import FIXTURES, REPO
 
 from sandbox.session import Session
 from sandbox.settings import SandboxSettings
@@ -174,9 +175,9 @@ def _manifest_of(pid: int) -> Path | None:
 
 def test_nothing_is_left_when_the_harness_is_killed(w: World) -> None:
     driver = subprocess.Popen(
-        [sys.executable, str(Path(__file__).parent / "fixtures" / "box_driver.py"),
+        [sys.executable, str(FIXTURES / "box_driver.py"),
          str(w.project), "--", "sleep", "60"],
-        cwd=str(Path(__file__).parent.parent), stdout=subprocess.DEVNULL)
+        cwd=str(REPO), stdout=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 20
         while not _leftovers(w) and time.monotonic() < deadline:
@@ -316,9 +317,9 @@ def _children(pid: int) -> list[int]:
 def test_the_next_session_cleans_up_when_harness_and_watchdog_were_both_killed(
         w: World) -> None:
     driver = subprocess.Popen(
-        [sys.executable, str(Path(__file__).parent / "fixtures" / "box_driver.py"),
+        [sys.executable, str(FIXTURES / "box_driver.py"),
          str(w.project), "--", "sleep", "60"],
-        cwd=str(Path(__file__).parent.parent), stdout=subprocess.DEVNULL)
+        cwd=str(REPO), stdout=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 20
         manifest = None

@@ -12,9 +12,8 @@ import uuid
 from pathlib import Path
 
 import pytest
+from helpers.paths import REPO
 from helpers.procs import left_after, running_with
-
-REPO = Path(__file__).resolve().parent.parent
 
 # Hooks run in the real box.
 pytestmark = pytest.mark.isolation

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from helpers.paths import FIXTURES, REPO
 from helpers.procs import left_after, running_with
 
 from launchers.config import SandboxSettings
@@ -519,9 +520,9 @@ def test_the_box_and_its_daemons_end_when_the_harness_is_killed(box: Box) -> Non
     sleeper = f"{PY} -c 'import time; time.sleep(1000)' {token}"
     script = f"setsid sh -c \"{sleeper} &\"; {sleeper} & {sleeper}"
     driver = subprocess.Popen(
-        [PY, str(Path(__file__).parent / "fixtures" / "box_driver.py"), str(box.project),
+        [PY, str(FIXTURES / "box_driver.py"), str(box.project),
          "--", "sh", "-c", script],
-        cwd=str(Path(__file__).parent.parent), stdout=subprocess.DEVNULL)
+        cwd=str(REPO), stdout=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 20
         while len(running_with(token)) < 3 and time.monotonic() < deadline:

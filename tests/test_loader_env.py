@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.paths import REPO
 
 from launchers.config import Config, HookSpec
 from launchers.harness.hooks import HookRunner
@@ -200,6 +201,6 @@ def test_a_path_row_goes_when_relative(row: LoaderVar, project: Path) -> None:
 
 
 def test_the_readme_lists_the_table_as_it_is() -> None:
-    readme = (Path(__file__).resolve().parent.parent / "docs" / "host-hooks.md").read_text()
+    readme = (REPO / "docs" / "host-hooks.md").read_text()
     for row in LOADER_VARS:
         assert f"| `{row.name}` | {row.form} | {row.loads} |" in readme, row.name

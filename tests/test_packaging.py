@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
+from helpers.paths import REPO
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux",
                                 reason="the installed command's box here is bubblewrap")
 
-CHECKOUT = Path(__file__).resolve().parents[1]
 PACKAGES = ("sandbox", "pathguard", "launchers")
 NAME = "harness_sandbox"
 # The system Python the set-up made the checkout's environment from (/usr/bin/python3).
@@ -77,7 +77,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     """The wheel (pip, as pipx does) and the sdist (the build backend's own hook) of a
     copy of the checkout, so the build leaves nothing in the checkout."""
     src = tmp_path_factory.mktemp("src") / "harness-sandbox"
-    shutil.copytree(CHECKOUT, src, ignore=shutil.ignore_patterns(*BUILD_JUNK))
+    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(*BUILD_JUNK))
     dist = tmp_path_factory.mktemp("dist")
     r = call([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
               "--no-index", "--disable-pip-version-check", "-v", "-w", dist, src],
@@ -172,9 +172,9 @@ def test_the_wheel_holds_every_package_file_and_the_launcher(built: Built) -> No
     with zipfile.ZipFile(built.wheel) as z:
         names = set(z.namelist())
         launcher = z.read(f"{NAME}-0.1.0.data/scripts/harness-sandbox")
-    missing = package_files(CHECKOUT) - names
+    missing = package_files(REPO) - names
     assert not missing, f"not in the wheel (pyproject's packages or package-data): {missing}"
-    assert launcher == (CHECKOUT / "bin" / "harness-sandbox").read_bytes()
+    assert launcher == (REPO / "bin" / "harness-sandbox").read_bytes()
     assert f"{NAME}-0.1.0.dist-info/licenses/LICENSE" in names
     assert not [n for n in names if n.split("/")[0] in ("tests", "scripts", "examples")]
 
@@ -182,7 +182,7 @@ def test_the_wheel_holds_every_package_file_and_the_launcher(built: Built) -> No
 def test_the_sdist_holds_the_launcher_the_license_and_the_package_data(built: Built) -> None:
     with tarfile.open(built.sdist) as t:
         members = {m.name.split("/", 1)[1]: m for m in t.getmembers() if "/" in m.name}
-    wanted = package_files(CHECKOUT) | {"bin/harness-sandbox", "LICENSE", "README.md",
+    wanted = package_files(REPO) | {"bin/harness-sandbox", "LICENSE", "README.md",
                                         "pyproject.toml"}
     missing = wanted - set(members)
     assert not missing, f"not in the sdist: {missing}"

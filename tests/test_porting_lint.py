@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from helpers.paths import REPO
+
 from launchers.claude.lint import (
     FINDINGS_LIMIT,
     READ_LIMIT,
@@ -19,8 +21,6 @@ from launchers.claude.lint import (
     read_text,
     scan_text,
 )
-
-REPO = Path(__file__).resolve().parent.parent
 
 BASH_JQ = """#!/bin/bash
 # Block writes to .env files. "Write" in a comment is not a test.

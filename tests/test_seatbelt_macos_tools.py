@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_seatbelt_macos import SH, TIMEOUT, Tree, denied
+from helpers.macos_tree import SH, TIMEOUT, Tree, denied
 
 from sandbox.plan import RunResult
 from sandbox.policy import Policy

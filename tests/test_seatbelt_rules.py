@@ -13,7 +13,18 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_seatbelt import ENV, Parts, Str, Sym, make_policy, make_project, parts, private, rules
+from helpers.seatbelt_profile import (
+    ENV,
+    Parts,
+    Str,
+    Sym,
+    make_policy,
+    make_project,
+    parts,
+    private,
+    read_profile,
+    rules,
+)
 
 from sandbox import darwin, sockets
 from sandbox.backends import seatbelt
@@ -298,8 +309,6 @@ def test_a_disk_that_cannot_be_asked_counts_as_ignoring_case() -> None:
 
 
 def base_forms() -> list[object]:
-    from test_seatbelt import read_profile
-
     return list(read_profile(seatbelt.base_profile()))
 
 

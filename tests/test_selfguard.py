@@ -15,10 +15,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.paths import REPO
 
 from launchers.cli.syspath import safe_path
 
-ROOT = Path(__file__).resolve().parent.parent
 CLI = os.path.join(os.path.dirname(sys.executable), "harness-sandbox")
 FIX_INSTALL = ("Install harness-sandbox outside the project and every writable folder "
                "(for example from a checkout kept outside them: the .venv its set-up makes, or "
@@ -58,7 +58,7 @@ def test_a_copy_of_the_package_in_the_project_will_not_start(
         project: Path, command: list[str], code: int, prefix: str) -> None:
     vendor = project / "vendor"
     for name in ("sandbox", "pathguard", "launchers"):
-        shutil.copytree(ROOT / name, vendor / name,
+        shutil.copytree(REPO / name, vendor / name,
                         ignore=shutil.ignore_patterns("__pycache__"))
     marker = project.parent / "PWNED"
     args = [a.format(marker=marker) for a in command]
@@ -77,7 +77,7 @@ def test_a_virtual_environment_in_the_project_will_not_start(project: Path) -> N
                    check=True, timeout=60)
     python = project / ".venv" / "bin" / "python"
     done = cli(["audit", "--project", str(project)], cwd=project.parent,
-               env={"PYTHONPATH": f"{ROOT}:{SITE}"},
+               env={"PYTHONPATH": f"{REPO}:{SITE}"},
                program=[str(python), "-m", "launchers.cli"])
     assert done.returncode == 2
     assert done.stderr == refusal("harness-sandbox's interpreter", python) + "\n"
@@ -88,7 +88,7 @@ def test_an_absolute_pythonpath_into_the_project_is_refused_under_python_m(
     # The installed command ignores PYTHONPATH (-I: tests/test_isolated_start.py); a
     # plain ``python -m launchers.cli`` reads it, and the self-guard refuses.
     done = cli(["audit", "--project", str(project)], cwd=project.parent,
-               env={"PYTHONPATH": f"{project!s}:{ROOT}:{SITE}"},
+               env={"PYTHONPATH": f"{project!s}:{REPO}:{SITE}"},
                program=[sys.executable, "-m", "launchers.cli"])
     assert done.returncode == 2
     assert done.stderr == refusal(

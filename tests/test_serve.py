@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.paths import REPO
 from helpers.procs import left_after, running_with
 from helpers.serve_client import CLI, Serve
 
@@ -25,7 +26,6 @@ from launchers.serve import params
 from launchers.serve.wire import REQUEST_LINE_BYTES
 from sandbox.policy import private_tmp_root
 
-REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.isolation
 
 

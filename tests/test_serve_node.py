@@ -11,10 +11,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from helpers.paths import REPO
 from helpers.schema_check import check
 from helpers.serve_client import CLI
 
-REPO = Path(__file__).resolve().parent.parent
 HARNESS = REPO / "examples" / "node-harness" / "harness.mjs"
 pytestmark = pytest.mark.isolation
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from helpers.paths import FIXTURES
 
 from sandbox.plan import LaunchPlan, RunResult
 from sandbox.process import supervisor
@@ -24,7 +25,6 @@ from sandbox.process.markers import MARKER_VAR
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux process tests")
 
-FIXTURES = Path(__file__).parent / "fixtures"
 SPAWN_TREE = str(FIXTURES / "host_spawn_tree.sh")
 DOUBLE_FORK = str(FIXTURES / "host_double_fork.py")
 DRIVER = str(FIXTURES / "host_driver.py")

@@ -16,12 +16,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.paths import REPO
 from helpers.trusting import data_home, trust_file
 
 from launchers.cli.hook_openharness import cmd_hook_openharness
 from launchers.cli.main import parser
 
-REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.isolation
 
 EVIL = "rm -rf \x1b]52;c;SGVsbG8=\x07 and \x1b[2J\x1b[31m done"

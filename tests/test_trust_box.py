@@ -12,7 +12,7 @@ import sys
 from collections.abc import Iterator
 
 import pytest
-from test_trust import World, new_text, new_world
+from helpers.trust_world import World, new_text, new_world
 
 from launchers.config import SandboxSettings
 from sandbox.plan import RunResult
