@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from helpers.paths import FIXTURES, REPO
-from helpers.procs import left_after, running_with
+from helpers.procs import box_driver, left_after, running_with
 
 from launchers.config import SandboxSettings
 from sandbox.env import PROVIDER_KEYS
@@ -519,10 +518,7 @@ def test_the_box_and_its_daemons_end_when_the_harness_is_killed(box: Box) -> Non
     token = f"hs-box-daemon-{uuid.uuid4().hex}"
     sleeper = f"{PY} -c 'import time; time.sleep(1000)' {token}"
     script = f"setsid sh -c \"{sleeper} &\"; {sleeper} & {sleeper}"
-    driver = subprocess.Popen(
-        [PY, str(FIXTURES / "box_driver.py"), str(box.project),
-         "--", "sh", "-c", script],
-        cwd=str(REPO), stdout=subprocess.DEVNULL)
+    driver = box_driver(box.project, "sh", "-c", script)
     try:
         deadline = time.monotonic() + 20
         while len(running_with(token)) < 3 and time.monotonic() < deadline:

@@ -16,12 +16,7 @@ from pathlib import Path
 
 import pytest
 
-
-@dataclass
-class Done:
-    code: int
-    out: str
-    err: str
+from helpers.procs import Done
 
 
 @dataclass

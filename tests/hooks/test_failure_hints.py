@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 import pytest
 from helpers.paths import REPO
+from helpers.procs import Done
 
 from launchers.config import Config, HookSpec
 from launchers.harness import records as rec
@@ -50,12 +51,6 @@ PROGRAMS = {
     "noisy.sh": ("#!/bin/sh\ncat >/dev/null\nfor i in 1 2 3 4 5 6 7; do echo \"line $i\" >&2; "
                  "done\nprintf 'red \\033[31mX\\033[0m\\t%0400d\\n' 0 >&2\nexit 3\n"),
 }
-
-
-class Done(NamedTuple):
-    code: int
-    out: str
-    err: str
 
 
 class World(NamedTuple):

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.unix_server import UnixServer
 
 from launchers.config import SandboxSettings
 from sandbox.plan import RunResult
@@ -29,36 +28,16 @@ pytestmark = pytest.mark.isolation
 PY = sys.executable
 
 
-class Server:
+class Server(UnixServer):
     """A Unix socket under /run that answers ``hello`` to each connection."""
 
     def __init__(self) -> None:
         self.dir = Path(tempfile.mkdtemp(dir="/run" if os.geteuid() == 0 else "/run/lock",
                                          prefix="hs-sock-"))
-        self.path = str(self.dir / "agent.sock")
-        self.sock = socket.socket(socket.AF_UNIX)
-        self.sock.bind(self.path)
-        self.sock.listen(4)
-        self.sock.settimeout(0.2)
-        self.seen = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except (TimeoutError, OSError):
-                continue
-            self.seen += 1
-            with conn:
-                conn.sendall(b"hello\n")
+        super().__init__(self.dir / "agent.sock")
 
     def close(self) -> None:
-        self._stop.set()
-        self._thread.join(2)
-        self.sock.close()
+        super().close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

@@ -33,10 +33,7 @@ def test_a_module_config_linked_to_home_does_not_make_home_writable(w: World) ->
 
 
 def test_a_users_hooks_link_builds_a_working_box_that_protects_what_it_names(w: World) -> None:
-    hooks = w.base / "githooks"
-    hooks.mkdir()
-    shutil.rmtree(w.project / ".git" / "hooks")
-    (w.project / ".git" / "hooks").symlink_to(hooks)
+    hooks = w.link_hooks()
     with w.session() as s:
         r = s.run(["sh", "-c", "printf '#!/bin/sh\\n' > .git/hooks/pre-commit"])
         assert r.returncode != 0, explain(r)

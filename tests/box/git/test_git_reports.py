@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from helpers.gitworld import GIT_ID, World, explain, host_git_runs_nothing, w
-from helpers.paths import FIXTURES, REPO
+from helpers.procs import box_driver
 
 from sandbox.session import Session
 from sandbox.settings import SandboxSettings
@@ -33,10 +33,7 @@ __all__ = ["w"]  # the fixture, imported
 
 
 def test_a_replaced_hooks_link_is_put_back_and_reported(w: World) -> None:
-    hooks = w.base / "githooks"
-    hooks.mkdir()
-    shutil.rmtree(w.project / ".git" / "hooks")
-    (w.project / ".git" / "hooks").symlink_to(hooks)
+    hooks = w.link_hooks()
     r, warnings = w.box(f"rm .git/hooks && mkdir .git/hooks && printf '#!/bin/sh\\ntouch "
                         f"{w.marker}\\n' > .git/hooks/pre-commit && "
                         "chmod +x .git/hooks/pre-commit")
@@ -52,10 +49,7 @@ def test_a_replaced_hooks_link_is_put_back_and_reported(w: World) -> None:
 
 
 def test_a_removed_hooks_link_is_put_back(w: World) -> None:
-    hooks = w.base / "githooks"
-    hooks.mkdir()
-    shutil.rmtree(w.project / ".git" / "hooks")
-    (w.project / ".git" / "hooks").symlink_to(hooks)
+    hooks = w.link_hooks()
     r, warnings = w.box("rm .git/hooks")
     assert r.ok, explain(r)
     assert warnings == [
@@ -70,10 +64,7 @@ def test_a_nested_repository_staged_as_a_gitlink_is_reported(w: World) -> None:
                         f"git -C inner config core.fsmonitor {w.project}/evil.sh && "
                         "git add inner")
     assert r.ok, explain(r)
-    assert warnings == [
-        f"the repository {w.project}/inner inside the project was made during the session "
-        f"and staged as a gitlink, with core.fsmonitor = {w.project}/evil.sh, and git run "
-        f"on the host in {w.project} would use it; check it before you do"]
+    assert warnings == [w.staged_gitlink("inner")]
 
 
 def test_a_module_folder_behind_a_link_or_deep_is_reported(w: World) -> None:
@@ -174,10 +165,7 @@ def _manifest_of(pid: int) -> Path | None:
 
 
 def test_nothing_is_left_when_the_harness_is_killed(w: World) -> None:
-    driver = subprocess.Popen(
-        [sys.executable, str(FIXTURES / "box_driver.py"),
-         str(w.project), "--", "sleep", "60"],
-        cwd=str(REPO), stdout=subprocess.DEVNULL)
+    driver = box_driver(w.project, "sleep", "60")
     try:
         deadline = time.monotonic() + 20
         while not _leftovers(w) and time.monotonic() < deadline:
@@ -278,10 +266,7 @@ def test_a_gitlink_whose_git_file_leads_to_a_new_git_folder_is_reported(w: World
                         "git update-index --add --cacheinfo "
                         "160000,1234567890123456789012345678901234567890,sub")
     assert r.ok, explain(r)
-    assert warnings == [
-        f"the repository {w.project}/sub inside the project was made during the session "
-        f"and staged as a gitlink, with core.fsmonitor = {w.project}/evil.sh, and git run "
-        f"on the host in {w.project} would use it; check it before you do"]
+    assert warnings == [w.staged_gitlink("sub")]
 
 
 def test_a_git_folder_made_in_an_empty_submodule_path_is_reported(w: World) -> None:
@@ -296,10 +281,7 @@ def test_a_git_folder_made_in_an_empty_submodule_path_is_reported(w: World) -> N
     r, warnings = w.box(f"{w.evil()} && git init -q lib && "
                         f"git -C lib config core.fsmonitor {w.project}/evil.sh")
     assert r.ok, explain(r)
-    assert warnings == [
-        f"the repository {w.project}/lib inside the project was made during the session "
-        f"and staged as a gitlink, with core.fsmonitor = {w.project}/evil.sh, and git run "
-        f"on the host in {w.project} would use it; check it before you do"]
+    assert warnings == [w.staged_gitlink("lib")]
 
 
 def _children(pid: int) -> list[int]:
@@ -316,10 +298,7 @@ def _children(pid: int) -> list[int]:
 
 def test_the_next_session_cleans_up_when_harness_and_watchdog_were_both_killed(
         w: World) -> None:
-    driver = subprocess.Popen(
-        [sys.executable, str(FIXTURES / "box_driver.py"),
-         str(w.project), "--", "sleep", "60"],
-        cwd=str(REPO), stdout=subprocess.DEVNULL)
+    driver = box_driver(w.project, "sleep", "60")
     try:
         deadline = time.monotonic() + 20
         manifest = None

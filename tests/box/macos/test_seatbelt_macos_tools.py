@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from helpers.macos_tree import SH, TIMEOUT, Tree, denied
+from helpers.unix_server import UnixServer
 
 from sandbox.plan import RunResult
 from sandbox.policy import Policy
@@ -238,36 +237,6 @@ def test_a_hidden_folder_cannot_be_written(tree: Tree) -> None:
 
 
 # -- Unix sockets with the network on -----------------------------------------------------
-
-
-class UnixServer:
-    """A listening socket the host offers (as docker.sock or an ssh-agent would)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.sock = socket.socket(socket.AF_UNIX)
-        self.sock.bind(str(path))
-        self.sock.listen(4)
-        self.sock.settimeout(0.2)
-        self.seen = 0
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self.serve, daemon=True)
-        self.thread.start()
-
-    def serve(self) -> None:
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except (TimeoutError, OSError):
-                continue
-            self.seen += 1
-            with conn:
-                conn.sendall(b"hello\n")
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(2)
-        self.sock.close()
 
 
 CONNECT = ("import os, socket, sys\n"

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.claude_world import ClaudeWorld, Done, made
+from helpers.claude_world import ClaudeWorld, made
+from helpers.procs import Done
 
 from launchers.claude.lint import wrapped
 

@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers.claude_world import ClaudeWorld, Done, made
+from helpers.claude_world import ClaudeWorld, made
+from helpers.procs import Done
 
 from launchers.claude.command import convert
 from launchers.claude.importer import map_matcher
