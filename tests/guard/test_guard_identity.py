@@ -303,7 +303,7 @@ def test_an_openharness_hook_re_pointed_after_the_check_is_not_run(
 
     from launchers.openharness.config import load
     from launchers.openharness.envelope import Context
-    from launchers.openharness.fire import check, fire, pins_of, session_runner
+    from launchers.openharness.fire import admit, fire, session_runner
 
     marker = tools / "PWNED"
     script(tools / "a.sh", "exit 0")
@@ -315,9 +315,9 @@ def test_an_openharness_hook_re_pointed_after_the_check_is_not_run(
     with data_home(monkeypatch):
         trust_file(oh_file)
         config = load(str(oh_file))
-    checked = check(config, policy=session.policy)
-    assert [v.refusals for _, v in checked] == [()]
-    run = session_runner(session, pins_of(config, checked))
+    admitted = admit(config, policy=session.policy)
+    assert [v.refusals for _, v in admitted.checked] == [()]
+    run = session_runner(session, admitted.hooks)
     ctx = Context(tool_name="Bash", cwd=str(project))
     assert fire(config, "preToolUse", ctx, runner=run).decision == "allow"
     link.unlink()
