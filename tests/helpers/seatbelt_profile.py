@@ -43,8 +43,7 @@ def read_profile(text: str) -> list[Node]:
     while i < n:
         c = text[i]
         if c == ";":
-            while i < n and text[i] != "\n":
-                i += 1
+            i = _line_end(text, i)
         elif c.isspace():
             i += 1
         elif c == "(":
@@ -60,13 +59,25 @@ def read_profile(text: str) -> list[Node]:
             string, i = _read_string(text, i + (1 if c == '"' else 2))
             stack[-1].append(string)
         else:
-            start = i
-            while i < n and not text[i].isspace() and text[i] not in '();"':
-                i += 1
-            stack[-1].append(Sym(text[start:i]))
+            symbol, i = _read_symbol(text, i)
+            stack[-1].append(symbol)
     if len(stack) != 1:
         raise ProfileSyntaxError(f"{len(stack) - 1} '(' never closed")
     return stack[0]
+
+
+def _line_end(text: str, i: int) -> int:
+    """Where the line holding ``i`` ends (a comment runs to it)."""
+    end = text.find("\n", i)
+    return len(text) if end < 0 else end
+
+
+def _read_symbol(text: str, i: int) -> tuple[Sym, int]:
+    """The symbol that starts at ``i``, and where reading goes on."""
+    start, n = i, len(text)
+    while i < n and not text[i].isspace() and text[i] not in '();"':
+        i += 1
+    return Sym(text[start:i]), i
 
 
 def _read_string(text: str, i: int) -> tuple[Str, int]:
