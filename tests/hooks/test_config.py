@@ -36,6 +36,15 @@ def error_of(tmp_path: Path, project: Path, text: str) -> str:
     return str(info.value)
 
 
+def hook_error(tmp_path: Path, project: Path, text: str) -> str:
+    """The load error of ``text``, whose hook is "h", after the words that name the file
+    and the hook (checked too)."""
+    said = error_of(tmp_path, project, text)
+    prefix = f'{tmp_path}/cfg/config.toml: hook "h": '
+    assert said.startswith(prefix), said
+    return said[len(prefix):]
+
+
 HOOK = '[[hooks]]\nname = "h"\nevent = "PreToolUse"\ncommand = ["/bin/true"]\n'
 
 
@@ -343,8 +352,7 @@ def test_claude_code_type_and_if_are_unknown_keys(tmp_path: Path, project: Path,
 def test_an_event_other_than_the_two_is_refused(tmp_path: Path, project: Path, line: str,
                                                 message: str) -> None:
     text = f'[[hooks]]\nname = "h"\n{line}\ncommand = ["/x"]\n'
-    assert error_of(tmp_path, project, text) == (
-        f'{tmp_path}/cfg/config.toml: hook "h": {message}')
+    assert hook_error(tmp_path, project, text) == message
 
 
 @pytest.mark.parametrize(("line", "message"), [
@@ -366,8 +374,7 @@ def test_an_event_other_than_the_two_is_refused(tmp_path: Path, project: Path, l
 def test_a_bad_command_is_refused(tmp_path: Path, project: Path, line: str,
                                   message: str) -> None:
     text = f'[[hooks]]\nname = "h"\nevent = "PreToolUse"\n{line}\n'
-    assert error_of(tmp_path, project, text) == (
-        f'{tmp_path}/cfg/config.toml: hook "h": {message}')
+    assert hook_error(tmp_path, project, text) == message
 
 
 def test_tools_on_a_prompt_hook_is_refused(tmp_path: Path, project: Path) -> None:
@@ -386,8 +393,7 @@ def test_tools_on_a_prompt_hook_is_refused(tmp_path: Path, project: Path) -> Non
 def test_bad_tools_are_refused(tmp_path: Path, project: Path, line: str,
                                message: str) -> None:
     text = f'[[hooks]]\nname = "h"\nevent = "PreToolUse"\n{line}\ncommand = ["/x"]\n'
-    assert error_of(tmp_path, project, text) == (
-        f'{tmp_path}/cfg/config.toml: hook "h": {message}')
+    assert hook_error(tmp_path, project, text) == message
 
 
 @pytest.mark.parametrize(("value", "message"), [
@@ -400,8 +406,7 @@ def test_bad_tools_are_refused(tmp_path: Path, project: Path, line: str,
 ])
 def test_a_timeout_out_of_range_or_of_the_wrong_type_is_refused(
         tmp_path: Path, project: Path, value: str, message: str) -> None:
-    assert error_of(tmp_path, project, HOOK + f"timeout = {value}\n") == (
-        f'{tmp_path}/cfg/config.toml: hook "h": {message}')
+    assert hook_error(tmp_path, project, HOOK + f"timeout = {value}\n") == message
 
 
 @pytest.mark.parametrize(("line", "message"), [
@@ -413,8 +418,7 @@ def test_a_timeout_out_of_range_or_of_the_wrong_type_is_refused(
 ])
 def test_wrong_values_for_sandbox_and_on_failure_are_refused(
         tmp_path: Path, project: Path, line: str, message: str) -> None:
-    assert error_of(tmp_path, project, HOOK + line + "\n") == (
-        f'{tmp_path}/cfg/config.toml: hook "h": {message}')
+    assert hook_error(tmp_path, project, HOOK + line + "\n") == message
 
 
 def test_the_error_carries_file_hook_and_key(tmp_path: Path, project: Path) -> None:
