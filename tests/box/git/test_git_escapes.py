@@ -225,12 +225,7 @@ def test_a_hooks_link_into_the_project_protects_the_folder_it_names(w: World) ->
 
 
 def _with_submodule(w: World) -> Path:
-    lib = w.base / "lib"
-    subprocess.run(["git", "init", "-q", "-b", "main", str(lib)], check=True, env=w.env)
-    assert w.git("commit", "-q", "--allow-empty", "-m", "lib", cwd=lib).returncode == 0
-    assert w.git("-c", "protocol.file.allow=always", "submodule", "add", "-q", str(lib),
-                 "lib").returncode == 0
-    assert w.git("commit", "-qm", "add lib").returncode == 0
+    w.add_submodule()
     return w.project / "lib"
 
 

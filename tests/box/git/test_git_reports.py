@@ -11,7 +11,6 @@ import os
 import shutil
 import signal
 import stat
-import subprocess
 import sys
 import tempfile
 import time
@@ -107,12 +106,7 @@ def test_commits_branches_rebase_stash_and_worktrees_work_in_the_box(w: World) -
 
 
 def test_submodule_update_of_an_existing_module_works(w: World) -> None:
-    lib = w.base / "lib"
-    subprocess.run(["git", "init", "-q", "-b", "main", str(lib)], check=True, env=w.env)
-    assert w.git("commit", "-q", "--allow-empty", "-m", "lib", cwd=lib).returncode == 0
-    assert w.git("-c", "protocol.file.allow=always", "submodule", "add", "-q", str(lib),
-                 "lib").returncode == 0
-    assert w.git("commit", "-qm", "add lib").returncode == 0
+    lib = w.add_submodule()
     assert w.git("commit", "-q", "--allow-empty", "-m", "lib 2", cwd=lib).returncode == 0
     assert w.git("-C", "lib", "pull", "-q").returncode == 0
     assert w.git("commit", "-qam", "bump lib").returncode == 0
@@ -131,12 +125,7 @@ def test_submodule_update_of_an_existing_module_works(w: World) -> None:
 
 
 def test_work_in_an_existing_submodule_works_and_its_hooks_stay_read_only(w: World) -> None:
-    lib = w.base / "lib"
-    subprocess.run(["git", "init", "-q", "-b", "main", str(lib)], check=True, env=w.env)
-    assert w.git("commit", "-q", "--allow-empty", "-m", "lib", cwd=lib).returncode == 0
-    assert w.git("-c", "protocol.file.allow=always", "submodule", "add", "-q", str(lib),
-                 "lib").returncode == 0
-    assert w.git("commit", "-qm", "add lib").returncode == 0
+    w.add_submodule()
     g = "git " + " ".join(GIT_ID)
     with w.session() as s:
         r = s.run(["sh", "-c", f"set -e; cd lib; echo x > x; {g} add x; {g} commit -qm x; "
@@ -270,12 +259,7 @@ def test_a_gitlink_whose_git_file_leads_to_a_new_git_folder_is_reported(w: World
 
 
 def test_a_git_folder_made_in_an_empty_submodule_path_is_reported(w: World) -> None:
-    lib = w.base / "lib"
-    subprocess.run(["git", "init", "-q", "-b", "main", str(lib)], check=True, env=w.env)
-    assert w.git("commit", "-q", "--allow-empty", "-m", "lib", cwd=lib).returncode == 0
-    assert w.git("-c", "protocol.file.allow=always", "submodule", "add", "-q", str(lib),
-                 "lib").returncode == 0
-    assert w.git("commit", "-qm", "add lib").returncode == 0
+    w.add_submodule()
     assert w.git("submodule", "deinit", "-q", "lib").returncode == 0
     assert not (w.project / "lib" / ".git").exists()
     r, warnings = w.box(f"{w.evil()} && git init -q lib && "
