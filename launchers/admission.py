@@ -5,15 +5,63 @@ share: a hook runs boxed only when it asks for the box and the session has one; 
 command is checked by pathguard against the folders the agent can write (and, boxed,
 the folders the box hides); a host hook in a boxed session looks its program up on
 the PATH it will run with (pruned of the agent's folders), a boxed one on the session's.
+A hook let through is an :class:`AdmittedHook`: before each run it checks again that its
+files are what the guard accepted, then runs itself, on both fronts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple, Protocol
 
 from pathguard.argv import CommandVerdict, Refusal, check_command, prune_path
 from pathguard.guard import Guard
+from pathguard.identity import Pins
+from sandbox.plan import RunResult
 from sandbox.policy import Policy
+
+
+def runs_boxed(asks: bool, session_boxed: bool) -> bool:
+    """Whether a hook that asks for the box (``asks``) runs in it: only when the session
+    has one."""
+    return asks and session_boxed
+
+
+class Runs(Protocol):
+    """What an admitted hook needs to run: :meth:`sandbox.session.Session.run`."""
+
+    def run(
+        self, argv: Sequence[str], *, stdin: bytes = b"", timeout: float | None = None,
+        cancel: threading.Event | None = None, boxed: bool = True,
+        env_extra: Mapping[str, str] | None = None,
+    ) -> RunResult: ...
+
+
+def changed_since_start(path: str) -> RunResult:
+    """The run that did not start because ``path`` is not what the guard checked: the
+    failure reads ``could not start: <path> changed since the session started``."""
+    return RunResult(outcome="failed_to_start",
+                     error=f"{path} changed since the session started")
+
+
+class AdmittedHook(NamedTuple):
+    """A hook admission let through: the command it runs, whether in the box, and what
+    the guard accepted (see :mod:`pathguard.identity`), compared again before each run."""
+
+    argv: tuple[str, ...]
+    boxed: bool
+    pins: Pins = Pins()
+
+    def run(self, session: Runs, *, stdin: bytes, timeout: float,
+            cancel: threading.Event | None, env_extra: Mapping[str, str]) -> RunResult:
+        """Re-check the pins, then run in ``session``: a hook whose files changed since
+        the check does not start."""
+        changed = self.pins.changed()
+        if changed is not None:
+            return changed_since_start(changed)
+        return session.run(self.argv, stdin=stdin, timeout=timeout, cancel=cancel,
+                           boxed=self.boxed, env_extra=env_extra)
 
 
 class Admission:
@@ -28,7 +76,7 @@ class Admission:
 
     def boxed(self, sandbox: bool) -> bool:
         """Whether a hook with ``sandbox = <sandbox>`` runs in the box this session."""
-        return sandbox and self.policy.boxed
+        return runs_boxed(sandbox, self.policy.boxed)
 
     def guard(self, boxed: bool) -> Guard:
         guard = self._guards.get(boxed)
@@ -63,6 +111,17 @@ class Admission:
             verdict = unexpanded(name, with_fixes(verdict, command, self.policy.env),
                                  command, self.policy)
         return boxed, verdict
+
+    def admit(self, name: str, command: Sequence[str], *, sandbox: bool,
+              runs: Sequence[str] | None = None) -> tuple[AdmittedHook | None, CommandVerdict]:
+        """Hook ``name`` ready to run (None when its verdict refuses it), and the verdict.
+        It runs the command as resolved, or ``runs`` when given (openHarness runs its
+        words through ``/bin/sh -c``)."""
+        boxed, verdict = self.check(name, command, sandbox=sandbox)
+        if verdict.details:
+            return None, verdict
+        argv = tuple(runs) if runs is not None else tuple(verdict.argv)
+        return AdmittedHook(argv, boxed, verdict.pins), verdict
 
 
 def unexpanded(name: str, verdict: CommandVerdict, command: Sequence[str], policy: Policy

@@ -262,24 +262,31 @@ def copy_json(value: Any, text: Callable[[str], str] | None = None, *,
         elif isinstance(item, _SCALARS):
             into[at] = item
         elif isinstance(item, Mapping | list | tuple):
-            if depth > MAX_DEPTH:
-                raise too_deep()
-            if isinstance(item, Mapping):
-                made: Any = {}
-                for k, v in item.items():
-                    if not keep_types and not isinstance(k, _SCALARS):
-                        raise BoundsError(f"holds a key JSON cannot hold ({type(k).__name__})")
-                    made[k] = None
-                    work.append((v, made, k, depth + 1))
-            else:
-                made = [None] * len(item)
-                work.extend((v, made, i, depth + 1) for i, v in enumerate(item))
-            into[at] = made
+            into[at] = _container(item, depth, work, keep_types=keep_types)
         elif keep_types:
             into[at] = item
         else:
             raise BoundsError(f"holds a value JSON cannot hold ({type(item).__name__})")
     return out[0]
+
+
+def _container(item: Mapping[Any, Any] | list[Any] | tuple[Any, ...], depth: int,
+               work: list[tuple[Any, Any, Any, int]], *, keep_types: bool) -> Any:
+    """The copy of a mapping, list or tuple at ``depth``, made empty: its members are
+    put on ``work`` to be copied into it."""
+    if depth > MAX_DEPTH:
+        raise too_deep()
+    if isinstance(item, Mapping):
+        made: dict[Any, Any] = {}
+        for k, v in item.items():
+            if not keep_types and not isinstance(k, _SCALARS):
+                raise BoundsError(f"holds a key JSON cannot hold ({type(k).__name__})")
+            made[k] = None
+            work.append((v, made, k, depth + 1))
+        return made
+    listed: list[Any] = [None] * len(item)
+    work.extend((v, listed, i, depth + 1) for i, v in enumerate(item))
+    return listed
 
 
 # -- files and messages ------------------------------------------------------------

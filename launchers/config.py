@@ -364,6 +364,8 @@ def banner(config: Config, *, no_hooks: bool = False, boxed: bool = True) -> str
         return "hooks: off (--no-hooks)"
     if not config.hooks:
         return "hooks: none"
+    from launchers.admission import runs_boxed
+
     boxed_session = boxed and config.sandbox.enabled
     parts: list[str] = []
     for spec in config.hooks:
@@ -373,7 +375,7 @@ def banner(config: Config, *, no_hooks: bool = False, boxed: bool = True) -> str
             what = "every tool"
         else:
             what = ", ".join(spec.tools)
-        if not (spec.sandbox and boxed_session):
+        if not runs_boxed(spec.sandbox, boxed_session):
             what += ", on the host"
         parts.append(f"{spec.name} ({what})")
     return "hooks: " + " · ".join(parts)

@@ -204,33 +204,41 @@ class Guard:
     def _check(self, path: str, cwd: str, check_hidden: bool) -> Verdict:
         w = self.walk(path, cwd)
         written = _as_written(path, cwd)
-
-        def refused(zone: Zone, location: str) -> Verdict:
+        hit = self._writable_on_the_way(w, written)
+        if hit is None and check_hidden and self._h:
+            hit = self._hidden_on_the_way(w, written)
+        if hit is not None:
+            zone, location = hit
             return Verdict(path, False, w.status, zone, location)
-
-        zone = self._w_hit(written)[1]
-        if zone is not None:
-            return refused(zone, written)
-        for visit in w.visits:
-            strict, within = self._w_hit(visit.location)
-            if strict is not None:
-                return refused(strict, visit.location)
-            if visit.kind == "missing" and within is not None:
-                return refused(within, visit.location)
-        if w.status == "ok":
-            zone = self._w_hit(w.final)[1]
-            if zone is not None:
-                return refused(zone, w.final)
-
-        if check_hidden and self._h:
-            for location in (written, *(v.location for v in w.visits), w.final):
-                hidden = self._h_hit(location)
-                if hidden is not None:
-                    return refused(hidden, location)
-
         if w.status in ("loop", "unreadable"):
             return Verdict(path, False, w.status, None, w.final, w.reason)
         return self._check_identity(path, w)
+
+    def _writable_on_the_way(self, w: Walk, written: str) -> tuple[Zone, str] | None:
+        """The first location, as written, on the walk or where it ends, that a W zone
+        holds (a missing one: that a W zone holds or is), with that zone."""
+        zone = self._w_hit(written)[1]
+        if zone is not None:
+            return zone, written
+        for visit in w.visits:
+            strict, within = self._w_hit(visit.location)
+            if strict is not None:
+                return strict, visit.location
+            if visit.kind == "missing" and within is not None:
+                return within, visit.location
+        if w.status == "ok":
+            zone = self._w_hit(w.final)[1]
+            if zone is not None:
+                return zone, w.final
+        return None
+
+    def _hidden_on_the_way(self, w: Walk, written: str) -> tuple[Zone, str] | None:
+        """The first location, as written, on the walk or where it ends, in an H zone."""
+        for location in (written, *(v.location for v in w.visits), w.final):
+            hidden = self._h_hit(location)
+            if hidden is not None:
+                return hidden, location
+        return None
 
     def _check_identity(self, path: str, w: Walk) -> Verdict:
         """The checks by identity, once the spelling passed: mounts and hard links."""

@@ -223,6 +223,24 @@ def _dot(current: str, name: str, visits: list[Visit]) -> str:
     return parent
 
 
+def _dead_end(target: str | None, links: int) -> tuple[Status, str] | None:
+    """Why the walk ends at its ``links``-th link, to ``target``: one link too many (a
+    loop), or an empty target, which leads nowhere (the kernel answers ENOENT)."""
+    if links > MAX_LINKS:
+        return "loop", LOOP_REASON
+    if not target:
+        return "missing", ""
+    return None
+
+
+def _splice(target: str, current: str, pending: list[str]) -> str:
+    """Where the walk goes on after a link to ``target`` found in ``current``: the
+    target's components put in front of what remains (``pending``, next one last), taken
+    from ``/`` when it is absolute, else from the folder holding the link."""
+    pending.extend(reversed(components(target)))
+    return "/" if target.startswith("/") else current
+
+
 def _resolve(path: str, cwd: str, start: str, visits: list[Visit], parts: list[str], *,
              look: Lookup) -> Walk:
     # The components still to take, next one last (a stack): a link's target is pushed
@@ -257,16 +275,10 @@ def _resolve(path: str, cwd: str, start: str, visits: list[Visit], parts: list[s
             return stopped("missing", location, "missing")
         if entry.kind == "link":
             links += 1
-            if links > MAX_LINKS:
-                return stopped("loop", location, "link", LOOP_REASON)
-            target = entry.target or ""
-            if not target:
-                # An empty link leads nowhere (the kernel answers ENOENT).
-                return stopped("missing", location, "link")
-            pending.extend(reversed(components(target)))
-            if target.startswith("/"):
-                current = "/"
-            # A relative target is taken from the folder holding the link: ``current``.
+            end = _dead_end(entry.target, links)
+            if end is not None:
+                return stopped(end[0], location, "link", end[1])
+            current = _splice(entry.target or "", current, pending)
             continue
         current = location
         kind = entry.kind

@@ -92,6 +92,17 @@ def make_hooks(base: Path) -> Path:
     return hook_dir
 
 
+def paired_cost(new: Sample, old: Sample, rounds: int) -> list[float]:
+    """Each sample is one run of ``new`` minus the run of ``old`` beside it (in
+    alternating order), so a slow moment of the machine falls on both."""
+    diffs = []
+    for i in range(rounds * 2):
+        first, second = (new, old) if i % 2 else (old, new)
+        t1, t2 = timed(first), timed(second)
+        diffs.append(t1 - t2 if first is new else t2 - t1)
+    return diffs
+
+
 def library_cases(project: Path, hook_dir: Path, rounds: int) -> Results:
     """(a) to (e) and (i): what a harness that embeds the library pays, with a box per
     run (the warm box has its own section below)."""
@@ -147,15 +158,8 @@ def library_cases(project: Path, hook_dir: Path, rounds: int) -> Results:
         def identity_recheck() -> None:
             assert pins.changed() is None
 
-        # The filter and bounds' cost, paired: each sample is one hardened run minus the
-        # old run beside it (in alternating order), so a slow moment of the machine
-        # falls on both.
-        diffs = []
-        for i in range(rounds * 2):
-            first, second = (boxed, boxed_old) if i % 2 else (boxed_old, boxed)
-            t1, t2 = timed(first), timed(second)
-            diffs.append(t1 - t2 if first is boxed else t2 - t1)
-        paired = {"c_hardened_minus_old_paired": summary(diffs)}
+        # The filter and bounds' cost, paired.
+        paired = {"c_hardened_minus_old_paired": summary(paired_cost(boxed, boxed_old, rounds))}
         return paired | interleave(
             {"a_bare_spawn": bare, "b_bwrap_direct": bwrap_direct, "c_library_boxed": boxed,
              "c_old_library_boxed": boxed_old,

@@ -366,21 +366,28 @@ def convert_file(path: str, doc: dict[str, Any], ctx: _Context) -> Converted:
                             "and UserPromptSubmit.")
             continue
         for gi, group in enumerate(groups):
-            gwhere = f"{path}: hooks.{event}[{gi}]"
-            if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):
-                warnings.append(f"⚠ {gwhere}: has no \"hooks\" list; not imported.")
-                continue
-            matcher = group.get("matcher")
-            ok, tools = _tools_for(matcher, gwhere, event, warnings)
-            if not ok:
-                continue
-            for hi, hook in enumerate(group["hooks"]):
-                one = _one(ctx, hook, event=event, tools=tools, warnings=warnings,
-                           matcher=matcher if isinstance(matcher, str) else None,
-                           where=f"{gwhere}.hooks[{hi}]")
-                if one is not None:
-                    out.append(one)
+            out += _convert_group(ctx, f"{path}: hooks.{event}[{gi}]", event, group, warnings)
     return Converted(out, warnings)
+
+
+def _convert_group(ctx: _Context, where: str, event: str, group: Any,
+                   warnings: list[str]) -> list[Imported]:
+    """Every hook of one matcher group (``where`` names it in a warning)."""
+    if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):
+        warnings.append(f"⚠ {where}: has no \"hooks\" list; not imported.")
+        return []
+    matcher = group.get("matcher")
+    ok, tools = _tools_for(matcher, where, event, warnings)
+    if not ok:
+        return []
+    out: list[Imported] = []
+    for hi, hook in enumerate(group["hooks"]):
+        one = _one(ctx, hook, event=event, tools=tools, warnings=warnings,
+                   matcher=matcher if isinstance(matcher, str) else None,
+                   where=f"{where}.hooks[{hi}]")
+        if one is not None:
+            out.append(one)
+    return out
 
 
 def convert_files(paths: Sequence[str], *, project: str, home: str,

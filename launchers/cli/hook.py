@@ -39,25 +39,31 @@ def event_fields(args: argparse.Namespace) -> tuple[Event, dict[str, Any]]:
             raise UsageError("PreToolUse needs --tool NAME")
         if args.prompt is not None:
             raise UsageError("--prompt is for UserPromptSubmit; PreToolUse takes --input")
-        tool_input: Any = {}
-        if args.input is not None:
-            try:
-                tool_input = bounded.loads_json(args.input)
-            except bounded.BoundsError as err:
-                # Arguments too deep or too large to give to a hook: the runner blocks
-                # them (when a hook covers the tool), as it blocks such a call in a session.
-                return "PreToolUse", {"tool": args.tool, "input": None, "problem": str(err)}
-            except ValueError as err:
-                raise UsageError(f"--input is not valid JSON: {err}") from err
-            if not isinstance(tool_input, dict):
-                raise UsageError("--input must be a JSON object (the tool's arguments)")
-        return "PreToolUse", {"tool": args.tool, "input": tool_input}
+        return "PreToolUse", _tool_fields(args.tool, args.input)
     if args.tool is not None or args.input is not None:
         raise UsageError("--tool and --input are for PreToolUse; UserPromptSubmit takes "
                          "--prompt")
     if args.prompt is None:
         raise UsageError("UserPromptSubmit needs --prompt TEXT")
     return "UserPromptSubmit", {"prompt": args.prompt}
+
+
+def _tool_fields(tool: str, text: str | None) -> dict[str, Any]:
+    """A call's fields: the tool, and its arguments from ``--input`` (none: ``{}``).
+    Raises UsageError."""
+    if text is None:
+        return {"tool": tool, "input": {}}
+    try:
+        tool_input = bounded.loads_json(text)
+    except bounded.BoundsError as err:
+        # Arguments too deep or too large to give to a hook: the runner blocks
+        # them (when a hook covers the tool), as it blocks such a call in a session.
+        return {"tool": tool, "input": None, "problem": str(err)}
+    except ValueError as err:
+        raise UsageError(f"--input is not valid JSON: {err}") from err
+    if not isinstance(tool_input, dict):
+        raise UsageError("--input must be a JSON object (the tool's arguments)")
+    return {"tool": tool, "input": tool_input}
 
 
 def tool_option_warnings(tool: str) -> list[str]:
@@ -130,13 +136,7 @@ def cmd_hook(args: argparse.Namespace) -> int:
     from sandbox.session import Session
 
     def stop(event: str | None, message: str, **doc: Any) -> int:
-        """Exit 2 before any hook ran: the line on stderr, and with --json the document."""
-        say(message)
-        if args.json:
-            doc.setdefault("outcome", "error")
-            doc.setdefault("error", None if doc["outcome"] == "refused" else message)
-            print(json.dumps(document(event, warnings=warnings, **doc), ensure_ascii=False))
-        return 2
+        return _stop(event, message, warnings, as_json=bool(args.json), **doc)
 
     project = os.path.abspath(args.project or ".")
     warnings: list[str] = []
@@ -171,6 +171,17 @@ def cmd_hook(args: argparse.Namespace) -> int:
         return stop(event, str(err))
 
     return _tell(decision, event, warnings, as_json=bool(args.json))
+
+
+def _stop(event: str | None, message: str, warnings: list[str], *, as_json: bool,
+          **doc: Any) -> int:
+    """Exit 2 before any hook ran: the line on stderr, and with --json the document."""
+    say(message)
+    if as_json:
+        doc.setdefault("outcome", "error")
+        doc.setdefault("error", None if doc["outcome"] == "refused" else message)
+        print(json.dumps(document(event, warnings=warnings, **doc), ensure_ascii=False))
+    return 2
 
 
 def _tell(decision: Decision, event: Event, warnings: list[str], *, as_json: bool) -> int:

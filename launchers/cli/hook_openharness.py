@@ -26,9 +26,8 @@ from launchers.openharness.fire import (
     CommandRunner,
     Result,
     UnreadableInput,
-    check,
+    admit,
     fire,
-    pins_of,
     session_runner,
 )
 
@@ -145,14 +144,13 @@ def _fire_in_session(args: argparse.Namespace, project: str, user: Config, confi
             project, user.sandbox, boxed=not getattr(args, "no_sandbox", False), warm=False
         ) as session:
             refuse_store_in_box(session.policy)  # the file was checked by load()
-            checked = check(config, policy=session.policy)
-            refusals = [msg for _, verdict in checked for msg in verdict.refusals]
-            for msg in refusals:
+            admitted = admit(config, policy=session.policy)
+            for msg in admitted.refusals:
                 _say(msg)
-            if refusals:
+            if admitted.refusals:
                 return 2
             result, interrupted = _fire_interruptible(
-                config, event, ctx, session_runner(session, pins_of(config, checked)))
+                config, event, ctx, session_runner(session, admitted.hooks))
     except PolicyError as err:
         _say(policy_error_line(err, user))
         return 2

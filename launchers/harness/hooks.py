@@ -20,9 +20,10 @@ import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
-from launchers.admission import Admission
+from launchers.admission import Admission, AdmittedHook
+from launchers.admission import changed_since_start as changed_since_start
 from launchers.config import Config, Event, HookSpec
 from launchers.errors import HookRefused as HookRefused
 from launchers.failure_hints import Failure, block_hints, describe, places_of
@@ -73,20 +74,37 @@ class Decision:
         return self.outcome == "blocked"
 
 
-@dataclass(frozen=True)
-class _Hook:
+class _Hook(NamedTuple):
     spec: HookSpec
-    argv: tuple[str, ...]
-    boxed: bool
-    # What the guard accepted, compared again before each run (see pathguard.identity).
-    pins: Pins = field(default_factory=Pins)
+    admitted: AdmittedHook
+
+    @property
+    def argv(self) -> tuple[str, ...]:
+        return self.admitted.argv
+
+    @property
+    def boxed(self) -> bool:
+        return self.admitted.boxed
+
+    @property
+    def pins(self) -> Pins:
+        """What the guard accepted, compared again before each run."""
+        return self.admitted.pins
 
 
-def changed_since_start(path: str) -> RunResult:
-    """The run that did not start because ``path`` is not what the guard checked: the
-    failure reads ``could not start: <path> changed since the session started``."""
-    return RunResult(outcome="failed_to_start",
-                     error=f"{path} changed since the session started")
+class _Step(NamedTuple):
+    """What one part of an event adds to its :class:`Decision`: records, warnings, a
+    failure, a context, and, when ``outcome`` is set, how the event ends."""
+
+    records: tuple[rec.Record, ...] = ()
+    warnings: tuple[str, ...] = ()
+    # (hook, text): said once per hook per turn.
+    warn_once: tuple[str, str] | None = None
+    failure: Failure | None = None
+    context: str | None = None
+    outcome: DecisionOutcome | None = None
+    hook: str | None = None
+    message: str | None = None
 
 
 def guard_hooks(hooks: Sequence[HookSpec], policy: Policy
@@ -96,11 +114,11 @@ def guard_hooks(hooks: Sequence[HookSpec], policy: Policy
     out: list[_Hook] = []
     refusals: list[tuple[str, Refusal]] = []
     for spec in hooks:
-        boxed, verdict = admission.check(spec.name, spec.command, sandbox=spec.sandbox)
-        if verdict.details:
+        admitted, verdict = admission.admit(spec.name, spec.command, sandbox=spec.sandbox)
+        if admitted is None:
             refusals.extend((spec.name, r) for r in verdict.details)
             continue
-        out.append(_Hook(spec, tuple(verdict.argv), boxed=boxed, pins=verdict.pins))
+        out.append(_Hook(spec, admitted))
     return tuple(out), refusals
 
 
@@ -214,35 +232,42 @@ class HookRunner:
         if self.recorder is not None:
             self.recorder.write(record)
 
-    def _warn_once(self, d: Decision, hook: str, text: str) -> None:
-        if hook not in self._warned:
-            self._warned.add(hook)
-            d.warnings.append(text)
-
-    def _emit(self, d: Decision, record: rec.Record) -> None:
-        d.records.append(record)
-        self._write(record)
+    def _record(self, d: Decision, step: _Step) -> bool:
+        """The one place an event's decision changes: ``step`` added to ``d``. True
+        when the step ends the event."""
+        if step.failure is not None:
+            d.failures.append(step.failure)
+        d.warnings.extend(step.warnings)
+        for record in step.records:
+            d.records.append(record)
+            self._write(record)
+        if step.warn_once is not None and step.warn_once[0] not in self._warned:
+            self._warned.add(step.warn_once[0])
+            d.warnings.append(step.warn_once[1])
+        if step.context is not None:
+            d.contexts.append(step.context)
+        if step.outcome is None:
+            return False
+        d.outcome, d.hook, d.message = step.outcome, step.hook, step.message
+        return True
 
     def _run_one(self, hook: _Hook, event: Event, tool: str | None, envelope: bytes, *,
-                 cancel: threading.Event | None, d: Decision) -> RunResult:
+                 cancel: threading.Event | None) -> tuple[RunResult, _Step]:
+        """Run ``hook`` (or serve its recorded effect): the result, and the effect's
+        record as a step."""
         key = rec.digest(envelope)
         if self.replay is not None:
             served = self.replay.take(hook.spec.name, key)
             if served is not None:
-                return served
+                return served, _Step()
         if cancel is not None and cancel.is_set():
-            return RunResult(outcome="cancelled")
+            return RunResult(outcome="cancelled"), _Step()
         self._write(rec.started_record(hook.spec.name, event, tool, key))
-        changed = hook.pins.changed()
-        if changed is not None:
-            result = changed_since_start(changed)
-        else:
-            # The project, as the envelope's cwd names it: Claude Code's hooks cd there.
-            result = self.session.run(hook.argv, stdin=envelope, timeout=hook.spec.timeout,
-                                      cancel=cancel, boxed=hook.boxed, env_extra={
-                                          "CLAUDE_PROJECT_DIR": self.policy.project_as_written})
-        self._emit(d, rec.effect_record(hook.spec.name, key, result))
-        return result
+        # The project, as the envelope's cwd names it: Claude Code's hooks cd there.
+        result = hook.admitted.run(self.session, stdin=envelope, timeout=hook.spec.timeout,
+                                   cancel=cancel, env_extra={
+                                       "CLAUDE_PROJECT_DIR": self.policy.project_as_written})
+        return result, _Step(records=(rec.effect_record(hook.spec.name, key, result),))
 
     def refuse_call(self, tool_name: str, problem: str) -> Decision:
         """The decision for a call whose arguments cannot be read at all (``problem``, a
@@ -252,16 +277,8 @@ class HookRunner:
         d = Decision("allowed")
         for hook in self.hooks:
             if self._covers(hook.spec, "PreToolUse", tool_name):
-                return self._unreadable(d, hook.spec.name, "PreToolUse", tool_name, problem)
-        return d
-
-    def _unreadable(self, d: Decision, hook: str, event: Event, tool: str | None,
-                    problem: str) -> Decision:
-        """Fail closed: an input no hook can be given is blocked, whatever on_failure."""
-        self._emit(d, rec.decided_record(hook, event, tool, "refuse", reason=problem))
-        d.outcome, d.hook = "blocked", hook
-        d.message = (protocol.call_unreadable(problem) if tool is not None
-                     else protocol.prompt_unreadable(problem))
+                self._record(d, _unreadable(hook.spec.name, "PreToolUse", tool_name, problem))
+                return d
         return d
 
     def _why(self, hook: _Hook, kind: str, result: RunResult, event: Event) -> Failure:
@@ -272,62 +289,65 @@ class HookRunner:
 
     def _fire(self, event: Event, tool: str | None, make_envelope: Callable[[], bytes],
               cancel: threading.Event | None) -> Decision:
+        """Run the hooks that cover the event, answer from each, and record each step."""
         d = Decision("allowed")
-        pending_context: list[tuple[str, str]] = []
+        contexts: list[tuple[str, str]] = []
         envelope: bytes | None = None
 
         self._record_skipped(d, event, tool)
         for hook in self.hooks:
-            spec = hook.spec
-            if not self._covers(spec, event, tool):
+            if not self._covers(hook.spec, event, tool):
                 continue
             if envelope is None:
                 try:
                     envelope = make_envelope()
                 except protocol.EnvelopeError as err:
-                    return self._unreadable(d, spec.name, event, tool, str(err))
-            result = self._run_one(hook, event, tool, envelope, cancel=cancel, d=d)
-            answer = protocol.parse(result, event, timeout=spec.timeout, boxed=hook.boxed)
-
-            if answer.kind == "interrupted":
-                self._emit(d, rec.decided_record(spec.name, event, tool, "interrupt"))
-                d.outcome, d.hook = "interrupted", spec.name
-                return d
-            if answer.kind == "block":
-                d.warnings += block_hints(spec.name, result.stderr, boxed=hook.boxed)
-                self._emit(d, rec.decided_record(spec.name, event, tool, "block",
-                                                 reason=answer.reason))
-                d.outcome, d.hook = "blocked", spec.name
-                d.message = (protocol.call_blocked(spec.name, answer.reason) if tool is not None
-                             else protocol.prompt_blocked(spec.name, answer.reason))
-                return d
-            if answer.kind == "failure":
-                kind = answer.failure or "failed"
-                d.failures.append(why := self._why(hook, kind, result, event))
-                if spec.on_failure == "block":
-                    self._emit(d, rec.decided_record(spec.name, event, tool, "failure",
-                                                     failure=kind, stderr=why.stderr))
-                    self._warn_once(d, spec.name, protocol.failing_warning(spec.name, kind, event))
-                    d.outcome, d.hook = "blocked", spec.name
-                    d.message = (protocol.call_failed(spec.name, kind) if tool is not None
-                                 else protocol.prompt_failed(spec.name, kind))
+                    self._record(d, _unreadable(hook.spec.name, event, tool, str(err)))
                     return d
-                self._emit(d, rec.decided_record(spec.name, event, tool, "failure",
-                                                 failure=kind, went_ahead=True,
-                                                 stderr=why.stderr))
-                self._warn_once(d, spec.name, protocol.continued_warning(spec.name, kind, event))
-                continue
-            if answer.context is not None:
-                pending_context.append((spec.name, answer.context))
+            result, ran = self._run_one(hook, event, tool, envelope, cancel=cancel)
+            self._record(d, ran)
+            answer = protocol.parse(result, event, timeout=hook.spec.timeout, boxed=hook.boxed)
+            if answer.kind == "none":
+                if answer.context is not None:
+                    contexts.append((hook.spec.name, answer.context))
+            elif self._record(d, self._answer(hook, event, tool, result, answer)):
+                return d
 
         # Allowed: only now is any context kept (a later block would have dropped it).
-        for name, text in pending_context:
-            kept, warning = protocol.cut_context(name, text)
-            if warning is not None:
-                d.warnings.append(warning)
-            self._emit(d, rec.context_record(name, kept))
-            d.contexts.append(protocol.frame_context(name, kept))
+        for name, text in contexts:
+            self._record(d, _context(name, text))
         return d
+
+    def _answer(self, hook: _Hook, event: Event, tool: str | None, result: RunResult,
+                answer: protocol.Answer) -> _Step:
+        """What a hook's answer other than no objection does to the event."""
+        name, call = hook.spec.name, tool is not None
+        if answer.kind == "interrupted":
+            return _Step(records=(rec.decided_record(name, event, tool, "interrupt"),),
+                         outcome="interrupted", hook=name)
+        if answer.kind == "block":
+            return _Step(
+                warnings=tuple(block_hints(name, result.stderr, boxed=hook.boxed)),
+                records=(rec.decided_record(name, event, tool, "block", reason=answer.reason),),
+                outcome="blocked", hook=name,
+                message=(protocol.call_blocked(name, answer.reason) if call
+                         else protocol.prompt_blocked(name, answer.reason)))
+        kind = answer.failure or "failed"
+        why = self._why(hook, kind, result, event)
+        if hook.spec.on_failure == "block":
+            return _Step(
+                failure=why,
+                records=(rec.decided_record(name, event, tool, "failure", failure=kind,
+                                            stderr=why.stderr),),
+                warn_once=(name, protocol.failing_warning(name, kind, event)),
+                outcome="blocked", hook=name,
+                message=(protocol.call_failed(name, kind) if call
+                         else protocol.prompt_failed(name, kind)))
+        return _Step(
+            failure=why,
+            records=(rec.decided_record(name, event, tool, "failure", failure=kind,
+                                        went_ahead=True, stderr=why.stderr),),
+            warn_once=(name, protocol.continued_warning(name, kind, event)))
 
     def _record_skipped(self, d: Decision, event: Event, tool: str | None) -> None:
         """A resume's skipped hooks that would have run: recorded as skipped."""
@@ -335,8 +355,24 @@ class HookRunner:
             tools = definition.get("tools")
             if definition.get("event") == event and (
                     tool is None or tools is None or tool in tools):
-                self._emit(d, rec.decided_record(name, event, tool, "skip",
-                                                 reason="changed in the config since recorded"))
+                self._record(d, _Step(records=(rec.decided_record(
+                    name, event, tool, "skip", reason="changed in the config since recorded"),)))
+
+
+def _unreadable(hook: str, event: Event, tool: str | None, problem: str) -> _Step:
+    """Fail closed: an input no hook can be given is blocked, whatever on_failure."""
+    return _Step(records=(rec.decided_record(hook, event, tool, "refuse", reason=problem),),
+                 outcome="blocked", hook=hook,
+                 message=(protocol.call_unreadable(problem) if tool is not None
+                          else protocol.prompt_unreadable(problem)))
+
+
+def _context(name: str, text: str) -> _Step:
+    """A hook's context, kept: cut to its bound (with a warning when cut) and framed."""
+    kept, warning = protocol.cut_context(name, text)
+    return _Step(warnings=() if warning is None else (warning,),
+                 records=(rec.context_record(name, kept),),
+                 context=protocol.frame_context(name, kept))
 
 
 def new_session_id() -> str:

@@ -24,6 +24,7 @@ from launchers.openharness.fire import (
     CommandRunner,
     OhDecision,
     Result,
+    admit,
     check,
     fire,
     run_hook,
@@ -33,7 +34,7 @@ from launchers.openharness.words import guard_words, split_words
 
 __all__ = [
     "ENV_VALUE_CAP", "EVENTS", "GATING_EVENTS", "TOOL_EVENTS", "CommandRunner", "Context",
-    "OhAnswer", "OhConfig", "OhConfigError", "OhDecision", "OhHook", "Result",
+    "OhAnswer", "OhConfig", "OhConfigError", "OhDecision", "OhHook", "Result", "admit",
     "answer_of_http", "answer_of_run", "check", "cut_utf8", "env_vars", "envelope", "fire",
     "guard_words", "load", "match_tool", "parse", "parse_answer", "run_hook",
     "session_runner", "split_words",

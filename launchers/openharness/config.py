@@ -167,6 +167,11 @@ def parse(text: str, path: str) -> OhConfig:
     if raw is None:
         # Everything else in the file is openHarness's own settings.
         return OhConfig(path)
+    return OhConfig(path, _hooks(path, raw))
+
+
+def _hooks(path: str, raw: object) -> dict[str, tuple[OhHook, ...]]:
+    """The ``hooks:`` mapping, event by event."""
     if not isinstance(raw, dict):
         raise OhConfigError(path, "hooks must be a mapping of event names to lists of hooks")
     out: dict[str, tuple[OhHook, ...]] = {}
@@ -178,7 +183,7 @@ def parse(text: str, path: str) -> OhConfig:
         if not isinstance(entries, list):
             raise OhConfigError(path, "must be a list of hooks", event=event)
         out[event] = tuple(_hook(path, event, i, e) for i, e in enumerate(entries))
-    return OhConfig(path, out)
+    return out
 
 
 def load(path: str, *, policy: Policy | None = None) -> OhConfig:

@@ -12,10 +12,10 @@ import json
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
 from launchers import bounded
-from launchers.admission import Admission
+from launchers.admission import Admission, AdmittedHook, runs_boxed
 from launchers.openharness.answers import OhAnswer, _failed, answer_of_http, answer_of_run
 from launchers.openharness.config import (
     CONTEXT_EVENTS,
@@ -31,7 +31,6 @@ from sandbox.plan import RunResult
 
 if TYPE_CHECKING:
     from pathguard.argv import CommandVerdict
-    from pathguard.identity import Pins
     from sandbox.policy import Policy
     from sandbox.session import Session
 
@@ -54,12 +53,13 @@ class CommandRunner(Protocol):
     ) -> RunResult: ...
 
 
-def session_runner(session: Session, pins: Mapping[str, Pins] | None = None
+def session_runner(session: Session,
+                   admitted: Mapping[tuple[str, bool], AdmittedHook] | None = None
                    ) -> CommandRunner:
     """Run command hooks through ``session``: a ``sandbox: true`` hook in its box when
-    the session has one, every other hook on the host. ``pins`` maps a hook's command
-    string to what the guard accepted (:func:`pins_of`); a hook whose files changed
-    since is not run."""
+    the session has one, every other hook on the host. ``admitted`` holds the hooks
+    :func:`admit` let through, by command string and ``sandbox``: each checks its pins
+    again before it runs, and one whose files changed since is not run."""
 
     def run(
         argv: Sequence[str],
@@ -70,21 +70,11 @@ def session_runner(session: Session, pins: Mapping[str, Pins] | None = None
         sandbox: bool,
         cancel: threading.Event | None,
     ) -> RunResult:
-        boxed = sandbox and session.policy.boxed
-        pinned = pins.get(argv[-1]) if pins else None
-        changed = pinned.changed() if pinned is not None else None
-        if changed is not None:
-            from launchers.harness.hooks import changed_since_start
-
-            return changed_since_start(changed)
-        return session.run(
-            argv,
-            stdin=stdin,
-            timeout=timeout,
-            cancel=cancel,
-            boxed=boxed,
-            env_extra=env_extra,
-        )
+        hook = admitted.get((argv[-1], sandbox)) if admitted else None
+        if hook is None:  # fired without admission: nothing to compare
+            hook = AdmittedHook(tuple(argv), runs_boxed(sandbox, session.policy.boxed))
+        return hook.run(session, stdin=stdin, timeout=timeout, cancel=cancel,
+                        env_extra=env_extra)
 
     return run
 
@@ -177,7 +167,7 @@ def run_hook(
         return answer_of_http(hook, reply, error)
     assert hook.command is not None
     result = runner(
-        ("/bin/sh", "-c", hook.command),
+        _argv(hook.command),
         stdin=data,
         timeout=timeout,
         env_extra=env,
@@ -273,26 +263,45 @@ class _Merge:
         return self.result(None, None, None)
 
 
-def check(config: OhConfig, *, policy: Policy) -> list[tuple[str, CommandVerdict]]:
-    """The guard's verdict on every command hook of ``config``.
+class Admitted(NamedTuple):
+    """An openHarness file's command hooks after the guard: the verdict on each, by
+    label, and the hooks it let through, by command string and ``sandbox`` (as
+    :func:`session_runner` finds them)."""
+
+    checked: list[tuple[str, CommandVerdict]]
+    hooks: dict[tuple[str, bool], AdmittedHook]
+
+    @property
+    def refusals(self) -> list[str]:
+        return [msg for _, verdict in self.checked for msg in verdict.refusals]
+
+
+def admit(config: OhConfig, *, policy: Policy) -> Admitted:
+    """The guard's verdict on every command hook of ``config``, and those it admits.
 
     A ``sandbox: true`` hook is checked as a boxed ``[[hooks]]`` hook (the box's ``/tmp``
-    and hidden folders count), any other as a host hook.
+    and hidden folders count), any other as a host hook. An admitted hook runs its
+    command through ``/bin/sh -c``, as :func:`run_hook` gives it.
     """
-
     admission = Admission(policy)
-    out: list[tuple[str, CommandVerdict]] = []
+    checked: list[tuple[str, CommandVerdict]] = []
+    hooks: dict[tuple[str, bool], AdmittedHook] = {}
     for hook in config.all_hooks():
         if hook.command is None:
             continue
-        _, verdict = admission.check(hook.label, hook.words, sandbox=hook.sandbox)
-        out.append((hook.label, verdict))
-    return out
+        admitted, verdict = admission.admit(hook.label, hook.words, sandbox=hook.sandbox,
+                                            runs=_argv(hook.command))
+        checked.append((hook.label, verdict))
+        if admitted is not None:
+            hooks[(hook.command, hook.sandbox)] = admitted
+    return Admitted(checked, hooks)
 
 
-def pins_of(config: OhConfig, checked: list[tuple[str, CommandVerdict]]) -> dict[str, Pins]:
-    """Each command string's pins, from :func:`check`'s verdicts: what each run compares
-    again before it starts."""
-    by_label = {label: verdict.pins for label, verdict in checked}
-    return {h.command: by_label[h.label] for h in config.all_hooks()
-            if h.command is not None and h.label in by_label}
+def check(config: OhConfig, *, policy: Policy) -> list[tuple[str, CommandVerdict]]:
+    """The guard's verdict on every command hook of ``config`` (see :func:`admit`)."""
+    return admit(config, policy=policy).checked
+
+
+def _argv(command: str) -> tuple[str, ...]:
+    """What runs for a command hook: its string, by the shell."""
+    return ("/bin/sh", "-c", command)

@@ -22,7 +22,7 @@ def fire_one(session: Session, path: str, p: dict[str, Any], args: argparse.Name
     from launchers.cli.hook_openharness import context_from_args
     from launchers.errors import OhConfigError
     from launchers.openharness.config import EVENTS, TOOL_EVENTS, load, unknown_event
-    from launchers.openharness.fire import Result, check, fire, pins_of, session_runner
+    from launchers.openharness.fire import Result, admit, fire, session_runner
     from launchers.openharness.trust import Untrusted, refuse_store_in_box
 
     event: str = p["event"]
@@ -43,11 +43,10 @@ def fire_one(session: Session, path: str, p: dict[str, Any], args: argparse.Name
         ctx = context_from_args(args, session.policy.project_as_written)
     except ValueError as err:
         raise WireError(wire.INVALID_PARAMS, f"hook_openharness: {err}") from err
-    checked = check(config, policy=session.policy)
-    refusals = [msg for _, verdict in checked for msg in verdict.refusals]
-    if refusals:
-        raise WireError(wire.REFUSED, "\n".join(refusals))
-    result = fire(config, event, ctx, runner=session_runner(session, pins_of(config, checked)),
+    admitted = admit(config, policy=session.policy)
+    if admitted.refusals:
+        raise WireError(wire.REFUSED, "\n".join(admitted.refusals))
+    result = fire(config, event, ctx, runner=session_runner(session, admitted.hooks),
                   cancel=cancel)
     if cancel.is_set():
         raise WireError(wire.INTERRUPTED, f"{event}: interrupted; the running hook was ended")

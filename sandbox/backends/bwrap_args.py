@@ -325,33 +325,43 @@ def _mount_args(policy: Policy, kind: int, path: str, fds: Mapping[str, int]) ->
     if kind == _TMP:
         return ["--bind", policy.private_tmp, "/tmp"]
     if kind == _RUNTIME:
-        out = ["--tmpfs", MASKED_RUNTIME]
-        if policy.network and os.path.isdir(RESOLVER_DIR):
-            out += ["--ro-bind", RESOLVER_DIR, RESOLVER_DIR]
-        # [sandbox] allow_unix_sockets under /run, shown again. Read-only: connect(2) to
-        # a socket needs no writable mount, and nothing else there can change.
-        for sock in _allowed_runtime_sockets(policy):
-            out += ["--ro-bind", sock, sock]
-        if policy.network_allow is not None:
-            from sandbox.network.box import BOX_SOCKET, host_socket
-
-            out += ["--ro-bind", host_socket(policy), BOX_SOCKET]
-        return out
+        return _runtime_args(policy)
     fd = fds.get(path)
-    if kind == _PROTECT:
-        # A copy the session made outside the box's sight, not a path the box can change.
-        view = next((src for dest, src in policy.views if dest == path), None)
-        if view is not None:
-            return ["--ro-bind", view, path]
     if kind in (_RW, _PIN):
         return ["--bind", path, path] if fd is None else ["--bind-fd", str(fd), path]
     if kind == _PROTECT:
-        if fd is None and not os.path.lexists(path) and not _could_make(path):
-            return []  # see _could_make: nothing to cover, and the box cannot make it
-        return ["--ro-bind", path, path] if fd is None else ["--ro-bind-fd", str(fd), path]
+        return _protect_args(policy, path, fd)
     if kind in (_HIDE_DIR, _EMPTY_RO):
         return ["--tmpfs", path]
     return ["--ro-bind", "/dev/null", path]
+
+
+def _runtime_args(policy: Policy) -> list[str]:
+    """/run: an empty tmpfs, with what the policy shows again in it."""
+    out = ["--tmpfs", MASKED_RUNTIME]
+    if policy.network and os.path.isdir(RESOLVER_DIR):
+        out += ["--ro-bind", RESOLVER_DIR, RESOLVER_DIR]
+    # [sandbox] allow_unix_sockets under /run, shown again. Read-only: connect(2) to
+    # a socket needs no writable mount, and nothing else there can change.
+    for sock in _allowed_runtime_sockets(policy):
+        out += ["--ro-bind", sock, sock]
+    if policy.network_allow is not None:
+        from sandbox.network.box import BOX_SOCKET, host_socket
+
+        out += ["--ro-bind", host_socket(policy), BOX_SOCKET]
+    return out
+
+
+def _protect_args(policy: Policy, path: str, fd: int | None) -> list[str]:
+    """A protected path, read-only: the session's view of it where it made one, else
+    the path itself (by its descriptor when pinned)."""
+    # A copy the session made outside the box's sight, not a path the box can change.
+    view = next((src for dest, src in policy.views if dest == path), None)
+    if view is not None:
+        return ["--ro-bind", view, path]
+    if fd is None and not os.path.lexists(path) and not _could_make(path):
+        return []  # see _could_make: nothing to cover, and the box cannot make it
+    return ["--ro-bind", path, path] if fd is None else ["--ro-bind-fd", str(fd), path]
 
 
 def _namespace_args(policy: Policy, features: Collection[str] | None) -> list[str]:

@@ -28,7 +28,7 @@ followed: what it names stays read-only, and is never bound.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 from sandbox import beneath
@@ -361,6 +361,14 @@ def _from_host_git(f: _Finder, project: str, git: str, env: Mapping[str, str],
         if other != top:
             wants += [w for w in gitconfig.wanted(entries, other, home)
                       if not w.key.startswith("include")]
+    _protect_wanted(f, wants, seen, lambda path: gitconfig.wanted(
+        gitconfig.ask_file(git, path, env), top, home))
+
+
+def _protect_wanted(f: _Finder, wants: list[gitconfig.Wanted], seen: set[str],
+                    ask: Callable[[str], list[gitconfig.Wanted]]) -> None:
+    """Protect each path host git reads or runs, once; an include this project's
+    config files (``seen``) do not hold yet is asked about too (``ask``)."""
     done: set[str] = set()
     while wants:
         w = wants.pop(0)
@@ -372,7 +380,7 @@ def _from_host_git(f: _Finder, project: str, git: str, env: Mapping[str, str],
         if included and beneath.relative(w.path, f.roots) and os.path.isfile(w.path):
             # An include whose condition is false today: what it would include too.
             seen.add(w.path)
-            wants += gitconfig.wanted(gitconfig.ask_file(git, w.path, env), top, home)
+            wants += ask(w.path)
 
 
 def _under_any(path: str, folders: set[str]) -> bool:

@@ -92,24 +92,33 @@ def _entries(data: bytes) -> list[tuple[bytes, int]] | None:
             if version < 3:
                 return None
             pos += 2
-        if version == 4:
-            strip, pos = _varint(data, pos, end)
-            if strip is None or strip > len(prev):
-                return None
-            nul = data.find(b"\0", pos, end)
-            if nul < 0:
-                return None
-            name = prev[:len(prev) - strip] + data[pos:nul]
-            pos = nul + 1
-        else:
-            nul = data.find(b"\0", pos, end)
-            if nul < 0:
-                return None
-            name = data[pos:nul]
-            pos = start + ((nul + 1 - start + 7) // 8) * 8  # NUL-padded to 8 bytes
+        named = _name(data, pos, end, entry=start, version=version, prev=prev)
+        if named is None:
+            return None
+        name, pos = named
         out.append((name, mode))
         prev = name
     return None if _split(data, pos, end) else out
+
+
+def _name(data: bytes, pos: int, end: int, *, entry: int, version: int, prev: bytes
+          ) -> tuple[bytes, int] | None:
+    """The path of the entry that starts at ``entry``, read from ``pos``, and where the
+    next entry starts; None when it does not parse. Version 4 writes how much of the
+    previous path (``prev``) to drop, then the rest; the others the whole path,
+    NUL-padded to 8 bytes."""
+    if version == 4:
+        strip, pos = _varint(data, pos, end)
+        if strip is None or strip > len(prev):
+            return None
+        nul = data.find(b"\0", pos, end)
+        if nul < 0:
+            return None
+        return prev[:len(prev) - strip] + data[pos:nul], nul + 1
+    nul = data.find(b"\0", pos, end)
+    if nul < 0:
+        return None
+    return data[pos:nul], entry + ((nul + 1 - entry + 7) // 8) * 8
 
 
 def _varint(data: bytes, pos: int, end: int) -> tuple[int | None, int]:

@@ -66,6 +66,16 @@ def _children() -> list[int]:
     return out
 
 
+def _adopted(child: int, own_session: int, since_ticks: int) -> bool:
+    """Whether ``child`` is a child of ours from a run: started in another session than
+    ours (so not one we started), no sooner than ``since_ticks``."""
+    fields = _stat_fields(child)
+    # fields: [0] state, [1] ppid, [2] pgrp, [3] session, ... [19] starttime
+    if fields is None or int(fields[1]) != os.getpid():
+        return False
+    return int(fields[3]) != own_session and int(fields[19]) >= since_ticks
+
+
 def reap_adopted(since_ticks: int, watchdog_pid: int) -> None:
     """Kill and reap children adopted from runs (see :func:`enable_subreaper`)."""
     own_session = os.getsid(0)
@@ -73,17 +83,8 @@ def reap_adopted(since_ticks: int, watchdog_pid: int) -> None:
         skip = set(running)
     skip.add(watchdog_pid)
     for _ in range(100):
-        adopted = []
-        for child in _children():
-            if child in skip:
-                continue
-            fields = _stat_fields(child)
-            # fields: [0] state, [1] ppid, [2] pgrp, [3] session, ... [19] starttime
-            if fields is None or int(fields[1]) != os.getpid():
-                continue
-            if int(fields[3]) == own_session or int(fields[19]) < since_ticks:
-                continue
-            adopted.append(child)
+        adopted = [child for child in _children()
+                   if child not in skip and _adopted(child, own_session, since_ticks)]
         if not adopted:
             return
         for child in adopted:

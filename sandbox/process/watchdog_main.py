@@ -79,6 +79,27 @@ class WatchdogState:
                 clean_session(manifest)
 
 
+def _wait(dog: WatchdogState) -> float:
+    """How long to wait for the harness's next line: a quarter second, less when a sweep
+    is due sooner."""
+    if dog.sweep_at is None:
+        return 0.25
+    return max(0.0, min(0.25, dog.sweep_at - time.monotonic()))
+
+
+def _unread(poller: select.poll) -> bytes:
+    """What was written before the harness died but not read yet (it may die while this
+    program is still starting): a session's manifest must not be missed."""
+    out = b""
+    with contextlib.suppress(OSError):
+        while poller.poll(0):
+            chunk = os.read(0, 1 << 16)
+            if not chunk:
+                break
+            out += chunk
+    return out
+
+
 def main(argv: list[str]) -> int:
     instance, parent = argv[1], int(argv[2])
     # A terminal's ^C or hang-up must not end the watchdog before the harness.
@@ -90,10 +111,7 @@ def main(argv: list[str]) -> int:
     pending = b""
     alive = os.getppid() == parent
     while alive:
-        wait = 0.25
-        if dog.sweep_at is not None:
-            wait = max(0.0, min(wait, dog.sweep_at - time.monotonic()))
-        if poller.poll(int(wait * 1000)):
+        if poller.poll(int(_wait(dog) * 1000)):
             chunk = os.read(0, 1 << 16)
             if not chunk:
                 alive = False
@@ -107,14 +125,7 @@ def main(argv: list[str]) -> int:
             alive = False
         if dog.sweep_at is not None and (not alive or time.monotonic() >= dog.sweep_at):
             dog.sweep()
-    # What was written before the harness died but not read yet (it may die while this
-    # program is still starting): a session's manifest must not be missed.
-    with contextlib.suppress(OSError):
-        while poller.poll(0):
-            chunk = os.read(0, 1 << 16)
-            if not chunk:
-                break
-            pending += chunk
+    pending += _unread(poller)
     for line in pending.split(b"\n"):
         dog.handle(line)
     dog.last_rites()

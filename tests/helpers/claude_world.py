@@ -13,13 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-class Done(NamedTuple):
-    code: int
-    out: str
-    err: str
+from helpers.paths import REPO
+from helpers.procs import Done
 
 
 class ClaudeWorld(NamedTuple):

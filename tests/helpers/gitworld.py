@@ -48,6 +48,32 @@ class World:
         """A script in the project that leaves the marker: what the agent wants run."""
         return (f"printf '#!/bin/sh\\ntouch {self.marker}\\n' > evil.sh && chmod +x evil.sh")
 
+    def add_submodule(self) -> Path:
+        """A repository ``lib`` beside the project, with one commit, added to the project
+        as the submodule ``lib`` and committed; the repository's path."""
+        lib = self.base / "lib"
+        subprocess.run(["git", "init", "-q", "-b", "main", str(lib)], check=True, env=self.env)
+        assert self.git("commit", "-q", "--allow-empty", "-m", "lib", cwd=lib).returncode == 0
+        assert self.git("-c", "protocol.file.allow=always", "submodule", "add", "-q",
+                        str(lib), "lib").returncode == 0
+        assert self.git("commit", "-qm", "add lib").returncode == 0
+        return lib
+
+    def link_hooks(self) -> Path:
+        """The project's ``.git/hooks`` made a link to a folder of the user's outside it."""
+        hooks = self.base / "githooks"
+        hooks.mkdir()
+        shutil.rmtree(self.project / ".git" / "hooks")
+        (self.project / ".git" / "hooks").symlink_to(hooks)
+        return hooks
+
+    def staged_gitlink(self, name: str) -> str:
+        """The warning for a repository ``name`` made in the box, staged as a gitlink, whose
+        ``core.fsmonitor`` is the project's ``evil.sh``."""
+        return (f"the repository {self.project}/{name} inside the project was made during the "
+                f"session and staged as a gitlink, with core.fsmonitor = {self.project}/evil.sh, "
+                f"and git run on the host in {self.project} would use it; check it before you do")
+
 
 def explain(r: RunResult) -> str:
     return f"{r.outcome} rc={r.returncode} out={r.stdout[-400:]!r} err={r.stderr[-600:]!r}"

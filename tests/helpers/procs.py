@@ -3,7 +3,21 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
+from pathlib import Path
+from typing import NamedTuple
+
+from helpers.paths import FIXTURES, REPO
+
+
+class Done(NamedTuple):
+    """What a command left: its exit status, stdout and stderr as text."""
+
+    code: int
+    out: str
+    err: str
 
 
 def running_with(word: str) -> list[int]:
@@ -40,3 +54,10 @@ def fds_settle(limit: int, seconds: float = 1.0) -> int:
     while len(os.listdir("/proc/self/fd")) > limit and time.monotonic() < deadline:
         time.sleep(0.02)
     return len(os.listdir("/proc/self/fd"))
+
+
+def box_driver(project: Path, *argv: str) -> subprocess.Popen[bytes]:
+    """A harness in a process of its own (``fixtures/box_driver.py``): a session on
+    ``project`` running ``argv`` in its box, for a test to kill while the command runs."""
+    return subprocess.Popen([sys.executable, str(FIXTURES / "box_driver.py"), str(project),
+                             "--", *argv], cwd=str(REPO), stdout=subprocess.DEVNULL)

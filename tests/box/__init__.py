@@ -1,0 +1,2 @@
+"""The box and the host runner (the ``sandbox`` package): plans, the real box, its
+bounds, the supervisor, the warm box."""

@@ -1,0 +1,1 @@
+"""The ``harness-sandbox`` command line, run as a user runs it, and how it starts."""

@@ -1,0 +1,1 @@
+"""openHarness hooks: ``.oh/config.yaml``, its modes and answers, and trust by content."""

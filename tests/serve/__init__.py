@@ -1,0 +1,1 @@
+"""``harness-sandbox serve``: the JSON-lines session, from Python and from the Node.js example."""
