@@ -248,7 +248,10 @@ class BwrapBackend:
                 root = standin.needed()
                 if root or len(binds) >= _stage.STAGE_AT:
                     roots = (self.policy.private_tmp, *self.policy.read_write_paths())
-                    self._stage = _stage.Stage.open(roots, binds, stand_in=root)
+                    try:
+                        self._stage = _stage.Stage.open(roots, binds, stand_in=root)
+                    except _stage.Refused:
+                        self._unstaged = True  # the same box, its binds made by bwrap
                 else:
                     self._unstaged = True
             return self._stage

@@ -57,6 +57,11 @@ class Bind(NamedTuple):
     expect: tuple[int, int] | None = None
 
 
+class Refused(SandboxUnavailable):
+    """A plain user's stage was refused its user namespace (a policy that allows bwrap
+    alone, such as AppArmor's on Ubuntu): bwrap makes the same binds itself, slower."""
+
+
 class Stage:
     """One session's stage. Build with :meth:`open`; :meth:`close` gives it back."""
 
@@ -146,7 +151,10 @@ def _own_stage(binds: Sequence[Bind]) -> tuple[int, int]:
 
     def work() -> bytes:
         os.close(maps_w)
-        libc.unshare(libc.CLONE_NEWUSER)
+        try:
+            libc.unshare(libc.CLONE_NEWUSER)
+        except OSError as err:
+            raise _Said("refused", "", err.strerror or str(err)) from err
         os.write(_CHILD_OUT[0], b"u")  # the parent maps us now
         if os.read(maps_r, 1) != b"m":
             raise OSError(0, "the session did not map the stage's user namespace")
@@ -243,6 +251,9 @@ def _said(report: _Report, first: bytes = b"") -> bytes:
     if kind == "changed":
         raise PolicyError(f"{escape(path)} changed while the session opened ({why}); "
                           "try again")
+    if kind == "refused":
+        raise Refused(f"this user may not make the box's staging namespace: {why}",
+                      "bwrap makes the binds itself instead")
     if kind == "unmapped":
         raise SandboxUnavailable(
             f"a box started by root runs as uid {standin.UID}, and {escape(path)}, which "

@@ -115,3 +115,39 @@ def test_a_repository_with_many_modules_is_staged_at_the_real_threshold(
     assert r.stdout == b"ok\n", r.stderr
     # Both refused (a module's config is the session's read-only copy of it).
     assert r.stderr.decode().count("cannot create") == 2
+
+
+def _refuse_user_namespaces(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sandbox import libc
+
+    real = libc.unshare
+
+    def unshare(kind: int) -> None:
+        if kind & libc.CLONE_NEWUSER:
+            raise OSError(1, "unshare: Operation not permitted")
+        real(kind)
+
+    monkeypatch.setattr(libc, "unshare", unshare)
+
+
+def test_a_refused_user_namespace_is_said_as_such(project: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    _refuse_user_namespaces(monkeypatch)
+    with pytest.raises(stage_mod.Refused) as err:
+        Stage.open((str(project),), (), stand_in=False)
+    assert str(err.value).startswith("this user may not make the box's staging "
+                                     "namespace: unshare: Operation not permitted")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root's stand-in is required: a session "
+                                              "started by root never goes without it")
+def test_without_a_stage_bwrap_makes_the_same_binds(project: Path, outside: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    _repo(project)
+    _refuse_user_namespaces(monkeypatch)
+    config = (project / ".git" / "config").read_text()
+    with Session.open(str(project), SETTINGS) as s:
+        assert isinstance(s._box, BwrapBackend) and s._box.stage() is None
+        r = s.run(["sh", "-c", "echo x >> .git/config; mkdir .git/hooks/x"])
+    assert r.stderr.decode().count("Read-only file system") == 2
+    assert (project / ".git" / "config").read_text() == config
