@@ -50,6 +50,8 @@ CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 MS_REC = 0x4000
 MS_SLAVE = 1 << 19
+MS_PRIVATE = 1 << 18
+MS_BIND = 0x1000
 AT_FDCWD = -100
 AT_EMPTY_PATH = 0x1000
 AT_RECURSIVE = 0x8000
@@ -68,6 +70,16 @@ def call(what: str, result: int, path: str = "") -> int:
     if result < 0:
         raise _failed(what, path)
     return result
+
+
+def bind_private(path: str) -> None:
+    """Bind ``path`` onto itself, with what is mounted below it, as a private mount:
+    nothing mounted there elsewhere reaches this namespace's copy."""
+    where = os.fsencode(path)
+    call("binding a folder onto itself", libc().mount(where, where, None,
+                                                     MS_BIND | MS_REC, None), path)
+    call("making a mount private", libc().mount(None, where, None, MS_PRIVATE | MS_REC,
+                                                None), path)
 
 
 def unshare(kind: int) -> None:

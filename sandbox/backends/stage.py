@@ -82,8 +82,11 @@ class Stage:
         libc.libc()  # loaded before any fork
         if stand_in:
             private = roots[0] if roots else ""
+            # The private temp folder's folder is a mount of the stage's own (see
+            # _detach_others), mapped as the top folders are.
             userns, mntns = standin.open_spaces(
-                roots, lambda idmaps: _stage(idmaps, binds, private))
+                roots, lambda idmaps: _stage(idmaps, binds, private),
+                also=(os.path.dirname(private),) if private else ())
         else:
             userns, mntns = _own_stage(binds)
         return cls(userns, mntns, program, stand_in)
@@ -274,13 +277,17 @@ class _Said(Exception):
 
 
 def _detach_others(private: str) -> None:  # pragma: no cover - in the child
-    """Unmount, here, every mount in ``private``'s folder but ``private`` itself."""
-    top = os.path.dirname(private).rstrip("/") + "/"
+    """Unmount, here, every mount in ``private``'s folder but ``private`` itself, and
+    make that folder a private mount: another session's mount there later (on a host
+    that shares its mounts) does not come here either."""
+    folder = os.path.dirname(private)
+    top = folder.rstrip("/") + "/"
     with open("/proc/self/mountinfo", "rb") as f:
         points = [os.fsdecode(_unescape(line.split()[4])) for line in f]
     for p in sorted(set(points), key=len, reverse=True):
         if p.startswith(top) and p != private and not p.startswith(private + "/"):
             libc.detach(p)
+    libc.bind_private(folder)
 
 
 def _unescape(field: bytes) -> bytes:

@@ -96,14 +96,15 @@ def nsenter() -> str:
         "install util-linux: sudo apt-get install util-linux")
 
 
-def open_spaces(roots: Sequence[str], make: Callable[[list[Idmap]], int]
-                ) -> tuple[int, int]:
+def open_spaces(roots: Sequence[str], make: Callable[[list[Idmap]], int],
+                also: Sequence[str] = ()) -> tuple[int, int]:
     """The stand-in's user namespace, and the mount namespace ``make`` builds from the
     idmapped mounts it is given (the folders the box writes, required, then the top
-    folders); both as descriptors. Raises :class:`SandboxUnavailable`."""
+    folders and ``also``, which ``make`` mounts before mapping); both as descriptors.
+    Raises :class:`SandboxUnavailable`."""
     _check_unused()
     writes = [m for m in map(_mapped, roots) if m is not None]
-    tops = [m for m in map(_mapped, _tops()) if m is not None]
+    tops = [m for m in map(_mapped, (*_tops(), *also)) if m is not None]
     spaces: dict[tuple[int, int], int] = {}
     try:
         box = spaces[(0, 0)] = _userns(0, 0)
