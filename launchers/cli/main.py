@@ -17,7 +17,7 @@ import sys  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
 from importlib import import_module  # noqa: E402
 from types import SimpleNamespace  # noqa: E402
-from typing import TYPE_CHECKING, Any, cast  # noqa: E402
+from typing import TYPE_CHECKING, Any, NoReturn, cast  # noqa: E402
 
 if TYPE_CHECKING:
     import argparse
@@ -196,6 +196,32 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return report(words[0] if words else "", err)
         return status
+
+
+def leave(status: int) -> NoReturn:
+    """End the program with ``status`` once its output is written, without the
+    interpreter's teardown: freeing every module and object one by one costs a short
+    command about as much as its box. Everything that must happen at the end has
+    happened when :func:`main` returns (the session's folders, mounts and groups are
+    removed inside it), and what is registered to run at exit still runs here. A stream
+    that cannot be flushed, or a thread other than ours still running (an embedding's),
+    gets the ordinary exit, which says or waits as Python does."""
+    import atexit
+    import os
+    import threading
+
+    atexit._run_exitfuncs()
+    others = [t for t in threading.enumerate()
+              if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None and not others:
+                stream.flush()
+    except (OSError, ValueError):
+        others.append(threading.main_thread())
+    if others:
+        sys.exit(status)
+    os._exit(status)
 
 
 def _dispatch(words: list[str]) -> int:
