@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 import subprocess
 from collections.abc import Mapping
 from typing import NamedTuple
@@ -19,6 +18,7 @@ from typing import NamedTuple
 from sandbox.errors import GitLayoutError
 from sandbox.git import safe as gitsafe
 from sandbox.text import escape
+from sandbox.which import which
 
 # Keys whose value is a command git may run in the course of ordinary work (status,
 # commit, fetch, diff, merge...). The value's first word, and every word with a ``/``,
@@ -119,7 +119,7 @@ class Wanted(NamedTuple):
 def find_git(env: Mapping[str, str], forbidden: tuple[str, ...]) -> str | None:
     """The host's git, by canonical path; None when there is none. A git inside a
     folder the box can write is refused: the agent could have put it there."""
-    found = shutil.which("git", path=env.get("PATH", os.defpath))
+    found = which("git", env.get("PATH", os.defpath))
     if found is None:
         return None
     real = os.path.realpath(found)
