@@ -1,0 +1,133 @@
+"""``run`` and ``hook`` are on the path of every tool call: they import only what they use.
+
+Each test runs the command in a fresh interpreter, started isolated (``-I``) as the
+launcher starts it, and reads which modules were loaded. A module named here was on
+that path once and was measured there (a few milliseconds each; ``docs/performance.md``
+has the figures): a test fails when an eager import brings one back. How long anything
+takes is measured by ``./scripts/bench``, never here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from launchers.cli.main import _parse_fast, parser
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# What no boxed ``run`` or ``hook`` needs, and why it once came.
+NEVER = {
+    "yaml": "openHarness files only",
+    "launchers.serve": "the serve command only",
+    "launchers.claude.importer": "the import command only",
+    "launchers.cli.audit": "the audit command only",
+    "argparse": "the two commands are parsed by hand",
+    "dataclasses": "it imports inspect, ast, dis and tokenize",
+    "inspect": "through dataclasses",
+    "hashlib": "OpenSSL: the interpreter's own _sha256 digests",
+    "_hashlib": "OpenSSL",
+    "shutil": "through tempfile, and for which() and rmtree()",
+    "tempfile": "it imports shutil, random and weakref",
+    "bz2": "through shutil",
+    "lzma": "through shutil",
+    "pyseccomp": "the compiled filter is kept between sessions",
+    "ctypes.util": "through the filter's binding",
+}
+# Read only when a user config exists (the hook test has one, the run test none).
+CONFIG_ONLY = {"tomllib"}
+
+_PROBE = """
+import json, sys
+sys.argv[0] = "harness-sandbox"
+from launchers.cli.main import main
+status = main(sys.argv[1:])
+sys.stdout.flush()
+sys.stderr.write("\\nMODULES " + json.dumps(sorted(sys.modules)) + "\\n")
+sys.exit(status)
+"""
+
+
+def loaded(argv: list[str], home: Path, cwd: Path) -> set[str]:
+    """The modules a fresh isolated interpreter holds after ``harness-sandbox argv``."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home)}
+    done = subprocess.run([sys.executable, "-I", "-c", _PROBE, *argv], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    line = done.stderr.rpartition("\nMODULES ")[2]
+    return set(json.loads(line))
+
+
+@pytest.fixture
+def places(tmp_path: Path) -> tuple[Path, Path]:
+    home = tmp_path / "home"
+    project = tmp_path / "project"
+    home.mkdir()
+    project.mkdir()
+    return home, project
+
+
+def test_a_boxed_run_imports_none_of_what_it_does_not_use(
+        places: tuple[Path, Path]) -> None:
+    home, project = places
+    argv = ["run", "--project", str(project), "--", "true"]
+    loaded(argv, home, project)  # the first run may build and keep the filter
+    extra = loaded(argv, home, project) & (set(NEVER) | CONFIG_ONLY)
+    assert not extra, {name: NEVER.get(name, "no config here") for name in extra}
+
+
+def test_a_hook_event_imports_none_of_what_it_does_not_use(
+        places: tuple[Path, Path], tmp_path: Path) -> None:
+    home, project = places
+    # A hook outside the project and outside /tmp (the box's /tmp is the agent's).
+    hooks = Path(f"/var/tmp/hs-lazy-{os.getpid()}-{tmp_path.name}")
+    hooks.mkdir()
+    try:
+        ok = hooks / "ok.sh"
+        ok.write_text("#!/bin/sh\ncat >/dev/null\nexit 0\n")
+        ok.chmod(0o755)
+        config = hooks / "config.toml"
+        config.write_text('[[hooks]]\nname = "ok"\nevent = "PreToolUse"\n'
+                          f'tools = ["bash"]\ncommand = ["{ok}"]\n')
+        argv = ["hook", "PreToolUse", "--tool", "bash", "--input", '{"command": "ls"}',
+                "--config", str(config), "--project", str(project)]
+        loaded(argv, home, project)
+        extra = loaded(argv, home, project) & set(NEVER)
+    finally:
+        for f in hooks.iterdir():
+            f.unlink()
+        hooks.rmdir()
+    assert not extra, {name: NEVER[name] for name in extra}
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "--", "/bin/true"],
+    ["run", "--project", "/p", "--host", "--timeout", "2.5", "--", "a", "-b", "--c"],
+    ["run", "--project=/p", "--config", "c", "--", "x"],
+    ["hook", "PreToolUse", "--tool", "bash", "--input", "{}"],
+    ["hook", "--tool", "bash", "PreToolUse", "--json", "--no-hooks", "--no-sandbox",
+     "--session-id", "s", "--permission-mode", "plan"],
+    ["hook", "UserPromptSubmit", "--prompt", "hi", "--config=/c", "--project", "/p",
+     "--openharness", "f"],
+])
+def test_run_and_hook_are_parsed_by_hand_as_argparse_parses_them(argv: list[str]) -> None:
+    by_hand = vars(_parse_fast(argv))
+    by_argparse = vars(parser().parse_args(argv))
+    if by_argparse.get("argv", [])[:1] == ["--"]:
+        by_argparse["argv"] = by_argparse["argv"][1:]  # run drops it (launchers/cli/run.py)
+    assert by_hand == by_argparse
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "/bin/true"], ["run", "-h"], ["run", "--proj", "x", "--", "t"],
+    ["run", "--timeout", "soon", "--", "t"], ["hook"], ["hook", "A", "B"],
+    ["hook", "E", "--prompt", "-x"], ["hook", "E", "--json=1"], ["hook", "E", "--", "x"],
+    ["audit"],
+])
+def test_anything_unusual_is_left_to_argparse(argv: list[str]) -> None:
+    assert _parse_fast(argv) is None
