@@ -196,11 +196,11 @@ def git_cases(base: Path, rounds: int) -> Results:
 
 
 def cli_cases(project: Path, hook_dir: Path, env: dict[str, str], rounds: int) -> Results:
-    """(f) ``harness-sandbox run -- true`` and ``hook PreToolUse`` with one boxed hook,
-    beside their floors in the same rounds: a raw bwrap with the namespaces of the box
-    and the interpreter alone (started as the command starts it); and the peers where
-    installed, on the same ``true`` in the same project. A peer that cannot run here is
-    reported, not timed."""
+    """(f) ``harness-sandbox run -- true`` and ``hook PreToolUse`` with one boxed hook
+    (the same user config for both), beside their floors in the same rounds: a raw
+    bwrap with the namespaces of the box and the interpreter alone (started as the
+    command starts it); and the peers where installed, on the same ``true`` in the same
+    project. A peer that cannot run here is reported, not timed."""
     results: Results = {}
     config = project.parent / "cli-hook.toml"
     config.write_text(f'[[hooks]]\nname = "ok"\nevent = "PreToolUse"\ntools = ["bash"]\n'
@@ -216,7 +216,8 @@ def cli_cases(project: Path, hook_dir: Path, env: dict[str, str], rounds: int) -
     cases: dict[str, Sample] = {
         "f_raw_bwrap_true": run(raw),
         "f_interpreter_alone": run([sys.executable, "-I", "-c", "pass"]),
-        "f_cli_run_true": run([CLI, "run", "--project", str(project), "--", TRUE]),
+        "f_cli_run_true": run([CLI, "run", "--config", str(config), "--project", str(project),
+                               "--", TRUE]),
         "f_cli_hook_pretooluse": run([CLI, "hook", "PreToolUse", "--tool", "bash",
                                       "--input", "{}", "--config", str(config),
                                       "--project", str(project)]),
