@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -64,12 +65,20 @@ def loaded(argv: list[str], home: Path, cwd: Path) -> set[str]:
 
 
 @pytest.fixture
-def places(tmp_path: Path) -> tuple[Path, Path]:
-    home = tmp_path / "home"
-    project = tmp_path / "project"
-    home.mkdir()
-    project.mkdir()
-    return home, project
+def places(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    """A home and a project outside /tmp, as a user's are: a project inside /tmp puts
+    the box's mount points for it in the box's /tmp, the session's folder, which is then
+    not empty at the end (and removing a folder that is not empty takes shutil)."""
+    base = Path(f"/var/tmp/hs-lazy-{os.getpid()}-{tmp_path.name}")
+    (base / "home").mkdir(parents=True)
+    (base / "project").mkdir()
+    (base / "hooks").mkdir()
+    try:
+        yield base / "home", base / "project"
+    finally:
+        import shutil
+
+        shutil.rmtree(base)
 
 
 def test_a_boxed_run_imports_none_of_what_it_does_not_use(
@@ -82,26 +91,20 @@ def test_a_boxed_run_imports_none_of_what_it_does_not_use(
 
 
 def test_a_hook_event_imports_none_of_what_it_does_not_use(
-        places: tuple[Path, Path], tmp_path: Path) -> None:
+        places: tuple[Path, Path]) -> None:
     home, project = places
     # A hook outside the project and outside /tmp (the box's /tmp is the agent's).
-    hooks = Path(f"/var/tmp/hs-lazy-{os.getpid()}-{tmp_path.name}")
-    hooks.mkdir()
-    try:
-        ok = hooks / "ok.sh"
-        ok.write_text("#!/bin/sh\ncat >/dev/null\nexit 0\n")
-        ok.chmod(0o755)
-        config = hooks / "config.toml"
-        config.write_text('[[hooks]]\nname = "ok"\nevent = "PreToolUse"\n'
-                          f'tools = ["bash"]\ncommand = ["{ok}"]\n')
-        argv = ["hook", "PreToolUse", "--tool", "bash", "--input", '{"command": "ls"}',
-                "--config", str(config), "--project", str(project)]
-        loaded(argv, home, project)
-        extra = loaded(argv, home, project) & set(NEVER)
-    finally:
-        for f in hooks.iterdir():
-            f.unlink()
-        hooks.rmdir()
+    hooks = home.parent / "hooks"
+    ok = hooks / "ok.sh"
+    ok.write_text("#!/bin/sh\ncat >/dev/null\nexit 0\n")
+    ok.chmod(0o755)
+    config = hooks / "config.toml"
+    config.write_text('[[hooks]]\nname = "ok"\nevent = "PreToolUse"\n'
+                      f'tools = ["bash"]\ncommand = ["{ok}"]\n')
+    argv = ["hook", "PreToolUse", "--tool", "bash", "--input", '{"command": "ls"}',
+            "--config", str(config), "--project", str(project)]
+    loaded(argv, home, project)
+    extra = loaded(argv, home, project) & set(NEVER)
     assert not extra, {name: NEVER[name] for name in extra}
 
 
