@@ -1,7 +1,8 @@
-"""``run`` and ``hook`` are on the path of every tool call: they import only what they use.
+"""``run`` and ``hook`` are on the path of every tool call: they import only what they
+use, and start no process to learn what is known without one.
 
-Each test runs the command in a fresh interpreter, started isolated (``-I``) as the
-launcher starts it, and reads which modules were loaded. A module named here was on
+Each import test runs the command in a fresh interpreter, started isolated (``-I``) as
+the launcher starts it, and reads which modules were loaded. A module named here was on
 that path once and was measured there (a few milliseconds each; ``docs/performance.md``
 has the figures): a test fails when an eager import brings one back. How long anything
 takes is measured by ``./scripts/bench``, never here.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -76,8 +78,6 @@ def places(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     try:
         yield base / "home", base / "project"
     finally:
-        import shutil
-
         shutil.rmtree(base)
 
 
@@ -134,3 +134,30 @@ def test_run_and_hook_are_parsed_by_hand_as_argparse_parses_them(argv: list[str]
 ])
 def test_anything_unusual_is_left_to_argparse(argv: list[str]) -> None:
     assert _parse_fast(argv) is None
+
+
+def test_git_is_asked_where_the_repository_is_only_where_there_may_be_one(
+        places: tuple[Path, Path]) -> None:
+    from sandbox.session import Session
+    from sandbox.settings import SandboxSettings
+
+    home, project = places
+    wrapper = home.parent / "bin"
+    wrapper.mkdir()
+    log = home.parent / "git.log"
+    real = shutil.which("git")
+    (wrapper / "git").write_text(f'#!/bin/sh\necho "$*" >> {log}\nexec {real} "$@"\n')
+    (wrapper / "git").chmod(0o755)
+    env = {"PATH": f"{wrapper}:/usr/bin:/bin", "HOME": str(home)}
+
+    def asked() -> list[str]:
+        log.write_text("")
+        with Session.open(str(project), SandboxSettings(hide_defaults=False), env=env):
+            pass
+        return [line for line in log.read_text().splitlines() if line]
+
+    # No .git and no HEAD from the project up: the user's config is all there is to ask.
+    plain = asked()
+    assert len(plain) == 1 and "config" in plain[0] and "rev-parse" not in plain[0], plain
+    subprocess.run([real or "git", "init", "-q", str(project)], check=True)
+    assert any("rev-parse" in line for line in asked())
