@@ -161,3 +161,19 @@ def test_git_is_asked_where_the_repository_is_only_where_there_may_be_one(
     assert len(plain) == 1 and "config" in plain[0] and "rev-parse" not in plain[0], plain
     subprocess.run([real or "git", "init", "-q", str(project)], check=True)
     assert any("rev-parse" in line for line in asked())
+
+
+@pytest.mark.parametrize("before, said", [
+    ("", "out|bye"),
+    # A thread that is no daemon is waited for, as the ordinary exit waits.
+    ("import threading, time; threading.Thread(target=lambda: (time.sleep(0.2), "
+     "sys.stdout.write('|joined'))).start(); ", "out|joined|bye"),
+])
+def test_the_command_ends_without_teardown_yet_writes_all_and_runs_its_exit_functions(
+        before: str, said: str) -> None:
+    code = ("import atexit, sys; from launchers.cli.main import leave; " + before +
+            "atexit.register(lambda: sys.stdout.write('|bye')); sys.stdout.write('out'); "
+            "leave(3)")
+    done = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert (done.returncode, done.stdout, done.stderr) == (3, said, "")

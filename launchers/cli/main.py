@@ -221,22 +221,21 @@ def leave(status: int) -> NoReturn:
     command about as much as its box. Everything that must happen at the end has
     happened when :func:`main` returns (the session's folders, mounts and groups are
     removed inside it), and what is registered to run at exit still runs here. A stream
-    that cannot be flushed, or a thread other than ours still running (an embedding's),
-    gets the ordinary exit, which says or waits as Python does."""
+    that cannot be flushed, or a thread still running that is not a daemon, gets the
+    ordinary exit, which says or waits as Python does."""
     import atexit
     import os
     import threading
 
+    if any(t is not threading.main_thread() and not t.daemon and t.is_alive()
+           for t in threading.enumerate()):
+        sys.exit(status)  # Python joins them first, then runs the exit functions
     atexit._run_exitfuncs()
-    others = [t for t in threading.enumerate()
-              if t is not threading.main_thread() and not t.daemon and t.is_alive()]
     try:
         for stream in (sys.stdout, sys.stderr):
-            if stream is not None and not others:
+            if stream is not None:
                 stream.flush()
     except (OSError, ValueError):
-        others.append(threading.main_thread())
-    if others:
         sys.exit(status)
     os._exit(status)
 
