@@ -207,9 +207,9 @@ def _wait_any(pids: list[int], most: float) -> None:
         try:
             for pid in pids:
                 fds.append(os.pidfd_open(pid))
-        except OSError:
+        except ProcessLookupError:
             return  # one is gone already: look again now
-        except AttributeError:  # no pidfd (Linux before 5.3)
+        except (OSError, AttributeError):  # no pidfd (Linux before 5.3), no descriptor
             time.sleep(most)
             return
         poller = select.poll()
