@@ -113,7 +113,7 @@ HOOK_KEYS: tuple[str, ...] = (
     "name", "event", "tools", "command", "timeout", "sandbox", "on_failure",
 )
 EVENTS: tuple[str, ...] = ("PreToolUse", "UserPromptSubmit")
-_NAME = re.compile(r"[a-z0-9_-]{1,32}")
+_NAME = r"[a-z0-9_-]{1,32}"  # compiled at its first use (re caches it)
 _NAME_RULE = '1–32 of a-z, 0-9, "-", "_"'
 TIMEOUT_MIN, TIMEOUT_MAX = 1, 600
 
@@ -244,7 +244,7 @@ def _hook_name(file: str, index: int, entry: dict[str, Any], first: dict[str, in
     if not isinstance(name, str):
         raise ConfigError(file, f'key "name": must be a string, not {_a(name)}.',
                           index=index, key="name")
-    if not _NAME.fullmatch(name):
+    if not re.fullmatch(_NAME, name):
         raise ConfigError(file, f"key \"name\": {_q(name)} is not a valid name; use "
                                 f"{_NAME_RULE}.", index=index, key="name")
     if name in first:

@@ -23,17 +23,19 @@ TAIL_LINES = 5
 HINTS_LIMIT = 3  # write hints per failure: a hook's stderr could name any number of paths
 LINE_LIMIT = 300
 
-_REFUSED = re.compile(r"Read-only file system|Permission denied|\[Errno (?:13|30)\]|EROFS|"
-                      r"EACCES")
-_ABSOLUTE = re.compile(r"(?<![\w.~])(/[^\s:'\"(),\[\]`]+)")
+# The patterns are compiled at their first use (re keeps them): only a failed hook has
+# its output read for hints.
+_REFUSED = (r"Read-only file system|Permission denied|\[Errno (?:13|30)\]|EROFS|"
+            r"EACCES")
+_ABSOLUTE = r"(?<![\w.~])(/[^\s:'\"(),\[\]`]+)"
 
 # uv's own errors: its cache (read-only in the box) and the network (none in the box).
-_UV_CACHE = re.compile(r"Failed to initialize cache|\.cache/uv\S*`?: (?:Read-only file system|"
-                       r"Permission denied)")
-_NETWORK = re.compile(r"Failed to fetch|Failed to download|dns error|failed to lookup address|"
-                      r"Temporary failure in name resolution|Network is unreachable|"
-                      r"error sending request|Could not connect|Connection refused")
-_EXEC = re.compile(r"execvp|could not start|can't execute|exec format", re.I)
+_UV_CACHE = (r"Failed to initialize cache|\.cache/uv\S*`?: (?:Read-only file system|"
+             r"Permission denied)")
+_NETWORK = (r"Failed to fetch|Failed to download|dns error|failed to lookup address|"
+            r"Temporary failure in name resolution|Network is unreachable|"
+            r"error sending request|Could not connect|Connection refused")
+_EXEC = r"(?i)execvp|could not start|can't execute|exec format"
 
 CONTEXT_JSON = ('{"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", '
                 '"additionalContext": "..."}}')
@@ -96,9 +98,10 @@ class Places(NamedTuple):
 def _write_hints(hook: str, text: str, places: Places) -> list[str]:
     out: list[str] = []
     for line in text.splitlines():
-        if not _REFUSED.search(line) or _EXEC.search(line) or _UV_CACHE.search(line):
+        if (not re.search(_REFUSED, line) or re.search(_EXEC, line)
+                or re.search(_UV_CACHE, line)):
             continue
-        for path in _ABSOLUTE.findall(line):
+        for path in re.findall(_ABSOLUTE, line):
             path = path.rstrip(".")
             hidden = next((h for h in places.hidden if _within(path, h)), None)
             if hidden is not None:
@@ -119,12 +122,12 @@ def _write_hints(hook: str, text: str, places: Places) -> list[str]:
 def box_hints(hook: str, text: str) -> list[str]:
     """What the box took from a boxed hook, told from its stderr: uv's cache, the network."""
     out: list[str] = []
-    if _UV_CACHE.search(text):
+    if re.search(_UV_CACHE, text):
         out.append(f"hook {hook} failed because uv could not write its cache: the box keeps "
                    '~/.cache/uv read-only. Add [sandbox] writable = ["~/.cache/uv"] to your '
                    "config (the folder must exist: mkdir -p ~/.cache/uv), or set sandbox = "
                    "false for this hook to run it on the host.")
-    if _NETWORK.search(text):
+    if re.search(_NETWORK, text):
         out.append(f"hook {hook} failed because it needs the network, which the box does "
                    "not have. Fetch what it needs beforehand (uv sync, outside the box), "
                    "allow the host names with [sandbox] network = [\"...\"], or set sandbox = "
@@ -132,7 +135,7 @@ def box_hints(hook: str, text: str) -> list[str]:
     return out
 
 
-_NOT_FOUND = re.compile(r"not found|No such file or directory", re.I)
+_NOT_FOUND = r"(?i)not found|No such file or directory"
 
 
 def _crlf_named(hook: str, text: str) -> list[str]:
@@ -143,9 +146,9 @@ def _crlf_named(hook: str, text: str) -> list[str]:
 
     out: list[str] = []
     for line in text.splitlines():
-        if not _NOT_FOUND.search(line):
+        if not re.search(_NOT_FOUND, line):
             continue
-        for path in _ABSOLUTE.findall(line):
+        for path in re.findall(_ABSOLUTE, line):
             reason = crlf_reason(path.rstrip("."))
             hint = f"hook {hook} ran a script that cannot start: {reason}"
             if reason is not None and hint not in out:

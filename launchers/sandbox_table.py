@@ -17,7 +17,7 @@ SANDBOX_KEYS: tuple[str, ...] = (
     "allow_unix_sockets", "allow_tool_configs",
 )
 # A scrub entry: an environment name, or a pattern of one with * and ?.
-_ENV_PATTERN = re.compile(r"[A-Za-z0-9_*?]+")
+_ENV_PATTERN = r"[A-Za-z0-9_*?]+"  # compiled at its first use (re caches it)
 
 
 def sandbox_table(file: str, raw: object) -> SandboxSettings:
@@ -113,7 +113,7 @@ def _scrub_names(raw: dict[str, Any], error: Error) -> tuple[str, ...]:
     for i, item in enumerate(names, 1):
         if not isinstance(item, str):
             raise error("scrub", f"element {i} must be a string, not {a_type(item)}.")
-        if not _ENV_PATTERN.fullmatch(item):
+        if not re.fullmatch(_ENV_PATTERN, item):
             raise error("scrub", f"{as_toml(item)} is not an environment name; use letters, "
                                  "digits and _, with * or ? for any characters.")
     return tuple(names)

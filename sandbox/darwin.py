@@ -30,7 +30,7 @@ SANDBOX_EXEC = "/usr/bin/sandbox-exec"
 CS_DARWIN_USER_TEMP_DIR = 65537
 USER_FOLDERS = "/private/var/folders"
 # /private/var/folders/<two characters>/<an opaque id>/T: what macOS gives every user.
-_USER_TEMP_FORM = re.compile(r"(?P<folders>/.*)/[^/]{2}/[^/]+/T")
+_USER_TEMP_FORM = r"(?P<folders>/.*)/[^/]{2}/[^/]+/T"  # compiled at its first use (macOS)
 _LIBSYSTEM_SANDBOX = "/usr/lib/system/libsystem_sandbox.dylib"
 
 _NO_WIDENING = "the box uses neither TMPDIR nor /tmp instead"
@@ -63,7 +63,7 @@ def check_user_temp_dir(path: str, *, uid: int, folders: str = USER_FOLDERS) -> 
     p = os.path.normpath(path)
     if p == "/var" or p.startswith("/var/"):
         p = "/private" + p
-    m = _USER_TEMP_FORM.fullmatch(p)
+    m = re.fullmatch(_USER_TEMP_FORM, p)
     if m is None or m.group("folders") != folders:
         raise UserTempUnusable(
             f"the user temp folder {given} is not a per-user folder of the form "

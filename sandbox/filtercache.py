@@ -22,6 +22,7 @@ import os
 import stat
 from collections.abc import Sequence
 
+from .digest import sha256_hex
 from .seccomp import DENIED, SONAME, Compiled, Denial, arches, compile_filter
 
 # Where a distribution puts libseccomp (Debian's multiarch folders first).
@@ -54,20 +55,7 @@ def key(table: Sequence[Denial] = DENIED) -> str | None:
     if binding is None:
         return None
     text = repr((tuple(table), arches(), os.uname().machine, library, binding))
-    return _sha256(text.encode())[:32]
-
-
-def _sha256(data: bytes) -> str:
-    """SHA-256 from the interpreter's own module: importing hashlib loads OpenSSL, about
-    three milliseconds of every session's start."""
-    try:
-        from _sha256 import sha256  # type: ignore[import-not-found]  # Python 3.11
-    except ImportError:
-        try:
-            from _sha2 import sha256  # type: ignore[import-not-found]  # 3.12 and later
-        except ImportError:
-            from hashlib import sha256
-    return str(sha256(data).hexdigest())
+    return sha256_hex(text.encode())[:32]
 
 
 def _read_kept(path: str) -> bytes | None:

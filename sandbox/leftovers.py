@@ -45,18 +45,20 @@ def make(manifest: str, tmp: str, roots: tuple[str, ...], *, dirs: Iterable[str]
         if where is not None:
             entries.append((*where, kind, content))
     made += [[r, rel, k, c.hex()] for r, rel, k, c in entries]
-    _write(manifest, data)
+    # Written again only when it changed: replacing a file costs the disk a flush (ext4
+    # writes a replaced file's data out first), and most sessions make nothing.
+    shown = _write(manifest, data, json.dumps({**data, "made": []}))  # as start() wrote
     shared = live_made(os.path.dirname(manifest), manifest)
     done: list[list[str]] = [
         [r, rel, k, c.hex()] for r, rel, k, c in _adopted(protected, roots, shared)]
     made += done
-    _write(manifest, data)
+    shown = _write(manifest, data, shown)
     for root, rel, kind, content in entries:
         with contextlib.suppress(OSError):
             if beneath.create_beneath(root, rel, folder=kind == "dir", content=content):
                 done.append([root, rel, kind, content.hex()])
     data["made"] = done
-    _write(manifest, data)
+    _write(manifest, data, shown)
 
 
 def _adopted(protected: Iterable[str], roots: tuple[str, ...],
@@ -76,13 +78,19 @@ def _adopted(protected: Iterable[str], roots: tuple[str, ...],
     return out
 
 
-def _write(manifest: str, data: object) -> None:
+def _write(manifest: str, data: object, shown: str = "") -> str:
+    """Write ``data`` as the manifest, unless ``shown`` (what it holds) says so already;
+    what it holds now."""
+    text = json.dumps(data)
+    if text == shown:
+        return text
     part = manifest + ".part"
     fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
                  0o600)
     with open(fd, "w", encoding="utf-8") as f:
-        json.dump(data, f)
+        f.write(text)
     os.replace(part, manifest)
+    return text
 
 
 def sweep(root: str) -> int:

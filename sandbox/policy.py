@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-import tempfile
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict, Unpack
@@ -25,6 +24,7 @@ from .env import drop_names
 from .errors import PolicyError
 from .git.dirs import GitLayout, find_layout, git_common_dir
 from .settings import SandboxSettings
+from .systemtemp import gettempdir
 from .text import escape
 
 # Hidden unless [sandbox] hide_defaults = false. Hidden folders become empty read-only
@@ -70,7 +70,7 @@ def private_tmp_root() -> str:
     One per user, so that "the private temp folder" names every session's at once:
     before a session (``audit``) the exact folder does not exist yet.
     """
-    return os.path.join(tempfile.gettempdir(), f"harness-sandbox-{os.getuid()}")
+    return os.path.join(gettempdir(), f"harness-sandbox-{os.getuid()}")
 
 
 class PolicyOptions(TypedDict, total=False):
@@ -281,7 +281,7 @@ class Policy(NamedTuple):
 
         # On a Mac, asked of the system and checked: never TMPDIR (see sandbox/darwin.py).
         user_tmp = session_user_tmp(session_env, platform=platform, boxed=boxed and s.enabled,
-                                    fallback=tempfile.gettempdir())
+                                    fallback=gettempdir())
         tmp = private_tmp if private_tmp is not None else private_tmp_root()
         writable = _writable_paths(s.writable, home)
         return cls(

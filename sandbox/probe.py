@@ -12,7 +12,6 @@ the values a machine would give.
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from .errors import SandboxUnavailable
 from .policy import Policy
+from .which import which
 
 if TYPE_CHECKING:
     from .backends.stage import Stage
@@ -77,7 +77,7 @@ def find_bwrap(path_env: str | None) -> str | None:
     if not path_env:
         return None
     entries = [e for e in path_env.split(os.pathsep) if os.path.isabs(e)]
-    found = shutil.which("bwrap", path=os.pathsep.join(entries))
+    found = which("bwrap", os.pathsep.join(entries))
     return os.path.abspath(found) if found else None
 
 

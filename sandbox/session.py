@@ -10,9 +10,7 @@ instead.
 from __future__ import annotations
 
 import os
-import shutil
 import stat
-import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -30,9 +28,10 @@ from .git.report import report
 from .git.views import module_views
 from .plan import LaunchPlan, RunResult
 from .policy import DEFAULT_OUTPUT_CAP, Policy, expand, private_tmp_root
-from .process.made import clean_session
+from .process.made import clean_session, remove_folder
 from .process.watchdog import forget_session, watch_session
 from .settings import SandboxSettings
+from .systemtemp import mkdtemp
 from .text import escape
 
 if TYPE_CHECKING:
@@ -171,7 +170,7 @@ def _end(session: Session | None, manifest: str | None, tmp: str) -> None:
         clean_session(manifest)
         forget_session(manifest)
     # The box's /tmp: whatever its commands left there goes with the session.
-    shutil.rmtree(tmp, ignore_errors=True)
+    remove_folder(tmp, ignore_errors=True)
 
 
 class Opening:
@@ -283,7 +282,7 @@ class Session:
         unmount_stale(root)
         _leftovers.sweep(root)
         # The pid names the owner: a later session clears what a killed one left.
-        tmp = tempfile.mkdtemp(prefix=f"session-{os.getpid()}-", dir=root)
+        tmp = mkdtemp(f"session-{os.getpid()}-", root)
         manifest: str | None = None
         session: Session | None = None
         try:

@@ -68,8 +68,9 @@ hs_python() {
 # (editable, with the test and dev extras). Re-installs when pyproject.toml changes.
 hs_venv() {
     local dir=$1 src=$2 stamp
-    # Bump the suffix when the way the venv is built changes.
-    stamp="$(cksum < "$src/pyproject.toml") v2"
+    # Bump the suffix when the way the venv is built changes. The launcher is copied
+    # into the venv at install: a changed one is installed again.
+    stamp="$(cksum < "$src/pyproject.toml") $(cksum < "$src/bin/harness-sandbox") v2"
     if [ -x "$dir/bin/python" ] && [ "$(cat "$dir/.hs-stamp" 2>/dev/null)" = "$stamp" ]; then
         return 0
     fi

@@ -1,7 +1,6 @@
 """``python -m launchers.cli``: the ``harness-sandbox`` command."""
 
-import sys
 
-from launchers.cli.main import main
+from launchers.cli.main import leave, main
 
-sys.exit(main())
+leave(main())

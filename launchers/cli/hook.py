@@ -10,11 +10,10 @@ box or the guard stopped it before any hook ran.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from launchers import bounded
 from launchers.cli.common import JSON_VERSION, load_user_config, policy_error_line, say
@@ -24,6 +23,9 @@ from launchers.errors import UsageError
 from launchers.harness import protocol
 from launchers.harness.hooks import Decision, HookRefused, HookRunner, new_session_id
 from launchers.harness.protocol import NO_HOOKS_BANNER
+
+if TYPE_CHECKING:
+    import argparse
 
 EVENTS: tuple[Event, ...] = ("PreToolUse", "UserPromptSubmit")
 

@@ -17,7 +17,7 @@ import sys  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
 from importlib import import_module  # noqa: E402
 from types import SimpleNamespace  # noqa: E402
-from typing import TYPE_CHECKING, Any, cast  # noqa: E402
+from typing import TYPE_CHECKING, Any, NoReturn, cast  # noqa: E402
 
 if TYPE_CHECKING:
     import argparse
@@ -139,45 +139,62 @@ def _version_action() -> "type[argparse.Action]":
     return Version
 
 
-_RUN_VALUED = {"--config": "config", "--project": "project", "--timeout": "timeout"}
+# The commands on the path of every tool call, parsed by hand (importing argparse and
+# building the parser cost several milliseconds): per command, its valued options (the
+# attribute and the type), its flags, and the defaults argparse gives them.
+_Valued = dict[str, tuple[str, Callable[[str], Any]]]
+_SESSION: _Valued = {"--config": ("config", str), "--project": ("project", str)}
+_FAST: dict[str, tuple[_Valued, dict[str, str], dict[str, Any]]] = {
+    "run": (_SESSION | {"--timeout": ("timeout", float)}, {"--host": "host"},
+            {"config": None, "project": ".", "host": False, "timeout": None, "argv": []}),
+    "hook": (_SESSION | {"--openharness": ("openharness", str), "--tool": ("tool", str),
+                         "--input": ("input", str), "--prompt": ("prompt", str),
+                         "--session-id": ("session_id", str),
+                         "--permission-mode": ("permission_mode", str)},
+             {"--no-sandbox": "no_sandbox", "--no-hooks": "no_hooks", "--json": "json"},
+             {"event": None, "config": None, "project": ".", "openharness": None,
+              "tool": None, "input": None, "prompt": None, "session_id": None,
+              "permission_mode": "auto", "no_sandbox": False, "no_hooks": False,
+              "json": False}),
+}
 
 
-def _parse_run(argv: Sequence[str]) -> Any:
-    """``run [--config F] [--project D] [--host] [--timeout S] -- CMD...`` by hand.
-
-    ``run`` is on the path of every bash and exec call, and importing argparse alone
-    costs several milliseconds. Anything unusual (help, an unknown option, a bad
-    value) returns None, and argparse parses it and words the error.
-    """
-    args = SimpleNamespace(command="run", config=None, project=".", host=False,
-                           timeout=None, argv=[])
+def _parse_fast(words: Sequence[str]) -> Any:
+    """``run [--config F] [--project D] [--host] [--timeout S] -- CMD...`` and ``hook
+    EVENT [options]`` by hand, as argparse parses them. Anything unusual (help, an
+    unknown or abbreviated option, a value that starts with ``-``, a bad number) returns
+    None, and argparse parses it and words the error."""
+    spec = _FAST.get(words[0]) if words else None
+    if spec is None:
+        return None
+    valued, flags, defaults = spec
+    args = SimpleNamespace(command=words[0], **defaults)
     i = 1
-    while i < len(argv):
-        word = argv[i]
-        if word == "--":
-            args.argv = list(argv[i + 1 :])
+    while i < len(words):
+        word = words[i]
+        if word == "--" and args.command == "run":
+            args.argv = list(words[i + 1 :])
             return args
-        if word == "--host":
-            args.host = True
-            i += 1
-            continue
-        name, eq, value = word.partition("=")
-        if name not in _RUN_VALUED:
-            return None
-        if not eq:
-            if i + 1 >= len(argv):
+        if word in flags:
+            setattr(args, flags[word], True)
+        elif not word.startswith("-") and args.command == "hook" and args.event is None:
+            args.event = word
+        else:
+            name, eq, value = word.partition("=")
+            if name not in valued:
                 return None
-            value = argv[i + 1]
-            i += 1
-        if name == "--timeout":
+            if not eq:
+                if i + 1 >= len(words) or words[i + 1].startswith("-"):
+                    return None
+                i += 1
+                value = words[i]
+            attr, kind = valued[name]
             try:
-                args.timeout = float(value)
+                setattr(args, attr, kind(value))
             except ValueError:
                 return None
-        else:
-            setattr(args, _RUN_VALUED[name], value)
         i += 1
-    return None
+    return args if args.command == "hook" and args.event is not None else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -198,8 +215,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         return status
 
 
+def leave(status: int) -> NoReturn:
+    """End the program with ``status`` once its output is written, without the
+    interpreter's teardown: freeing every module and object one by one costs a short
+    command about as much as its box. Everything that must happen at the end has
+    happened when :func:`main` returns (the session's folders, mounts and groups are
+    removed inside it), and what is registered to run at exit still runs here. A stream
+    that cannot be flushed, or a thread still running that is not a daemon, gets the
+    ordinary exit, which says or waits as Python does."""
+    import atexit
+    import os
+    import threading
+
+    if any(t is not threading.main_thread() and not t.daemon and t.is_alive()
+           for t in threading.enumerate()):
+        sys.exit(status)  # Python joins them first, then runs the exit functions
+    atexit._run_exitfuncs()
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+    except (OSError, ValueError):
+        sys.exit(status)
+    os._exit(status)
+
+
 def _dispatch(words: list[str]) -> int:
-    fast = _parse_run(words) if words[:1] == ["run"] else None
+    fast = _parse_fast(words)
     args = cast("argparse.Namespace", fast) if fast is not None else parser().parse_args(words)
     module, name = COMMANDS[args.command]
     try:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Protocol
 
 from launchers.admission import Admission, AdmittedHook
@@ -50,7 +49,6 @@ class SessionLike(Protocol):
     ) -> RunResult: ...
 
 
-@dataclass
 class Decision:
     """How one event ended.
 
@@ -58,16 +56,35 @@ class Decision:
     prompt; None when allowed or interrupted. ``contexts`` are the framed texts to put
     after the prompt (always empty for a blocked prompt). ``hook`` names the hook that
     decided (None when allowed). ``records`` are the records this event produced.
+    ``failures``: each failure's stderr tail and hints, beside the seed's texts
+    (failure_hints). (A plain class: the dataclasses module costs every ``hook``
+    command several milliseconds to import.)
     """
 
-    outcome: DecisionOutcome
-    message: str | None = None
-    contexts: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    records: list[rec.Record] = field(default_factory=list)
-    hook: str | None = None
-    # Each failure's stderr tail and hints, beside the seed's texts (failure_hints).
-    failures: list[Failure] = field(default_factory=list)
+    __slots__ = ("contexts", "failures", "hook", "message", "outcome", "records", "warnings")
+
+    def __init__(self, outcome: DecisionOutcome, message: str | None = None, *,
+                 contexts: list[str] | None = None, warnings: list[str] | None = None,
+                 records: list[rec.Record] | None = None, hook: str | None = None,
+                 failures: list[Failure] | None = None) -> None:
+        self.outcome = outcome
+        self.message = message
+        self.contexts: list[str] = [] if contexts is None else contexts
+        self.warnings: list[str] = [] if warnings is None else warnings
+        self.records: list[rec.Record] = [] if records is None else records
+        self.hook = hook
+        self.failures: list[Failure] = [] if failures is None else failures
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__)
+        return f"Decision({shown})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Decision):
+            return NotImplemented
+        return all(getattr(self, k) == getattr(other, k) for k in self.__slots__)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as a dataclass's
 
     @property
     def blocked(self) -> bool:

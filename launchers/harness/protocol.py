@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from launchers import bounded
 from launchers.config import Event
@@ -156,8 +155,7 @@ def mcp_input(server: str, tool: str, arguments: Mapping[str, Any]) -> dict[str,
 AnswerKind = Literal["none", "block", "failure", "interrupted"]
 
 
-@dataclass(frozen=True)
-class Answer:
+class Answer(NamedTuple):
     """What one hook run said.
 
     ``none``: no objection (``context`` may hold text for a prompt). ``block``:

@@ -21,17 +21,16 @@ never make a program run that the config does not name.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections import defaultdict, deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, NamedTuple
 
 from launchers import bounded
 from launchers.config import Event, HookSpec
 from launchers.harness import protocol
+from sandbox.digest import sha256_hex
 from sandbox.plan import RunResult
 
 Record = dict[str, Any]
@@ -40,7 +39,7 @@ Decided = Literal["block", "failure", "interrupt", "skip", "refuse"]
 
 def digest(envelope: bytes) -> str:
     """The input digest an effect is filed under."""
-    return "sha256:" + hashlib.sha256(envelope).hexdigest()
+    return "sha256:" + sha256_hex(envelope)
 
 
 # -- building records --------------------------------------------------------------
@@ -317,8 +316,7 @@ def recorded_hooks(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]
     return last
 
 
-@dataclass(frozen=True)
-class ResumePlan:
+class ResumePlan(NamedTuple):
     """Which hooks a crash resume runs: today's spec for each recorded hook that today's
     config defines exactly as recorded; the names of the rest, skipped with a warning."""
 

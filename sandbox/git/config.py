@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 import subprocess
 from collections.abc import Mapping
 from typing import NamedTuple
@@ -19,6 +18,7 @@ from typing import NamedTuple
 from sandbox.errors import GitLayoutError
 from sandbox.git import safe as gitsafe
 from sandbox.text import escape
+from sandbox.which import which
 
 # Keys whose value is a command git may run in the course of ordinary work (status,
 # commit, fetch, diff, merge...). The value's first word, and every word with a ``/``,
@@ -119,7 +119,7 @@ class Wanted(NamedTuple):
 def find_git(env: Mapping[str, str], forbidden: tuple[str, ...]) -> str | None:
     """The host's git, by canonical path; None when there is none. A git inside a
     folder the box can write is refused: the agent could have put it there."""
-    found = shutil.which("git", path=env.get("PATH", os.defpath))
+    found = which("git", env.get("PATH", os.defpath))
     if found is None:
         return None
     real = os.path.realpath(found)
@@ -207,17 +207,20 @@ def ask_project(git: str, project: str, env: Mapping[str, str]) -> Project:
     other): where the hooks, the top and the git folder are, and the config with its
     files. The index's gitlinks are read from the file (:mod:`sandbox.git.index`); git
     reads the index only when that reader cannot (a split index). A failure other than
-    "no repository here" is refused."""
-    procs = [_start(git, args, env, project) for args in (
-        ["rev-parse", "--path-format=absolute", "--git-path", "hooks", "--show-toplevel",
-         "--absolute-git-dir"],
-        ["config", "--show-origin", "-z", "--list"])]
-    done, listed = (_finish(p) for p in procs)
-    said = done.stderr.decode("utf-8", "replace")
-    if done.returncode != 0 and not any(w in said for w in _NO_REPOSITORY):
+    "no repository here" is refused. Where git could find no repository at all
+    (:func:`no_repository_above`) only the config is asked for."""
+    config = ["config", "--show-origin", "-z", "--list"]
+    where = ["rev-parse", "--path-format=absolute", "--git-path", "hooks", "--show-toplevel",
+             "--absolute-git-dir"]
+    procs = [_start(git, args, env, project)
+             for args in ([config] if no_repository_above(project) else [where, config])]
+    *asked, listed = (_finish(p) for p in procs)
+    done = asked[0] if asked else None
+    said = done.stderr.decode("utf-8", "replace") if done else ""
+    if done and done.returncode != 0 and not any(w in said for w in _NO_REPOSITORY):
         raise _failed(f"the repository of {escape(project)}", done)
     top, hooks, cwd, gitdir = project, None, project, ""
-    if done.returncode == 0:
+    if done and done.returncode == 0:
         lines = os.fsdecode(done.stdout).split("\n")
         hooks = lines[0]
         top = lines[1] if len(lines) > 1 and lines[1] else project
@@ -226,11 +229,33 @@ def ask_project(git: str, project: str, env: Mapping[str, str]) -> Project:
         # Where git sees no repository it refuses to work at all, and reads only the
         # user's and the system's config: asked from / for that.
         cwd = "/"
-        listed = _finish(_start(git, ["config", "--show-origin", "-z", "--list"], env, cwd))
+        listed = _finish(_start(git, config, env, cwd))
     if listed.returncode != 0:
         raise _failed(f"the config for {escape(project)}", listed)
     found = _index_gitlinks(git, env, project, top, gitdir) if hooks else []
     return Project(top, hooks, _parse(listed.stdout, cwd), found)
+
+
+def no_repository_above(project: str) -> bool:
+    """Whether git, run in ``project``, could find no repository: no folder from it up
+    to / holds a ``.git`` (a work tree's) or a ``HEAD`` (a bare repository's, or a git
+    folder's), which is what git looks for, and the git asked is given no GIT_DIR (see
+    :func:`git_env`). Then asking where the repository is would cost a git process for
+    a known answer. Anything that cannot be looked at is git's to answer."""
+    path = project
+    while True:
+        for name in (".git", "HEAD"):
+            try:
+                os.lstat(os.path.join(path, name))
+                return False
+            except FileNotFoundError:
+                continue
+            except OSError:
+                return False
+        parent = os.path.dirname(path)
+        if parent == path:
+            return True
+        path = parent
 
 
 def _index_gitlinks(git: str, env: Mapping[str, str], project: str, top: str,

@@ -52,8 +52,9 @@ def module_views(layout: GitLayout, roots: tuple[str, ...], git: str | None,
     return tuple(out)
 
 
-_SECTION = re.compile(rb'\[([A-Za-z0-9.-]+)(?: "(?:[^"\\\n]|\\.)*")?\]')
-_VARIABLE = re.compile(rb"([A-Za-z][A-Za-z0-9-]*)(?: = [^\"\\;#\n]*)?")
+# Compiled at their first use (re caches them): most sessions have no module to view.
+_SECTION = rb'\[([A-Za-z0-9.-]+)(?: "(?:[^"\\\n]|\\.)*")?\]'
+_VARIABLE = rb"([A-Za-z][A-Za-z0-9-]*)(?: = [^\"\\;#\n]*)?"
 
 
 def without_worktree(data: bytes) -> bytes | None:
@@ -66,13 +67,13 @@ def without_worktree(data: bytes) -> bytes | None:
         if not text:
             out.append(line)
             continue
-        head = _SECTION.fullmatch(text)
+        head = re.fullmatch(_SECTION, text)
         if head is not None:
             plain = b'"' not in text  # no subsection: a section of its own name
             section = head.group(1).lower() if plain else b""
             out.append(line)
             continue
-        var = _VARIABLE.fullmatch(text)
+        var = re.fullmatch(_VARIABLE, text)
         if var is None or section is None:
             return None
         if section == b"core" and var.group(1).lower() == b"worktree":

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import threading
 import time
 from collections.abc import Callable
@@ -80,8 +81,8 @@ def release(ours: Callable[[str], bool]) -> None:
     box inits) and stop being the subreaper when no session is open (unless we were)."""
     global _holders
     end = time.monotonic() + 1.0
-    while reap_orphans(ours) and time.monotonic() < end:
-        time.sleep(0.005)
+    while (waiting := _reap(ours)) and time.monotonic() < end:
+        _wait_any(waiting, 0.005)
     with _state:
         _holders -= 1
         from sandbox.process.subreaper import subreaper_enabled
@@ -175,7 +176,12 @@ def _classify(pid: int, ours: Callable[[str], bool], own_session: int) -> str | 
 def reap_orphans(ours: Callable[[str], bool]) -> int:
     """Reap what the session's runs orphaned here and has exited; ``ours`` tells this
     process's run markers. Returns how many such children are still alive or dying."""
-    alive = 0
+    return len(_reap(ours))
+
+
+def _reap(ours: Callable[[str], bool]) -> list[int]:
+    """:func:`reap_orphans`, giving the pids still alive or dying."""
+    alive: list[int] = []
     own_session = os.getsid(0)
     with lock:
         children = [c for c in _children() if c not in running]
@@ -184,9 +190,32 @@ def reap_orphans(ours: Callable[[str], bool]) -> int:
         for pid in children:
             what = _classify(pid, ours, own_session)
             if what == "wait":
-                alive += 1
+                alive.append(pid)
             elif what == "reap":
                 with contextlib.suppress(ChildProcessError):
                     os.waitpid(pid, os.WNOHANG)
                 _marked.discard(pid)
     return alive
+
+
+def _wait_any(pids: list[int], most: float) -> None:
+    """Wait until one of ``pids`` has exited, or ``most`` seconds: a box's init ends a
+    moment after its bwrap, and a fixed sleep would make every session's end wait the
+    whole of it."""
+    fds: list[int] = []
+    try:
+        try:
+            for pid in pids:
+                fds.append(os.pidfd_open(pid))
+        except ProcessLookupError:
+            return  # one is gone already: look again now
+        except (OSError, AttributeError):  # no pidfd (Linux before 5.3), no descriptor
+            time.sleep(most)
+            return
+        poller = select.poll()
+        for fd in fds:
+            poller.register(fd, select.POLLIN)
+        poller.poll(most * 1000)
+    finally:
+        for fd in fds:
+            os.close(fd)
