@@ -130,17 +130,19 @@ class WarmBox:
         self.kill_limit = KILL_LIMIT
 
     @classmethod
-    def start(cls, options: Sequence[str], *, bpf: bytes, shm_size: int,
+    def start(cls, options: Sequence[str], *, bpf: bytes, shm_size: int,  # noqa: PLR0913
               read_only: Sequence[str], nulled: Sequence[str],
               pass_fds: tuple[int, ...] = (), env: Mapping[str, str] | None = None,
-              processes: int = 0) -> WarmBox:
+              processes: int = 0, guard: Sequence[bytes] = ()) -> WarmBox:
         """Start the box: ``options`` is bwrap and its options up to the command (the
         session's :func:`~sandbox.backends.bwrap.box_args` with a pristine ``/proc``).
         ``bpf`` is the compiled filter each command loads; ``read_only`` and ``nulled``
         are the procfs entries each run's fresh ``/proc`` has bound read-only and
         covered by ``/dev/null``; ``shm_size`` is each run's ``/dev/shm`` in bytes.
         ``pass_fds`` (the binds' descriptors) are handed to bwrap. ``processes`` bounds
-        the box's processes (``RLIMIT_NPROC``: all the session's runs together). Raises
+        the box's processes (``RLIMIT_NPROC``: all the session's runs together).
+        ``guard`` is what each run's Unix-socket guard needs
+        (:func:`sandbox.sockets.guard_fields`). Raises
         :class:`SandboxUnavailable` when the box or its starter does not come up."""
         self = cls()
         fd = self._theirs.fileno()
@@ -160,7 +162,8 @@ class WarmBox:
         for run_fd in made.run_fds:
             os.close(run_fd)
         setup = [b"setup", b"%d" % shm_size, b"\0".join(os.fsencode(p) for p in read_only),
-                 b"\0".join(os.fsencode(p) for p in nulled), bpf, b"%d" % processes]
+                 b"\0".join(os.fsencode(p) for p in nulled), bpf, b"%d" % processes,
+                 *guard]
         # A starter already gone is said just below.
         with contextlib.suppress(OSError):
             self._sock.send(pack(setup))

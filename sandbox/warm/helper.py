@@ -9,12 +9,14 @@ and ``CAP_SETPCAP`` in the box's user namespace and no system-call filter of its
 
 From the host:
 
-``setup SHM_SIZE READ_ONLY NULLED BPF NPROC``
+``setup SHM_SIZE READ_ONLY NULLED BPF NPROC [GUARD ROOTS ALLOWED]``
     Once, first. ``/dev/shm``'s size in bytes; the procfs entries bound read-only over
     each run's ``/proc`` and those covered by ``/dev/null`` (NUL-separated); the
     session's compiled system-call filter (BPF, 8 bytes an instruction); the box's
     process bound (``RLIMIT_NPROC``, set here before the first fork so that every run
-    is under it; 0 for none). Answered ``ready``.
+    is under it; 0 for none); the Unix-socket guard's filter, the box's writable roots
+    and the allowed sockets (NUL-separated; :mod:`sandbox.warm.unixguard`), which each
+    run arms. Answered ``ready``.
 ``run ID CWD ARGC ARGV... ENV...``
     With three descriptors (stdin, stdout, stderr), or ``big ID`` with a fourth, a
     memfd holding the ``run`` message. Answered ``started ID`` once the command is
@@ -29,7 +31,8 @@ child makes a PID namespace and forks its first process, the run's PID 1, which 
 process then adopts (it is the child subreaper). PID 1 makes a mount and an IPC
 namespace of its own, mounts a fresh ``/proc`` with the read-only belt and a fresh
 ``/dev/shm``, gives up every capability (effective, permitted, inheritable, bounding,
-ambient), sets ``no_new_privs`` and loads the filter, and waits for its request. Then
+ambient), sets ``no_new_privs`` and loads the filter, arms the Unix-socket guard (a
+supervisor thread, then the guard's filter), and waits for its request. Then
 it goes to ``CWD``, takes the three descriptors (and no other), starts ``ARGV`` with
 exactly ``ENV`` (a bare name looked up on that ``PATH``) in a session of its own, and
 reaps everything until the command ends; it exits with the command's status, and the

@@ -15,6 +15,11 @@ import signal
 import socket
 import struct
 
+if __package__:  # imported by the host, for the tests
+    from sandbox.warm.unixguard import Guard
+else:  # in the box: the starter put this folder on the path
+    from unixguard import Guard  # type: ignore[import-not-found,no-redef]
+
 CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWPID = 0x20000000
@@ -70,6 +75,11 @@ class Box:
         self.libc.mount.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
                                     ctypes.c_ulong, ctypes.c_char_p)
         shm, read_only, nulled, bpf, nproc = fields[1:6]
+        # The Unix-socket guard each run arms (unixguard.py): its filter, the box's
+        # writable roots and the allowed sockets.
+        self.guard: Guard | None = None
+        if len(fields) >= 9:
+            self.guard = Guard(fields[6], fields[7].split(b"\0"), fields[8].split(b"\0"))
         if int(nproc) > 0:
             import resource
 
@@ -215,6 +225,10 @@ def init(box: Box, chan: int, err_w: int) -> None:
         mounts(box)
         drop_privileges(box)
         box.call("prctl", box.libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0))
+        if box.guard is not None:
+            # Its supervisor is a thread of this process, made before the filter: the
+            # command and everything it starts are under it, the supervisor is not.
+            box.guard.arm()
         got = receive(chan)
         if got is None:
             os._exit(0)

@@ -27,6 +27,7 @@ from sandbox.env import box_env
 from sandbox.errors import SandboxUnavailable
 from sandbox.plan import LaunchPlan, RunResult
 from sandbox.process.pipes import Pipes
+from sandbox.sockets import guard_fields
 from sandbox.warm.client import WarmBox, WarmBoxDown, box_options
 
 if TYPE_CHECKING:
@@ -46,6 +47,8 @@ def open_box(backend: BwrapBackend, hardening: Hardening) -> WarmBox:
     flt = hardening.filter
     if flt is None:
         raise SandboxUnavailable("the warm box needs the session's system-call filter")
+    if hardening.guard is None:
+        raise SandboxUnavailable("the warm box needs the session's Unix-socket guard")
     shm = hardening.limits.shm_size
     options = box_options(backend.policy, bwrap=backend.program(),
                           features=backend.features, fds=backend.held, shm_size=shm)
@@ -55,7 +58,8 @@ def open_box(backend: BwrapBackend, hardening: Hardening) -> WarmBox:
         box = WarmBox.start(options, bpf=os.pread(flt.fd, flt.size, 0), shm_size=shm,
                             read_only=PROC_READ_ONLY, nulled=KEYRING_LISTS,
                             pass_fds=tuple(backend.held.values()), env={},
-                            processes=hardening.limits.processes)
+                            processes=hardening.limits.processes,
+                            guard=guard_fields(backend.policy, hardening.guard))
     except SandboxUnavailable as err:
         raise _diagnosed(err) from err
     assert box.proc is not None
