@@ -125,6 +125,16 @@ def _under(path: bytes, roots: tuple[bytes, ...]) -> bool:
     return any(path == r or path.startswith(r.rstrip(b"/") + b"/") for r in roots)
 
 
+def _errno(err: Exception) -> int:
+    """The errno a failed call answers: the refusal's, or the OS error met on the way
+    (a path not found is ENOENT, as connect(2) says it), else EACCES."""
+    if isinstance(err, Refused):
+        return err.errno
+    if isinstance(err, OSError) and err.errno:
+        return err.errno
+    return errno.EACCES
+
+
 class Refused(Exception):
     """The call's answer is this errno."""
 
@@ -289,12 +299,9 @@ class Guard:
             return
         try:
             getattr(self, "_" + call)(caller, args)
-        except Refused as why:
+        except Exception as err:  # whatever went wrong, the call fails
             caller.close()
-            self.answer(nid, -why.errno)
-        except Exception:  # whatever went wrong, the call is refused
-            caller.close()
-            self.answer(nid, -errno.EACCES)
+            self.answer(nid, -_errno(err))
 
     def answer(self, nid: int, result: int) -> None:
         resp = ctypes.create_string_buffer(_RESP.pack(
@@ -364,10 +371,8 @@ class Guard:
     def _finish(self, caller: _Caller, make: _Make) -> None:
         try:
             result = make()
-        except Refused as why:
-            result = -why.errno
-        except Exception:  # whatever went wrong, the call is refused
-            result = -errno.EACCES
+        except Exception as err:  # whatever went wrong, the call fails
+            result = -_errno(err)
         finally:
             caller.close()
         self.answer(caller.nid, result)
