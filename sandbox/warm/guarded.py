@@ -67,6 +67,9 @@ def _spawn(argv: list[bytes], env: dict[bytes, bytes]) -> int:
 def main(argv: list[str]) -> int:
     bpf, roots, allowed, command = _args(argv)
     guard = Guard(bpf, roots, allowed)
+    # Read while this process is dumpable: after, its /proc files are root's, which a
+    # plain user's box does not map.
+    env = _environment()
     for option in (PR_SET_DUMPABLE, 0), (PR_SET_CHILD_SUBREAPER, 1), (PR_SET_NO_NEW_PRIVS, 1):
         if guard.libc.prctl(option[0], option[1], 0, 0, 0) != 0:
             os.write(2, b"bwrap: the Unix-socket guard could not be set up\n")
@@ -78,7 +81,7 @@ def main(argv: list[str]) -> int:
                  .encode())
         return 125
     try:
-        child = _spawn(command, _environment())
+        child = _spawn(command, env)
     except OSError as err:
         os.write(2, f"bwrap: execvp {os.fsdecode(command[0])}: {os.strerror(err.errno or 0)}\n"
                  .encode("utf-8", "surrogateescape"))
