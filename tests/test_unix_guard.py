@@ -357,6 +357,36 @@ def test_the_guard_s_descriptor_is_not_the_command_s(world: World) -> None:
         assert out(world.run(code, warm=warm)) == "[0, 1, 2, 3]\n"
 
 
+REACH = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+got = []
+got.append(libc.ptrace(16, 1, 0, 0) == 0)                      # PTRACE_ATTACH
+pidfd = libc.syscall(434, 1, 0)                                 # pidfd_open
+got += [libc.syscall(438, pidfd, n, 0) >= 0 for n in range(3, 64)]  # pidfd_getfd
+try:
+    names = os.listdir("/proc/1/fd")  # the numbers only, as root
+except OSError:
+    names = []
+for name in names:
+    try:
+        os.close(os.open(f"/proc/1/fd/{name}", os.O_RDONLY))
+        got.append(True)
+    except OSError:
+        pass
+print(any(got), open("/proc/1/cmdline", "rb").read().split(b"\\0")[3].rsplit(b"/", 1)[-1])
+"""
+
+
+@BOTH
+def test_the_guard_s_process_cannot_be_reached_from_the_box(world: World, warm: bool) -> None:
+    # The run's PID 1 holds the listener and is the one process outside the filter:
+    # not traced, its descriptors neither taken nor opened.
+    want = "helper.py" if warm else "guarded.py"
+    assert out(world.run(REACH, warm=warm)) == f"False b'{want}'\n"
+
+
 def test_with_the_guard_off_the_host_socket_is_reached(world: World,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     # The attempts above are real: without the guard the read-only mount lets them in.

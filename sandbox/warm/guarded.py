@@ -1,4 +1,5 @@
-"""A command of a box per run, under the Unix-socket guard:
+"""The launcher of a box per run: its command started under the Unix-socket guard.
+
 ``python3 -I -S guarded.py PROGRAM N ROOT... M SOCKET... -- CMD [ARG...]``.
 
 bwrap starts this as the box's command (under the session's filter, which bwrap loads),
