@@ -40,6 +40,9 @@ _KEPT = ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, MS_N
          (os.ST_NOATIME, MS_NOATIME), (os.ST_NODIRATIME, MS_NODIRATIME),
          (os.ST_RELATIME, MS_RELATIME))
 MAX_MESSAGE = 1 << 17
+# What Python ignores at its start (and its children inherit), and a command started by
+# bwrap gets at their defaults: a writer to a closed pipe dies of SIGPIPE.
+_DEFAULTS = (signal.SIGPIPE, signal.SIGXFSZ)
 _LEN = struct.Struct("=I")
 
 
@@ -167,11 +170,12 @@ def spawn(req: list[bytes]) -> int:
     else:
         os.environb.pop(b"PATH", None)
     try:
-        return os.posix_spawnp(argv[0], argv, env, setsid=True)
+        return os.posix_spawnp(argv[0], argv, env, setsid=True, setsigdef=_DEFAULTS)
     except OSError as err:
         if err.errno != errno.ENOEXEC:
             raise
-        return os.posix_spawnp(b"/bin/sh", [b"/bin/sh", *argv], env, setsid=True)
+        return os.posix_spawnp(b"/bin/sh", [b"/bin/sh", *argv], env, setsid=True,
+                               setsigdef=_DEFAULTS)
 
 
 def exit_code(status: int) -> int:
