@@ -75,17 +75,26 @@ def main(argv: list[str]) -> int:
         if guard.libc.prctl(option[0], option[1], 0, 0, 0) != 0:
             os.write(2, b"bwrap: the Unix-socket guard could not be set up\n")
             return 1
+    failed: OSError | None = None
+    child = 0
     try:
         guard.arm()
     except OSError as err:
-        os.write(2, f"harness-sandbox: the Unix-socket guard could not be armed: {err}\n"
-                 .encode())
-        return 125
-    try:
-        child = _spawn(command, env)
-    except OSError as err:
-        os.write(2, f"bwrap: execvp {os.fsdecode(command[0])}: {os.strerror(err.errno or 0)}\n"
-                 .encode("utf-8", "surrogateescape"))
+        # Never the command unguarded. No thread at the box's process bound (EAGAIN)
+        # reads as the command's own start refused there, below.
+        if err.errno != errno.EAGAIN:
+            os.write(2, f"harness-sandbox: the Unix-socket guard could not be armed: {err}\n"
+                     .encode())
+            return 125
+        failed = err
+    else:
+        try:
+            child = _spawn(command, env)
+        except OSError as err:
+            failed = err
+    if failed is not None:
+        os.write(2, f"bwrap: execvp {os.fsdecode(command[0])}: "
+                 f"{os.strerror(failed.errno or 0)}\n".encode("utf-8", "surrogateescape"))
         return 1
     while True:
         pid, status = os.waitpid(-1, 0)

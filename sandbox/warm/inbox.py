@@ -187,7 +187,8 @@ def outer(box: Box, chan: int, err_w: int) -> None:
     """The child that makes a run's PID namespace: forks the run's PID 1 there, says
     its pid (``P``) and ends, so that this process adopts the init and reaps it
     directly. (This process cannot make the namespace itself: it could not go back to
-    its own, which in a plain user's box belongs to bwrap's outer user namespace.)"""
+    its own, which in a plain user's box belongs to bwrap's outer user namespace.)
+    A fork refused at the box's process bound is said ``A``, any other failure ``S``."""
     try:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -201,7 +202,11 @@ def outer(box: Box, chan: int, err_w: int) -> None:
                 os._exit(127)
         os.write(err_w, b"P%d\n" % pid)
     except BaseException as err:  # the report is the handling
-        os.write(err_w, b"S%s\n" % str(err).encode().replace(b"\n", b" "))
+        # No process for the run's init (the box's process bound, reached by another
+        # run) is ``A``: try again later; anything else is the box's end.
+        again = isinstance(err, OSError) and err.errno == errno.EAGAIN
+        os.write(err_w, b"%s%s\n" % (b"A" if again else b"S",
+                                      str(err).encode().replace(b"\n", b" ")))
     os._exit(0)
 
 
@@ -219,6 +224,23 @@ def receive(chan: int) -> tuple[list[bytes], list[int]] | None:
     return req, fds
 
 
+def arm(box: Box) -> int:
+    """The run's Unix-socket guard (unixguard.py): its supervisor is a thread of this
+    process, made before the filter, so the command and everything it starts are under
+    the filter and the supervisor is not. 0, or EAGAIN when no thread could be had at
+    the box's process bound: that run then fails as a fork there does, and the box
+    stays whole. Raises OSError otherwise."""
+    if box.guard is None:
+        return 0
+    try:
+        box.guard.arm()
+    except OSError as err:
+        if err.errno != errno.EAGAIN:
+            raise
+        return err.errno
+    return 0
+
+
 def init(box: Box, chan: int, err_w: int) -> None:
     """The run's PID 1; never returns. Everything that does not depend on the request
     is done before it comes; the command is started with ``posix_spawn`` (a fork of
@@ -229,13 +251,13 @@ def init(box: Box, chan: int, err_w: int) -> None:
         mounts(box)
         drop_privileges(box)
         box.call("prctl", box.libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0))
-        if box.guard is not None:
-            # Its supervisor is a thread of this process, made before the filter: the
-            # command and everything it starts are under it, the supervisor is not.
-            box.guard.arm()
+        unarmed = arm(box)
         got = receive(chan)
         if got is None:
             os._exit(0)
+        if unarmed:
+            os.write(err_w, b"E%d\n" % unarmed)
+            os._exit(code)
         # Its parent is the starter by now (it is sent a request only once adopted).
         box.call("prctl", box.libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0))
         req, fds = got

@@ -226,11 +226,15 @@ class Guard:
 
     def arm(self) -> None:
         """Start the supervisor, then load the filter in this thread (with
-        ``no_new_privs`` already set). Raises OSError when the kernel refuses it: the run
-        must not start unguarded."""
+        ``no_new_privs`` already set). Raises OSError when either cannot be had (EAGAIN:
+        no thread, at the box's process bound): the run must not start unguarded."""
         lock = _thread.allocate_lock()
         lock.acquire()
-        _thread.start_new_thread(self._supervise, (lock,))
+        try:
+            _thread.start_new_thread(self._supervise, (lock,))
+        except RuntimeError as err:  # the box's process bound, reached by another run
+            raise OSError(errno.EAGAIN, "the Unix-socket guard's thread could not "
+                          "start: " + os.strerror(errno.EAGAIN)) from err
         try:
             self.listener = self._load()
         finally:
