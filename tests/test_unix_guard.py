@@ -333,6 +333,19 @@ cli = socket.create_connection(srv.getsockname(), timeout=5)
 nb = socket.socket()
 nb.setblocking(False)
 print(nb.connect_ex(srv.getsockname()) in (0, 115), cli.getpeername() == srv.getsockname())
+# A thread's own connect and sendmsg (the guard takes the thread's socket).
+import threading
+u = socket.socket(socket.AF_UNIX)
+u.bind("/tmp/threads.sock")
+u.listen(1)
+def talk():
+    t = socket.socket(socket.AF_UNIX)
+    t.connect("/tmp/threads.sock")
+    t.sendmsg([b"from a thread"])
+th = threading.Thread(target=talk)
+th.start()
+th.join()
+print(u.accept()[0].recv(13).decode())
 # Sends with an address the kernel refuses stay refused as it says.
 bad = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 for name in (b"", b"\\0abstract-nobody"):
@@ -348,7 +361,7 @@ print()
 def test_calls_the_guard_makes_for_the_box_behave_as_the_kernel_s(world: World,
                                                                  warm: bool) -> None:
     got = out(world.run(CALLS, warm=warm)).splitlines()
-    assert got == ["x through", "2 [3, 5] one three", "True True", "22 111 "]
+    assert got == ["x through", "2 [3, 5] one three", "True True", "from a thread", "22 111 "]
 
 
 def test_the_guard_s_descriptor_is_not_the_command_s(world: World) -> None:
