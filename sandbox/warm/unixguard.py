@@ -372,6 +372,34 @@ class Guard:
         else:
             _thread.start_new_thread(self._finish, (caller, make))
 
+    def send(self, caller: _Caller, sock: int, flags: int, msg: _Message) -> None:
+        """Send ``msg`` and answer: first without waiting, here (a send that need not
+        wait, the usual case, costs no thread); what would wait is sent by a thread of
+        its own, the rest of a stream after a part went, as a blocking send goes on."""
+        if flags & MSG_DONTWAIT or not os.get_blocking(sock):
+            self._finish(caller, lambda: msg.send(self, caller, sock, flags))
+            return
+        try:
+            sent, again = msg.send(self, caller, sock, flags | MSG_DONTWAIT), False
+        except Refused as why:
+            if why.errno != errno.EAGAIN:
+                raise
+            sent, again = 0, True
+        if not again and sent >= msg.size:
+            caller.close()
+            self.answer(caller.nid, sent)
+            return
+        rest = msg if again else _Message(bytes(msg.data.raw[sent:]), b"", b"")
+
+        def more() -> int:
+            try:
+                return sent + rest.send(self, caller, sock, flags)
+            except Refused:
+                if sent:
+                    return sent
+                raise
+        _thread.start_new_thread(self._finish, (caller, more))
+
     def _finish(self, caller: _Caller, make: _Make) -> None:
         try:
             result = make()
@@ -407,11 +435,8 @@ class Guard:
         if not 0 <= size <= SOCKADDR_MAX:
             raise Refused(errno.EINVAL)
         data = caller.read(args[1], self._send_size(sock, args[2]))
-        to = ctypes.create_string_buffer(self.address(caller, sock, caller.read(args[4],
-                                                                                  size)))
-        self.finish(caller, sock, flags, lambda: self.made(
-            self.libc.sendto(sock, data, ctypes.c_size_t(len(data)), flags | MSG_NOSIGNAL,
-                             to, len(to.raw) - 1), caller, flags))
+        name = self.address(caller, sock, caller.read(args[4], size))
+        self.send(caller, sock, flags, _Message(data, name, b""))
 
     def _send_size(self, sock: int, size: int) -> int:
         if size <= SEND_MAX:
@@ -463,8 +488,7 @@ class Guard:
     def _sendmsg(self, caller: _Caller, args: list[int]) -> None:
         sock = caller.fd(ctypes.c_int(args[0]).value)
         flags = ctypes.c_int(args[2]).value
-        msg = self._message(caller, sock, args[1])
-        self.finish(caller, sock, flags, lambda: msg.send(self, caller, sock, flags))
+        self.send(caller, sock, flags, self._message(caller, sock, args[1]))
 
     def _sendmmsg(self, caller: _Caller, args: list[int]) -> None:
         sock = caller.fd(ctypes.c_int(args[0]).value)
@@ -490,6 +514,7 @@ class _Message:
     """One message to send, copied out of the caller."""
 
     def __init__(self, data: bytes, name: bytes, control: bytes) -> None:
+        self.size = len(data)
         self.data = ctypes.create_string_buffer(data, len(data))
         self.iov = _Iovec(ctypes.cast(self.data, ctypes.c_void_p), len(data))
         self.name = ctypes.create_string_buffer(name, len(name))
