@@ -156,7 +156,11 @@ class _Caller:
             os.close(self.pidfd)
             raise
         self.held: list[int] = []
-        self.confirm()
+        try:
+            self.confirm()
+        except Refused:
+            self.close()
+            raise
 
     def confirm(self) -> None:
         if not self.guard.valid(self.nid):
