@@ -357,6 +357,11 @@ class Guard:
                 or name[2] == 0):
             return name
         path = name[2:].split(b"\0", 1)[0]
+        for own in (b"/proc/self/", b"/proc/thread-self/"):
+            if path.startswith(own):
+                # The caller's, not the guard's: a socket reached by its descriptor (the
+                # way round sun_path's 108 bytes).
+                path = b"/proc/%d/%s" % (caller.pid, path[len(own):])
         fd = caller.opened(path)
         if not stat.S_ISSOCK(os.fstat(fd).st_mode):
             raise Refused(errno.ECONNREFUSED)  # as connect(2) says it
