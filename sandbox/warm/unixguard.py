@@ -63,6 +63,8 @@ FLAG_WAIT_KILLABLE_RECV = 1 << 5
 NOTIF_RECV = 0xC0502100
 NOTIF_SEND = 0xC0182101
 NOTIF_ID_VALID = 0x40082102
+# The number before Linux 5.9 (its direction was wrong); later kernels take both.
+NOTIF_ID_VALID_OLD = 0x80082102
 _NOTIF = struct.Struct("=QIIiIQ6Q")       # struct seccomp_notif
 _RESP = struct.Struct("=QqiI")            # struct seccomp_notif_resp
 _MSGHDR = struct.Struct("=QI4xQQQQI4x")   # struct msghdr (64-bit)
@@ -318,8 +320,14 @@ class Guard:
         self.libc.ioctl(self.listener, NOTIF_SEND, resp)
 
     def valid(self, nid: int) -> bool:
-        return bool(self.libc.ioctl(self.listener, NOTIF_ID_VALID,
-                                    ctypes.byref(ctypes.c_uint64(nid))) == 0)
+        """The caller is still waiting in that call (so its pid is still its own)."""
+        arg = ctypes.c_uint64(nid)
+        for request in (NOTIF_ID_VALID, NOTIF_ID_VALID_OLD):
+            if self.libc.ioctl(self.listener, request, ctypes.byref(arg)) == 0:
+                return True
+            if ctypes.get_errno() not in (errno.ENOTTY, errno.EINVAL):
+                return False
+        return False
 
     def call(self, nr: int, *args: int) -> int:
         rc = int(self.libc.syscall(nr, *(ctypes.c_long(a) for a in args)))
