@@ -92,6 +92,31 @@ def _mount_tmpfs(path: str, size: int) -> str | None:
     return None
 
 
+GUARD_FIX = ("run the box on Linux 5.6 or later (x86-64 or arm64), where seccomp's user "
+             "notification and pidfd_getfd exist")
+
+
+def _guard_program(root: str) -> bytes:
+    """The Unix-socket guard's filter for every boxed run (sandbox/warm/unixguard.py).
+    A kernel that cannot carry it refuses the session: never a box that lets the
+    command reach any listening socket."""
+    from .seccomp import UNIX_GUARD
+    from .warm.unixguard import unsupported
+
+    why = unsupported()
+    if why is not None:
+        raise SandboxUnavailable(f"the box cannot guard Unix sockets: {why}", GUARD_FIX)
+    try:
+        compiled = filtercache.load(root, UNIX_GUARD)
+    except (ImportError, OSError, RuntimeError, AttributeError) as err:
+        raise SandboxUnavailable(
+            f"the Unix-socket guard's filter could not be built: {err}", FILTER_FIX) from err
+    try:
+        return os.pread(compiled.fd, compiled.size, 0)
+    finally:
+        os.close(compiled.fd)
+
+
 class Hardening:
     """The session's filter, bounds and groups. Build with :meth:`open`; :meth:`close`
     gives everything back."""
@@ -101,6 +126,8 @@ class Hardening:
         self.boxed = boxed
         self.private_tmp = private_tmp
         self.filter: Compiled | None = None
+        # The Unix-socket guard's filter (sandbox/warm/unixguard.py), as its BPF bytes.
+        self.guard: bytes | None = None
         self.box_group: cgroup.Group | None = None
         self.box_group_why: str | None = None
         self.tmp_why: str | None = "the session has no box"
@@ -130,6 +157,7 @@ class Hardening:
         except (ImportError, OSError, RuntimeError, AttributeError) as err:
             raise SandboxUnavailable(
                 f"the system-call filter could not be built: {err}", FILTER_FIX) from err
+        self.guard = _guard_program(os.path.dirname(private_tmp))
         try:
             self.box_group = cgroup.bounded(limits.processes, limits.memory)
             if self.box_group.version == 1:
@@ -158,7 +186,7 @@ class Hardening:
         harden = getattr(box, "harden", None)
         self = cls.open(limits, boxed=harden is not None, private_tmp=policy.private_tmp)
         if harden is not None:
-            harden(shm_size=limits.shm_size, seccomp=self.seccomp_reader)
+            harden(shm_size=limits.shm_size, seccomp=self.seccomp_reader, guard=self.guard)
         return self
 
     def supervise(self, plan: LaunchPlan, runner: Runner) -> RunResult:

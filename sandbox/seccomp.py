@@ -48,16 +48,22 @@ S_ISGID = 0o2000
 SET_ID_BITS = (S_ISUID, S_ISGID)
 
 # Comparison operators, as libseccomp numbers them (enum scmp_compare).
+NE = 1
 MASKED_EQ = 7
+# A row's "errno" that sends the call to the run's Unix-socket guard instead
+# (SCMP_ACT_NOTIFY; sandbox/warm/unixguard.py answers it).
+NOTIFY = -1
 
 
 class Cmp(NamedTuple):
     """One argument test: ``args[arg] & mask == value`` (libseccomp's SCMP_CMP_MASKED_EQ).
-    The mask keeps a 64-bit register's upper half out of a 32-bit argument's test."""
+    The mask keeps a 64-bit register's upper half out of a 32-bit argument's test.
+    With ``op=NE``: ``args[arg] != value`` (the mask unused)."""
 
     arg: int
     mask: int
     value: int
+    op: int = MASKED_EQ
 
 
 class Denial(NamedTuple):
@@ -134,6 +140,22 @@ DENIED: tuple[Denial, ...] = (
     Denial("quotactl", E.EPERM, "disk quotas are the host's"),
 )
 
+# The Unix-socket guard's filter, loaded in each run after DENIED with a listener of its
+# own (sandbox/warm/unixguard.py): each call that can reach a pathname Unix socket waits
+# for the guard, which makes it itself when the socket is the box's own or allowed.
+UNIX_GUARD: tuple[Denial, ...] = (
+    Denial("connect", NOTIFY, "a listening socket outside the box is a host service's door"),
+    Denial("sendto", NOTIFY, "a datagram to a socket outside the box (with an address only: "
+                             "send() reaches the peer connect() checked)", (Cmp(4, 0, 0, NE),)),
+    Denial("sendmsg", NOTIFY, "a datagram to a socket outside the box (its address is in "
+                              "memory, so every call)"),
+    Denial("sendmmsg", NOTIFY, "datagrams to sockets outside the box"),
+    # 32-bit x86 reaches the same calls through socketcall(2), by number: SYS_CONNECT,
+    # SYS_SENDTO, SYS_SENDMSG, SYS_SENDMMSG. The guard refuses them.
+    *(Denial("socketcall", NOTIFY, "the same calls from 32-bit x86",
+             (Cmp(0, 0xFFFFFFFF, call),)) for call in (3, 11, 16, 20)),
+)
+
 # The ABIs a process on this machine can call the kernel with, by ``os.uname().machine``.
 # A machine not listed gets its native ABI only (and doctor says so).
 _ARCHES: dict[str, tuple[str, ...]] = {
@@ -207,12 +229,13 @@ def compile_filter(table: Sequence[Denial] = DENIED) -> Compiled:
         if name != "NATIVE" and arch != native:
             flt.add_arch(arch)
     for row in table:
-        action = sc.ERRNO(row.errno)
+        action = sc.NOTIFY if row.errno == NOTIFY else sc.ERRNO(row.errno)
         if not row.when:
             flt.add_rule(action, row.syscall)
         for test in row.when:
-            flt.add_rule(action, row.syscall, sc.Arg(test.arg, MASKED_EQ, test.mask,
-                                                     test.value))
+            arg = (sc.Arg(test.arg, MASKED_EQ, test.mask, test.value)
+                   if test.op == MASKED_EQ else sc.Arg(test.arg, test.op, test.value))
+            flt.add_rule(action, row.syscall, arg)
     fd = os.memfd_create("harness-sandbox-seccomp", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     try:
         flt.export_bpf(_Fd(fd))

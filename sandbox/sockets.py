@@ -9,16 +9,23 @@ it is not passed into the box unless what it names is allowed, so a tool in the 
 does not try a door that is shut, and a path the box could not use is not shown to it.
 
 One list for both backends. macOS enforces it in the profile (``network-outbound`` to a
-``remote unix-socket``); under bubblewrap ``/run`` is an empty tmpfs and an allowed
-socket there is bound back in, while a socket elsewhere stays reachable (the Limits).
+``remote unix-socket``). Under bubblewrap ``/run`` is an empty tmpfs and an allowed
+socket there is bound back in; everywhere else each run's Unix-socket guard
+(:mod:`sandbox.warm.unixguard`) refuses a connection or a datagram to a pathname socket
+that lies neither in one of the box's own folders (:func:`guard_roots`) nor on the list
+(:func:`guard_allowed`). A box per run starts its command through the guard's launcher
+(:func:`guarded`); the warm box's starter arms the guard in each run itself.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable, Mapping
-from typing import Literal
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from .policy import Policy
 
 Form = Literal["path", "path:", "path,", "unix://", "unix:"]
 
@@ -85,3 +92,40 @@ def without_shut_sockets(env: Mapping[str, str], allowed: Iterable[str]) -> dict
         if path is None or not is_allowed(path, allow):
             del out[name]
     return out
+
+
+# The launcher that starts a box-per-run command under the guard (in the box).
+GUARDED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "warm", "guarded.py")
+
+
+def guard_roots(policy: Policy) -> tuple[str, ...]:
+    """The box's own folders, as the box sees them: a socket there is one the box made
+    (or could have replaced), so the guard lets it be reached. The private temp folder
+    is the box's ``/tmp``; ``/dev/shm`` is a tmpfs of the box's own."""
+    return ("/tmp", "/dev/shm", *policy.read_write_paths())
+
+
+def guard_allowed(policy: Policy) -> tuple[str, ...]:
+    """``[sandbox] allow_unix_sockets`` where each leads (the box sees the host's tree at
+    the same paths), and the session's proxy socket with a network allow-list."""
+    out = [os.path.realpath(p) for p in policy.allow_unix_sockets]
+    if policy.network_allow is not None:
+        from .network.box import BOX_SOCKET
+
+        out.append(BOX_SOCKET)
+    return tuple(out)
+
+
+def guard_fields(policy: Policy, bpf: bytes) -> list[bytes]:
+    """What the warm box's starter needs to arm each run's guard: the filter, the roots
+    and the allowed sockets (NUL-separated)."""
+    return [bpf, b"\0".join(os.fsencode(p) for p in guard_roots(policy)),
+            b"\0".join(os.fsencode(p) for p in guard_allowed(policy))]
+
+
+def guarded(policy: Policy, bpf: bytes, argv: Sequence[str]) -> tuple[str, ...]:
+    """``argv`` started in a box per run by the guard's launcher, which arms the guard
+    and then runs it (``python -I -S guarded.py PROGRAM N ROOT... M SOCKET... -- ARGV``)."""
+    roots, allowed = guard_roots(policy), guard_allowed(policy)
+    return (os.path.realpath(sys.executable), "-I", "-S", GUARDED, bpf.hex(),
+            str(len(roots)), *roots, str(len(allowed)), *allowed, "--", *argv)

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 # The options live in bwrap_args.py; these are named here too, for callers of the box.
 __all__ = ["KEYRING_LISTS", "LINKER_VARS", "PROC_READ_ONLY", "REQUIRED_FEATURES",
            "RESOLVER_DIR", "BwrapBackend", "args_by_fd", "box_args", "command",
-           "exec_failure", "plan"]
+           "exec_failure", "guarded", "plan"]
 
 # bwrap reports a command it could not start as one line on stderr and exit status 1.
 _EXEC_PREFIX = "bwrap: execvp "
@@ -133,6 +133,21 @@ def command(policy: Policy, argv: Sequence[str]) -> tuple[str, ...]:
     return wrap(argv)
 
 
+def guarded(made: LaunchPlan, policy: Policy, guard: bytes, command_len: int
+            ) -> tuple[LaunchPlan, int]:
+    """The same plan with its command started by the Unix-socket guard's launcher
+    (:func:`sandbox.sockets.guarded`), and the new command's length. The launcher is the
+    box's PID 1 (``--as-pid-1``): bwrap's own init would be a process of the box that
+    is under no filter and that the command could trace."""
+    from sandbox.sockets import guarded as launcher
+
+    cut = len(made.argv) - command_len - 1
+    if made.argv[cut] != "--":
+        raise ValueError("a bwrap plan ends with -- and its command")
+    wrapped = launcher(policy, guard, made.argv[cut + 1:])
+    return made._replace(argv=(*made.argv[:cut], "--as-pid-1", "--", *wrapped)), len(wrapped)
+
+
 def args_by_fd(made: LaunchPlan, command_len: int) -> LaunchPlan:
     """The same plan with bwrap's options read from a descriptor (``--args FD``).
 
@@ -180,11 +195,14 @@ class BwrapBackend:
         self._stage: Stage | None = None
         self._unstaged = False
         self._stage_lock = threading.Lock()
+        self.guard: bytes | None = None
 
-    def harden(self, *, shm_size: int, seccomp: Callable[[], int | None]) -> None:
-        """Before the first plan: /dev/shm's size, and where each run's system-call
-        filter descriptor comes from (each plan gets its own)."""
-        self._shm_size, self._seccomp = shm_size, seccomp
+    def harden(self, *, shm_size: int, seccomp: Callable[[], int | None],
+               guard: bytes | None = None) -> None:
+        """Before the first plan: /dev/shm's size, where each run's system-call filter
+        descriptor comes from (each plan gets its own), and the Unix-socket guard's
+        filter (each command is started under it: :func:`guarded`)."""
+        self._shm_size, self._seccomp, self.guard = shm_size, seccomp, guard
 
     @property
     def features(self) -> Collection[str] | None:
@@ -220,7 +238,10 @@ class BwrapBackend:
         made = plan(self.policy, argv, bwrap=self.program(), features=self._features,
                     env_extra=env_extra, prefix=self._prefix,
                     pass_fds=self.bind_fds(), seccomp_fd=fd)
-        made = args_by_fd(made, len(command(self.policy, argv)))
+        size = len(command(self.policy, argv))
+        if self.guard is not None:
+            made, size = guarded(made, self.policy, self.guard, size)
+        made = args_by_fd(made, size)
         if stage is None:
             return made
         return made._replace(argv=(*stage.argv(), *made.argv),

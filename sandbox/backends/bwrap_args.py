@@ -128,7 +128,8 @@ def _under(path: str, root: str) -> bool:
 
 def _allowed_runtime_sockets(policy: Policy) -> list[str]:
     """The allowed Unix sockets (or their folders) that lie under the masked /run and
-    exist, where they lead; elsewhere they are reachable anyway (see the README)."""
+    exist, where they lead; elsewhere the Unix-socket guard lets the box reach them
+    (sandbox/warm/unixguard.py)."""
     out: list[str] = []
     for p in policy.allow_unix_sockets:
         real = os.path.realpath(p)

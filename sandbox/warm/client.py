@@ -130,10 +130,10 @@ class WarmBox:
         self.kill_limit = KILL_LIMIT
 
     @classmethod
-    def start(cls, options: Sequence[str], *, bpf: bytes, shm_size: int,
+    def start(cls, options: Sequence[str], *, bpf: bytes, shm_size: int,  # noqa: PLR0913
               read_only: Sequence[str], nulled: Sequence[str],
               pass_fds: tuple[int, ...] = (), processes: int = 0,
-              launcher: Sequence[str] = ()) -> WarmBox:
+              launcher: Sequence[str] = (), guard: Sequence[bytes] = ()) -> WarmBox:
         """Start the box: ``options`` is bwrap and its options up to the command (the
         session's :func:`~sandbox.backends.bwrap.box_args` with a pristine ``/proc``).
         ``bpf`` is the compiled filter each command loads; ``read_only`` and ``nulled``
@@ -141,7 +141,9 @@ class WarmBox:
         covered by ``/dev/null``; ``shm_size`` is each run's ``/dev/shm`` in bytes.
         ``pass_fds`` (the binds' descriptors) are handed to bwrap. ``processes`` bounds
         the box's processes (``RLIMIT_NPROC``: all the session's runs together).
-        ``launcher`` goes before bwrap (root's stand-in, :mod:`sandbox.backends.standin`). Raises
+        ``launcher`` goes before bwrap (the session's stage,
+        :mod:`sandbox.backends.stage`). ``guard`` is what each run's Unix-socket guard
+        needs (:func:`sandbox.sockets.guard_fields`). Raises
         :class:`SandboxUnavailable` when the box or its starter does not come up."""
         self = cls()
         fd = self._theirs.fileno()
@@ -163,7 +165,8 @@ class WarmBox:
         for run_fd in made.run_fds:
             os.close(run_fd)
         setup = [b"setup", b"%d" % shm_size, b"\0".join(os.fsencode(p) for p in read_only),
-                 b"\0".join(os.fsencode(p) for p in nulled), bpf, b"%d" % processes]
+                 b"\0".join(os.fsencode(p) for p in nulled), bpf, b"%d" % processes,
+                 *guard]
         # A starter already gone is said just below.
         with contextlib.suppress(OSError):
             self._sock.send(pack(setup))

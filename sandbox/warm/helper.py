@@ -9,12 +9,14 @@ and ``CAP_SETPCAP`` in the box's user namespace and no system-call filter of its
 
 From the host:
 
-``setup SHM_SIZE READ_ONLY NULLED BPF NPROC``
+``setup SHM_SIZE READ_ONLY NULLED BPF NPROC [GUARD ROOTS ALLOWED]``
     Once, first. ``/dev/shm``'s size in bytes; the procfs entries bound read-only over
     each run's ``/proc`` and those covered by ``/dev/null`` (NUL-separated); the
     session's compiled system-call filter (BPF, 8 bytes an instruction); the box's
     process bound (``RLIMIT_NPROC``, set here before the first fork so that every run
-    is under it; 0 for none). Answered ``ready``.
+    is under it; 0 for none); the Unix-socket guard's filter, the box's writable roots
+    and the allowed sockets (NUL-separated; :mod:`sandbox.warm.unixguard`), which each
+    run arms. Answered ``ready``.
 ``run ID CWD ARGC ARGV... ENV...``
     With three descriptors (stdin, stdout, stderr), or ``big ID`` with a fourth, a
     memfd holding the ``run`` message. Answered ``started ID`` once the command is
@@ -29,7 +31,8 @@ child makes a PID namespace and forks its first process, the run's PID 1, which 
 process then adopts (it is the child subreaper). PID 1 makes a mount and an IPC
 namespace of its own, mounts a fresh ``/proc`` with the read-only belt and a fresh
 ``/dev/shm``, gives up every capability (effective, permitted, inheritable, bounding,
-ambient), sets ``no_new_privs`` and loads the filter, and waits for its request. Then
+ambient), sets ``no_new_privs`` and loads the filter, arms the Unix-socket guard (a
+supervisor thread, then the guard's filter), and waits for its request. Then
 it goes to ``CWD``, takes the three descriptors (and no other), starts ``ARGV`` with
 exactly ``ENV`` (a bare name looked up on that ``PATH``) in a session of its own, and
 reaps everything until the command ends; it exits with the command's status, and the
@@ -49,6 +52,7 @@ import select
 import signal
 import socket
 import sys
+import time
 
 if __package__:  # imported by the host, for SPARE and the tests
     from sandbox.warm.inbox import (
@@ -74,6 +78,9 @@ PR_SET_CHILD_SUBREAPER = 36
 # Runs made ahead, up to their request: a run's namespaces, mounts, forks and dropped
 # privileges are made while the one before it runs, off its start.
 SPARE = 2
+# After a run could not be made ahead for want of a process (the box's process bound,
+# reached by another run), the next is tried this much later, not at once in a loop.
+AGAIN = 0.05
 
 
 class Helper:
@@ -90,6 +97,7 @@ class Helper:
         self.spare: dict[int, tuple[int, socket.socket]] = {}  # runs made ahead
         self.making: dict[int, tuple[int, socket.socket]] = {}  # and being made
         self.broken: bytes | None = None                 # why no run can be made
+        self.later = 0.0                                 # no run made ahead before this
         box.call("prctl", box.libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0))
         self.wake_r, wake_w = os.pipe()
         os.set_blocking(wake_w, False)
@@ -139,6 +147,11 @@ class Helper:
         os.close(err_r)
         chan.close()
         why = [line[1:] for line in lines if line.startswith(b"S")]
+        if not why and any(line.startswith(b"A") for line in lines):
+            # No process at the box's bound: a run asked for now fails as a fork there
+            # does (ready() finds no spare), and the box stays whole.
+            self.later = time.monotonic() + AGAIN
+            return
         self.broken = why[0] if why else b"a run's namespace could not be made"
 
     def ready(self) -> bool:
@@ -262,10 +275,14 @@ class Helper:
         while True:
             # Runs are made ahead only when nothing waits: a run's end is said first.
             events = self.poll.poll(0)
+            wait = None
             if not events and len(self.spare) + len(self.making) < SPARE \
-                    and self.broken is None and self.prepare():
-                continue
-            for fd, _ in events or self.poll.poll():
+                    and self.broken is None:
+                left = self.later - time.monotonic()
+                if left <= 0 and self.prepare():
+                    continue
+                wait = max(1, int(left * 1000)) if left > 0 else None
+            for fd, _ in events or self.poll.poll(wait):
                 if fd == self.wake_r:
                     os.read(fd, 4096)
                     self.reap()

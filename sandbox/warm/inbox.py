@@ -15,6 +15,11 @@ import signal
 import socket
 import struct
 
+if __package__:  # imported by the host, for the tests
+    from sandbox.warm.unixguard import Guard
+else:  # in the box: the starter put this folder on the path
+    from unixguard import Guard  # type: ignore[import-not-found,no-redef]
+
 CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWPID = 0x20000000
@@ -35,6 +40,9 @@ _KEPT = ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, MS_N
          (os.ST_NOATIME, MS_NOATIME), (os.ST_NODIRATIME, MS_NODIRATIME),
          (os.ST_RELATIME, MS_RELATIME))
 MAX_MESSAGE = 1 << 17
+# What Python ignores at its start (and its children inherit), and a command started by
+# bwrap gets at their defaults: a writer to a closed pipe dies of SIGPIPE.
+_DEFAULTS = (signal.SIGPIPE, signal.SIGXFSZ)
 _LEN = struct.Struct("=I")
 
 
@@ -70,6 +78,11 @@ class Box:
         self.libc.mount.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
                                     ctypes.c_ulong, ctypes.c_char_p)
         shm, read_only, nulled, bpf, nproc = fields[1:6]
+        # The Unix-socket guard each run arms (unixguard.py): its filter, the box's
+        # writable roots and the allowed sockets.
+        self.guard: Guard | None = None
+        if len(fields) >= 9:
+            self.guard = Guard(fields[6], fields[7].split(b"\0"), fields[8].split(b"\0"))
         if int(nproc) > 0:
             import resource
 
@@ -157,11 +170,12 @@ def spawn(req: list[bytes]) -> int:
     else:
         os.environb.pop(b"PATH", None)
     try:
-        return os.posix_spawnp(argv[0], argv, env, setsid=True)
+        return os.posix_spawnp(argv[0], argv, env, setsid=True, setsigdef=_DEFAULTS)
     except OSError as err:
         if err.errno != errno.ENOEXEC:
             raise
-        return os.posix_spawnp(b"/bin/sh", [b"/bin/sh", *argv], env, setsid=True)
+        return os.posix_spawnp(b"/bin/sh", [b"/bin/sh", *argv], env, setsid=True,
+                               setsigdef=_DEFAULTS)
 
 
 def exit_code(status: int) -> int:
@@ -173,7 +187,8 @@ def outer(box: Box, chan: int, err_w: int) -> None:
     """The child that makes a run's PID namespace: forks the run's PID 1 there, says
     its pid (``P``) and ends, so that this process adopts the init and reaps it
     directly. (This process cannot make the namespace itself: it could not go back to
-    its own, which in a plain user's box belongs to bwrap's outer user namespace.)"""
+    its own, which in a plain user's box belongs to bwrap's outer user namespace.)
+    A fork refused at the box's process bound is said ``A``, any other failure ``S``."""
     try:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -187,7 +202,11 @@ def outer(box: Box, chan: int, err_w: int) -> None:
                 os._exit(127)
         os.write(err_w, b"P%d\n" % pid)
     except BaseException as err:  # the report is the handling
-        os.write(err_w, b"S%s\n" % str(err).encode().replace(b"\n", b" "))
+        # No process for the run's init (the box's process bound, reached by another
+        # run) is ``A``: try again later; anything else is the box's end.
+        again = isinstance(err, OSError) and err.errno == errno.EAGAIN
+        os.write(err_w, b"%s%s\n" % (b"A" if again else b"S",
+                                      str(err).encode().replace(b"\n", b" ")))
     os._exit(0)
 
 
@@ -205,6 +224,23 @@ def receive(chan: int) -> tuple[list[bytes], list[int]] | None:
     return req, fds
 
 
+def arm(box: Box) -> int:
+    """The run's Unix-socket guard (unixguard.py): its supervisor is a thread of this
+    process, made before the filter, so the command and everything it starts are under
+    the filter and the supervisor is not. 0, or EAGAIN when no thread could be had at
+    the box's process bound: that run then fails as a fork there does, and the box
+    stays whole. Raises OSError otherwise."""
+    if box.guard is None:
+        return 0
+    try:
+        box.guard.arm()
+    except OSError as err:
+        if err.errno != errno.EAGAIN:
+            raise
+        return err.errno
+    return 0
+
+
 def init(box: Box, chan: int, err_w: int) -> None:
     """The run's PID 1; never returns. Everything that does not depend on the request
     is done before it comes; the command is started with ``posix_spawn`` (a fork of
@@ -215,9 +251,13 @@ def init(box: Box, chan: int, err_w: int) -> None:
         mounts(box)
         drop_privileges(box)
         box.call("prctl", box.libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0))
+        unarmed = arm(box)
         got = receive(chan)
         if got is None:
             os._exit(0)
+        if unarmed:
+            os.write(err_w, b"E%d\n" % unarmed)
+            os._exit(code)
         # Its parent is the starter by now (it is sent a request only once adopted).
         box.call("prctl", box.libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0))
         req, fds = got

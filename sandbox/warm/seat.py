@@ -28,6 +28,7 @@ from sandbox.env import box_env
 from sandbox.errors import SandboxUnavailable
 from sandbox.plan import LaunchPlan, RunResult
 from sandbox.process.pipes import Pipes
+from sandbox.sockets import guard_fields
 from sandbox.warm.client import WarmBox, WarmBoxDown, box_options
 
 if TYPE_CHECKING:
@@ -48,6 +49,8 @@ def open_box(backend: BwrapBackend, hardening: Hardening) -> WarmBox:
     flt = hardening.filter
     if flt is None:
         raise SandboxUnavailable("the warm box needs the session's system-call filter")
+    if hardening.guard is None:
+        raise SandboxUnavailable("the warm box needs the session's Unix-socket guard")
     shm = hardening.limits.shm_size
     # The session's stage (root's stand-in, or a box with many binds): bwrap starts in
     # its namespaces, where its git binds are made already.
@@ -60,7 +63,8 @@ def open_box(backend: BwrapBackend, hardening: Hardening) -> WarmBox:
                             read_only=PROC_READ_ONLY, nulled=KEYRING_LISTS,
                             pass_fds=(*backend.bind_fds(), *(stage.fds if stage else ())),
                             processes=hardening.limits.processes,
-                            launcher=stage.argv() if stage else ())
+                            launcher=stage.argv() if stage else (),
+                            guard=guard_fields(backend.policy, hardening.guard))
     except SandboxUnavailable as err:
         raise _diagnosed(err) from err
     assert box.proc is not None

@@ -1,0 +1,107 @@
+"""The launcher of a box per run: its command started under the Unix-socket guard.
+
+``python3 -I -S guarded.py PROGRAM N ROOT... M SOCKET... -- CMD [ARG...]``.
+
+bwrap starts this as the box's command (under the session's filter, which bwrap loads),
+as the box's PID 1 (``--as-pid-1``): no process of the box but this one is outside the
+guard's filter. It arms the guard (:mod:`sandbox.warm.unixguard`: its supervisor thread,
+then the guard's filter, ``PROGRAM`` in hex), starts ``CMD`` with the environment bwrap
+gave it, reaps every orphan of the run, and exits as the command did (a signal N as
+128+N, as bwrap says it). It is not dumpable, so the command can neither trace it nor
+take its listener. A command that cannot be executed is said as bwrap says it
+(``bwrap: execvp CMD: REASON``, status 1).
+
+Standard library only, and nothing of the toolkit but its own folder's guard: it runs
+inside the box as ``python3 -I -S``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from unixguard import Guard  # type: ignore[import-not-found]
+
+PR_SET_DUMPABLE = 4
+PR_SET_CHILD_SUBREAPER = 36
+PR_SET_NO_NEW_PRIVS = 38
+# What Python ignores at its start and an exec would have reset.
+_DEFAULTS = (signal.SIGPIPE, signal.SIGXFSZ)
+
+
+def _args(argv: list[str]) -> tuple[bytes, list[bytes], list[bytes], list[bytes]]:
+    n = int(argv[1])
+    m = int(argv[2 + n])
+    rest = argv[3 + n + m:]
+    if rest[:1] != ["--"] or len(rest) < 2:
+        raise ValueError("usage: guarded.py PROGRAM N ROOT... M SOCKET... -- CMD [ARG...]")
+    return (bytes.fromhex(argv[0]), [os.fsencode(a) for a in argv[2:2 + n]],
+            [os.fsencode(a) for a in argv[3 + n:3 + n + m]], [os.fsencode(a) for a in rest[1:]])
+
+
+def _environment() -> dict[bytes, bytes]:
+    """The environment bwrap gave, as given (Python may have set ``LC_CTYPE`` in its own
+    copy at its start)."""
+    with open("/proc/self/environ", "rb") as f:
+        items = f.read().split(b"\0")
+    return dict(item.split(b"=", 1) for item in items if b"=" in item)
+
+
+def _spawn(argv: list[bytes], env: dict[bytes, bytes]) -> int:
+    """As ``execvp`` would: a bare name looked up on the command's ``PATH``, a file
+    without ``#!`` run by ``/bin/sh``."""
+    if b"PATH" in env:
+        os.environb[b"PATH"] = env[b"PATH"]
+    else:
+        os.environb.pop(b"PATH", None)
+    try:
+        return os.posix_spawnp(argv[0], argv, env, setsigdef=_DEFAULTS)
+    except OSError as err:
+        if err.errno != errno.ENOEXEC:
+            raise
+        return os.posix_spawnp(b"/bin/sh", [b"/bin/sh", *argv], env, setsigdef=_DEFAULTS)
+
+
+def main(argv: list[str]) -> int:
+    bpf, roots, allowed, command = _args(argv)
+    guard = Guard(bpf, roots, allowed)
+    # Read while this process is dumpable: after, its /proc files are root's, which a
+    # plain user's box does not map.
+    env = _environment()
+    for option in (PR_SET_DUMPABLE, 0), (PR_SET_CHILD_SUBREAPER, 1), (PR_SET_NO_NEW_PRIVS, 1):
+        if guard.libc.prctl(option[0], option[1], 0, 0, 0) != 0:
+            os.write(2, b"bwrap: the Unix-socket guard could not be set up\n")
+            return 1
+    failed: OSError | None = None
+    child = 0
+    try:
+        guard.arm()
+    except OSError as err:
+        # Never the command unguarded. No thread at the box's process bound (EAGAIN)
+        # reads as the command's own start refused there, below.
+        if err.errno != errno.EAGAIN:
+            os.write(2, f"harness-sandbox: the Unix-socket guard could not be armed: {err}\n"
+                     .encode())
+            return 125
+        failed = err
+    else:
+        try:
+            child = _spawn(command, env)
+        except OSError as err:
+            failed = err
+    if failed is not None:
+        os.write(2, f"bwrap: execvp {os.fsdecode(command[0])}: "
+                 f"{os.strerror(failed.errno or 0)}\n".encode("utf-8", "surrogateescape"))
+        return 1
+    while True:
+        pid, status = os.waitpid(-1, 0)
+        if pid == child:
+            code = os.waitstatus_to_exitcode(status)
+            return 128 - code if code < 0 else code
+
+
+if __name__ == "__main__":
+    os._exit(main(sys.argv[1:]))

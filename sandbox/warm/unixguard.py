@@ -1,0 +1,547 @@
+"""The box's Unix-socket guard: ``connect(2)`` and sends with an address, supervised.
+
+Standard library only, and no import of the toolkit: it runs inside the box, in the
+warm box's starter (:mod:`sandbox.warm.inbox`, each run's PID 1) and in the launcher of a
+box per run (:mod:`sandbox.warm.guarded`).
+
+:meth:`Guard.arm` starts a supervisor thread, then loads in the calling thread a small
+filter (:data:`sandbox.seccomp.UNIX_GUARD`, compiled by libseccomp on the host) with
+``SECCOMP_FILTER_FLAG_NEW_LISTENER``: from then on ``connect``, ``sendto`` with an
+address, ``sendmsg`` and ``sendmmsg`` of the command that thread starts (and of all its
+descendants) wait for the supervisor. The supervisor thread was made before the filter,
+so its own calls are not stopped (a filter binds the thread that loads it and what that
+thread starts afterwards).
+
+The supervisor never lets a call go on as it is (``SECCOMP_USER_NOTIF_FLAG_CONTINUE``):
+the address lies in the caller's memory and the socket in its descriptor table, and
+another thread can change either between a check and the kernel's own read. Instead it
+copies the address (and the bytes sent), takes the caller's socket itself
+(``pidfd_getfd``), and makes the call on that socket with its copy; the caller gets the
+call's result. A pathname address on a Unix socket is opened first (``O_PATH``,
+following links as ``connect`` does, in the caller's root or working folder), and the
+opened socket is checked by where it lies (the kernel's path of that descriptor): under
+one of the box's writable roots, or a socket (or below a folder) of
+``[sandbox] allow_unix_sockets``. Anything else is refused with ``EACCES``. The call is
+then made to ``/proc/self/fd/N`` of that very descriptor, so what was checked is what is
+reached. A call from another ABI (32-bit x86, x32) is refused.
+
+What differs from the call made by the caller itself: the server's ``SO_PEERCRED`` (and
+a datagram's ``SCM_CREDENTIALS`` when the receiver asks for them) names the
+supervisor's process (same user and group), not the caller's.
+"""
+
+from __future__ import annotations
+
+import _thread
+import ctypes
+import errno
+import os
+import signal
+import stat
+import struct
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported in the box: it costs each run its start
+    from collections.abc import Callable
+
+    _Make = Callable[[], int]
+
+# (audit arch, seccomp(2)'s number, {number: call}) by os.uname().machine.
+_MACHINES: dict[str, tuple[int, int, dict[int, str]]] = {
+    "x86_64": (0xC000003E, 317,
+               {42: "connect", 44: "sendto", 46: "sendmsg", 307: "sendmmsg"}),
+    "aarch64": (0xC00000B7, 277,
+                {203: "connect", 206: "sendto", 211: "sendmsg", 269: "sendmmsg"}),
+}
+SYS_PIDFD_OPEN, SYS_PIDFD_GETFD, SYS_PIDFD_SEND_SIGNAL = 434, 438, 424
+PIDFD_THREAD = os.O_EXCL
+SECCOMP_SET_MODE_FILTER = 1
+F_DUPFD_CLOEXEC = 1030
+FLAG_NEW_LISTENER = 1 << 3
+FLAG_WAIT_KILLABLE_RECV = 1 << 5
+# ioctl requests on the listener (linux/seccomp.h: _IOWR('!', 0..), _IOW('!', 2, u64)).
+NOTIF_RECV = 0xC0502100
+NOTIF_SEND = 0xC0182101
+NOTIF_ID_VALID = 0x40082102
+# The number before Linux 5.9 (its direction was wrong); later kernels take both.
+NOTIF_ID_VALID_OLD = 0x80082102
+_NOTIF = struct.Struct("=QIIiIQ6Q")       # struct seccomp_notif
+_RESP = struct.Struct("=QqiI")            # struct seccomp_notif_resp
+_MSGHDR = struct.Struct("=QI4xQQQQI4x")   # struct msghdr (64-bit)
+_MMSGHDR = 64                             # struct mmsghdr: msghdr, msg_len, padding
+_IOVEC = struct.Struct("=QQ")
+_CMSG = struct.Struct("=Qii")             # cmsg_len, cmsg_level, cmsg_type
+AF_UNIX = 1
+SOL_SOCKET, SO_TYPE, SO_DOMAIN, SCM_RIGHTS = 1, 3, 39, 1
+SOCK_STREAM = 1
+MSG_DONTWAIT, MSG_NOSIGNAL = 0x40, 0x4000
+SUN_PATH = 108            # sizeof(sockaddr_un.sun_path)
+SOCKADDR_MAX = 128        # sizeof(struct sockaddr_storage)
+UIO_MAXIOV = 1024
+# The most one call carries through the supervisor: a stream send of more is sent in
+# part (as a send may be), a datagram of more would not fit a socket's buffer anyway.
+SEND_MAX = 1 << 20
+CONTROL_MAX = 1 << 16
+
+
+class _Fprog(ctypes.Structure):
+    _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
+
+
+class _Iovec(ctypes.Structure):
+    _fields_ = (("base", ctypes.c_void_p), ("len", ctypes.c_size_t))
+
+
+class _Msghdr(ctypes.Structure):
+    _fields_ = (("name", ctypes.c_void_p), ("namelen", ctypes.c_uint32),
+                ("iov", ctypes.POINTER(_Iovec)), ("iovlen", ctypes.c_size_t),
+                ("control", ctypes.c_void_p), ("controllen", ctypes.c_size_t),
+                ("flags", ctypes.c_int))
+
+
+def machine() -> tuple[int, int, dict[int, str]] | None:
+    """This machine's ABI as the guard knows it, or None (the guard cannot run here)."""
+    return _MACHINES.get(os.uname().machine)
+
+
+def unsupported() -> str | None:
+    """Why this kernel cannot carry the guard, or None. Cheap: no filter is loaded."""
+    if machine() is None:
+        return f"the Unix-socket guard does not know this machine ({os.uname().machine})"
+    try:
+        with open("/proc/sys/kernel/seccomp/actions_avail", encoding="ascii") as f:
+            actions = f.read().split()
+    except OSError:
+        actions = []
+    if "user_notif" not in actions:
+        return "this kernel has no seccomp user notification (Linux 5.0)"
+    libc = ctypes.CDLL(None, use_errno=True)
+    for nr, name, need in ((SYS_PIDFD_OPEN, "pidfd_open", "5.3"),
+                           (SYS_PIDFD_GETFD, "pidfd_getfd", "5.6")):
+        if libc.syscall(nr, -1, 0, 0) == -1 and ctypes.get_errno() == errno.ENOSYS:
+            return f"this kernel has no {name} (Linux {need})"
+    return None
+
+
+def _under(path: bytes, roots: tuple[bytes, ...]) -> bool:
+    return any(path == r or path.startswith(r.rstrip(b"/") + b"/") for r in roots)
+
+
+def _errno(err: Exception) -> int:
+    """The errno a failed call answers: the refusal's, or the OS error met on the way
+    (a path not found is ENOENT, as connect(2) says it), else EACCES."""
+    if isinstance(err, Refused):
+        return err.errno
+    if isinstance(err, OSError) and err.errno:
+        return err.errno
+    return errno.EACCES
+
+
+class Refused(Exception):
+    """The call's answer is this errno."""
+
+    def __init__(self, err: int) -> None:
+        super().__init__(err)
+        self.errno = err
+
+
+class _Caller:
+    """The stopped caller: its pidfd and memory, opened by pid and then confirmed to be
+    the one still waiting (``NOTIF_ID_VALID``), so a pid reused meanwhile is never read."""
+
+    def __init__(self, guard: Guard, nid: int, pid: int) -> None:
+        self.guard, self.nid, self.pid = guard, nid, pid
+        self.pidfd = guard.pidfd(pid)
+        try:
+            self.mem = os.open(f"/proc/{pid}/mem", os.O_RDWR | os.O_CLOEXEC)
+        except OSError:
+            os.close(self.pidfd)
+            raise
+        self.held: list[int] = []
+        try:
+            self.confirm()
+        except Refused:
+            self.close()
+            raise
+
+    def confirm(self) -> None:
+        if not self.guard.valid(self.nid):
+            raise Refused(errno.ESRCH)
+
+    def read(self, addr: int, size: int) -> bytes:
+        if size == 0:
+            return b""
+        try:
+            data = os.pread(self.mem, size, addr)
+        except (OSError, OverflowError):
+            raise Refused(errno.EFAULT) from None
+        if len(data) != size:
+            raise Refused(errno.EFAULT)
+        return data
+
+    def write(self, addr: int, data: bytes) -> None:
+        try:
+            os.pwrite(self.mem, data, addr)
+        except (OSError, OverflowError):
+            raise Refused(errno.EFAULT) from None
+
+    def fd(self, number: int) -> int:
+        """A descriptor of the caller's own: it, not its number, is what is used."""
+        fd = self.guard.call(SYS_PIDFD_GETFD, self.pidfd, number, 0)
+        self.held.append(fd)
+        return fd
+
+    def opened(self, path: bytes) -> int:
+        """``path`` opened ``O_PATH`` as the caller would find it."""
+        base = f"/proc/{self.pid}/root" if path.startswith(b"/") else f"/proc/{self.pid}/cwd"
+        d = os.open(base, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            self.confirm()
+            fd = os.open(path.lstrip(b"/") or b".", os.O_PATH | os.O_CLOEXEC, dir_fd=d)
+        finally:
+            os.close(d)
+        self.held.append(fd)
+        return fd
+
+    def close(self) -> None:
+        for fd in (self.pidfd, self.mem, *self.held):
+            os.close(fd)
+        self.held = []
+
+
+class Guard:
+    """The guard of one run: the filter to load and what it lets through. ``roots`` are
+    the box's writable folders and ``allowed`` the sockets (or folders) of
+    ``[sandbox] allow_unix_sockets``, canonical paths as the box sees them."""
+
+    def __init__(self, bpf: bytes, roots: list[bytes], allowed: list[bytes]) -> None:
+        known = machine()
+        if known is None:
+            raise OSError(errno.ENOSYS, "the Unix-socket guard does not know this machine")
+        self.arch, self.sys_seccomp, self.calls = known
+        self.roots = tuple(r for r in roots if r.startswith(b"/"))
+        self.allowed = tuple(a for a in allowed if a.startswith(b"/"))
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.libc.syscall.restype = ctypes.c_long
+        self.libc.ioctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p)
+        self.bpf = ctypes.create_string_buffer(bpf, len(bpf))
+        self.prog = _Fprog(len(bpf) // 8, ctypes.cast(self.bpf, ctypes.c_void_p))
+        self.listener = -1
+
+    # -- arming --------------------------------------------------------------------------
+
+    def arm(self) -> None:
+        """Start the supervisor, then load the filter in this thread (with
+        ``no_new_privs`` already set). Raises OSError when either cannot be had (EAGAIN:
+        no thread, at the box's process bound): the run must not start unguarded."""
+        lock = _thread.allocate_lock()
+        lock.acquire()
+        try:
+            _thread.start_new_thread(self._supervise, (lock,))
+        except RuntimeError as err:  # the box's process bound, reached by another run
+            raise OSError(errno.EAGAIN, "the Unix-socket guard's thread could not "
+                          "start: " + os.strerror(errno.EAGAIN)) from err
+        try:
+            self.listener = self._load()
+        finally:
+            lock.release()
+
+    def _load(self) -> int:
+        for flags in (FLAG_NEW_LISTENER | FLAG_WAIT_KILLABLE_RECV, FLAG_NEW_LISTENER):
+            fd = self.libc.syscall(self.sys_seccomp, SECCOMP_SET_MODE_FILTER, flags,
+                                   ctypes.byref(self.prog))
+            if fd >= 0:
+                return self._high(int(fd))
+            err = ctypes.get_errno()
+            # Before Linux 5.19 a caller's wait could not be made killable only: a
+            # signal then restarts a call the supervisor may already have made.
+            if err != errno.EINVAL or not flags & FLAG_WAIT_KILLABLE_RECV:
+                raise OSError(err, f"the Unix-socket guard's filter: {os.strerror(err)}")
+        raise AssertionError("unreachable")
+
+    def _high(self, fd: int) -> int:
+        """The listener above the standard streams: the warm box's run puts the command's
+        own on 0, 1 and 2, which the starter's run may have left closed until then."""
+        if fd > 2:
+            return fd
+        high = int(self.libc.fcntl(fd, F_DUPFD_CLOEXEC, 3))
+        os.close(fd)
+        if high < 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"the Unix-socket guard's listener: {os.strerror(err)}")
+        return high
+
+    # -- the supervisor ------------------------------------------------------------------
+
+    def _supervise(self, lock: _thread.LockType) -> None:
+        # No signal is handled here: a call made for a caller must not be interrupted.
+        signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+        lock.acquire()
+        if self.listener < 0:
+            return
+        buf = ctypes.create_string_buffer(_NOTIF.size)
+        try:
+            while True:
+                ctypes.memset(buf, 0, _NOTIF.size)
+                if self.libc.ioctl(self.listener, NOTIF_RECV, buf) != 0:
+                    if ctypes.get_errno() in (errno.EINTR, errno.ENOENT):
+                        continue  # a caller killed before its call was read
+                    return
+                self._one(buf.raw)
+        finally:
+            # Every call still stopped, and every later one, fails (ENOSYS): never
+            # through unchecked.
+            os.close(self.listener)
+
+    def _one(self, raw: bytes) -> None:
+        nid, pid, _, nr, arch, _, *args = _NOTIF.unpack(raw)
+        call = self.calls.get(nr) if arch == self.arch else None
+        if call is None:
+            self.answer(nid, -errno.EACCES)
+            return
+        try:
+            caller = _Caller(self, nid, pid)
+        except Refused as why:
+            self.answer(nid, -why.errno)
+            return
+        except Exception:  # a caller the guard cannot see is refused
+            self.answer(nid, -errno.EACCES)
+            return
+        try:
+            getattr(self, "_" + call)(caller, args)
+        except Exception as err:  # whatever went wrong, the call fails
+            caller.close()
+            self.answer(nid, -_errno(err))
+
+    def answer(self, nid: int, result: int) -> None:
+        resp = ctypes.create_string_buffer(_RESP.pack(
+            nid, max(result, 0), min(result, 0), 0), _RESP.size)
+        # A caller gone meanwhile (killed) is no error of ours.
+        self.libc.ioctl(self.listener, NOTIF_SEND, resp)
+
+    def valid(self, nid: int) -> bool:
+        """The caller is still waiting in that call (so its pid is still its own)."""
+        arg = ctypes.c_uint64(nid)
+        for request in (NOTIF_ID_VALID, NOTIF_ID_VALID_OLD):
+            if self.libc.ioctl(self.listener, request, ctypes.byref(arg)) == 0:
+                return True
+            if ctypes.get_errno() not in (errno.ENOTTY, errno.EINVAL):
+                return False
+        return False
+
+    def call(self, nr: int, *args: int) -> int:
+        rc = int(self.libc.syscall(nr, *(ctypes.c_long(a) for a in args)))
+        if rc < 0:
+            raise Refused(ctypes.get_errno())
+        return rc
+
+    def pidfd(self, pid: int) -> int:
+        """A pidfd of the stopped thread (Linux 6.9), else of its thread group: a socket
+        taken from the group's table is still the one checked and used."""
+        for flags in (PIDFD_THREAD, 0):
+            fd = int(self.libc.syscall(SYS_PIDFD_OPEN, pid, flags))
+            if fd >= 0:
+                return fd
+        with open(f"/proc/{pid}/status", "rb") as f:
+            tgid = next(int(line.split()[1]) for line in f if line.startswith(b"Tgid:"))
+        return self.call(SYS_PIDFD_OPEN, tgid, 0)
+
+    # -- the calls -----------------------------------------------------------------------
+
+    def _sockopt(self, fd: int, opt: int) -> int:
+        value, size = ctypes.c_int(0), ctypes.c_uint32(4)
+        if self.libc.getsockopt(fd, SOL_SOCKET, opt, ctypes.byref(value),
+                                ctypes.byref(size)) != 0:
+            raise Refused(ctypes.get_errno())
+        return value.value
+
+    def address(self, caller: _Caller, sock: int, name: bytes) -> bytes:
+        """The address the call is made with: ``name`` itself, unless it is a pathname
+        on a Unix socket, which becomes ``/proc/self/fd/N`` of the checked socket. Every
+        other address is one the kernel reads as no path (another family's, abstract,
+        or one it refuses as malformed: a wrong family, too short or too long)."""
+        if (self._sockopt(sock, SO_DOMAIN) != AF_UNIX or len(name) <= 2
+                or len(name) > 2 + SUN_PATH or struct.unpack_from("=H", name)[0] != AF_UNIX
+                or name[2] == 0):
+            return name
+        path = name[2:].split(b"\0", 1)[0]
+        for own in (b"/proc/self/", b"/proc/thread-self/"):
+            if path.startswith(own):
+                # The caller's, not the guard's: a socket reached by its descriptor (the
+                # way round sun_path's 108 bytes).
+                path = b"/proc/%d/%s" % (caller.pid, path[len(own):])
+        fd = caller.opened(path)
+        if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+            raise Refused(errno.ECONNREFUSED)  # as connect(2) says it
+        where = os.readlink(f"/proc/self/fd/{fd}".encode())
+        if not (where.startswith(b"/") and (_under(where, self.roots)
+                                            or _under(where, self.allowed))):
+            raise Refused(errno.EACCES)
+        return struct.pack("=H", AF_UNIX) + b"/proc/self/fd/%d\0" % fd
+
+    def finish(self, caller: _Caller, sock: int, flags: int, make: _Make) -> None:
+        """Make the call and answer with its result: here when it cannot wait (a
+        non-blocking socket, ``MSG_DONTWAIT``), else in a thread of its own, so that one
+        caller waiting on a full backlog does not stop the others."""
+        blocking = not (flags & MSG_DONTWAIT or os.get_blocking(sock))
+        if not blocking:
+            self._finish(caller, make)
+        else:
+            _thread.start_new_thread(self._finish, (caller, make))
+
+    def send(self, caller: _Caller, sock: int, flags: int, msg: _Message) -> None:
+        """Send ``msg`` and answer: first without waiting, here (a send that need not
+        wait, the usual case, costs no thread); what would wait is sent by a thread of
+        its own, the rest of a stream after a part went, as a blocking send goes on."""
+        if flags & MSG_DONTWAIT or not os.get_blocking(sock):
+            self._finish(caller, lambda: msg.send(self, caller, sock, flags))
+            return
+        try:
+            sent, again = msg.send(self, caller, sock, flags | MSG_DONTWAIT), False
+        except Refused as why:
+            if why.errno != errno.EAGAIN:
+                raise
+            sent, again = 0, True
+        if not again and sent >= msg.size:
+            caller.close()
+            self.answer(caller.nid, sent)
+            return
+        rest = msg if again else _Message(bytes(msg.data.raw[sent:]), b"", b"")
+
+        def more() -> int:
+            try:
+                return sent + rest.send(self, caller, sock, flags)
+            except Refused:
+                if sent:
+                    return sent
+                raise
+        _thread.start_new_thread(self._finish, (caller, more))
+
+    def _finish(self, caller: _Caller, make: _Make) -> None:
+        try:
+            result = make()
+        except Exception as err:  # whatever went wrong, the call fails
+            result = -_errno(err)
+        finally:
+            caller.close()
+        self.answer(caller.nid, result)
+
+    def made(self, rc: int, caller: _Caller | None = None, flags: int = 0) -> int:
+        if rc >= 0:
+            return rc
+        err = ctypes.get_errno()
+        if err == errno.EPIPE and caller is not None and not flags & MSG_NOSIGNAL:
+            # The kernel would have signalled the caller; the supervisor asked it not to
+            # signal itself.
+            self.libc.syscall(SYS_PIDFD_SEND_SIGNAL, caller.pidfd, signal.SIGPIPE, None, 0)
+        raise Refused(err)
+
+    def _connect(self, caller: _Caller, args: list[int]) -> None:
+        sock = caller.fd(ctypes.c_int(args[0]).value)
+        size = ctypes.c_int(args[2]).value
+        if not 0 <= size <= SOCKADDR_MAX:
+            raise Refused(errno.EINVAL)
+        name = caller.read(args[1], size)
+        to = ctypes.create_string_buffer(self.address(caller, sock, name))
+        self.finish(caller, sock, 0, lambda: self.made(
+            self.libc.connect(sock, to, len(to.raw) - 1)))
+
+    def _sendto(self, caller: _Caller, args: list[int]) -> None:
+        sock = caller.fd(ctypes.c_int(args[0]).value)
+        flags, size = ctypes.c_int(args[3]).value, ctypes.c_int(args[5]).value
+        if not 0 <= size <= SOCKADDR_MAX:
+            raise Refused(errno.EINVAL)
+        data = caller.read(args[1], self._send_size(sock, args[2]))
+        name = self.address(caller, sock, caller.read(args[4], size))
+        self.send(caller, sock, flags, _Message(data, name, b""))
+
+    def _send_size(self, sock: int, size: int) -> int:
+        if size <= SEND_MAX:
+            return size
+        if self._sockopt(sock, SO_TYPE) != SOCK_STREAM:
+            raise Refused(errno.EMSGSIZE)
+        return SEND_MAX
+
+    def _message(self, caller: _Caller, sock: int, at: int) -> _Message:
+        """The caller's ``struct msghdr`` at ``at``, copied: its address (checked), its
+        bytes joined in one vector, its control data with each passed descriptor the
+        caller's own taken here."""
+        name_p, name_len, iov_p, iov_len, ctl_p, ctl_len, _ = _MSGHDR.unpack(
+            caller.read(at, _MSGHDR.size))
+        if iov_len > UIO_MAXIOV:
+            raise Refused(errno.EMSGSIZE)
+        if ctl_len > CONTROL_MAX:
+            raise Refused(errno.ENOBUFS)
+        if name_p and not 0 <= ctypes.c_int(name_len).value <= SOCKADDR_MAX:
+            raise Refused(errno.EINVAL)
+        chunks, left = [], SEND_MAX
+        iovs = caller.read(iov_p, iov_len * _IOVEC.size)
+        total = 0
+        for i in range(iov_len):
+            base, size = _IOVEC.unpack_from(iovs, i * _IOVEC.size)
+            total += size
+            chunks.append(caller.read(base, min(size, left)))
+            left -= len(chunks[-1])
+        if total > SEND_MAX:
+            self._send_size(sock, total)
+        control = self._control(caller, caller.read(ctl_p, ctl_len) if ctl_p else b"")
+        name = (self.address(caller, sock, caller.read(name_p, name_len))
+                if name_p and name_len else b"")
+        return _Message(b"".join(chunks), name, control)
+
+    def _control(self, caller: _Caller, data: bytes) -> bytes:
+        out, pos = bytearray(data), 0
+        while pos + _CMSG.size <= len(data):
+            size, level, kind = _CMSG.unpack_from(data, pos)
+            if size < _CMSG.size or pos + size > len(data):
+                break
+            if level == SOL_SOCKET and kind == SCM_RIGHTS:
+                for at in range(pos + _CMSG.size, pos + size - 3, 4):
+                    (n,) = struct.unpack_from("=i", data, at)
+                    struct.pack_into("=i", out, at, caller.fd(n))
+            pos += (size + 7) & ~7
+        return bytes(out)
+
+    def _sendmsg(self, caller: _Caller, args: list[int]) -> None:
+        sock = caller.fd(ctypes.c_int(args[0]).value)
+        flags = ctypes.c_int(args[2]).value
+        self.send(caller, sock, flags, self._message(caller, sock, args[1]))
+
+    def _sendmmsg(self, caller: _Caller, args: list[int]) -> None:
+        sock = caller.fd(ctypes.c_int(args[0]).value)
+        count, flags = min(ctypes.c_uint(args[2]).value, UIO_MAXIOV), ctypes.c_int(args[3]).value
+        msgs = [self._message(caller, sock, args[1] + i * _MMSGHDR) for i in range(count)]
+
+        def make() -> int:
+            sent = 0
+            for i, msg in enumerate(msgs):
+                try:
+                    n = msg.send(self, caller, sock, flags)
+                except Refused:
+                    if sent == 0:
+                        raise
+                    break
+                caller.write(args[1] + i * _MMSGHDR + _MSGHDR.size, struct.pack("=I", n))
+                sent += 1
+            return sent
+        self.finish(caller, sock, flags, make)
+
+
+class _Message:
+    """One message to send, copied out of the caller."""
+
+    def __init__(self, data: bytes, name: bytes, control: bytes) -> None:
+        self.size = len(data)
+        self.data = ctypes.create_string_buffer(data, len(data))
+        self.iov = _Iovec(ctypes.cast(self.data, ctypes.c_void_p), len(data))
+        self.name = ctypes.create_string_buffer(name, len(name))
+        self.control = ctypes.create_string_buffer(control, len(control))
+        self.hdr = _Msghdr(ctypes.cast(self.name, ctypes.c_void_p) if name else None,
+                           len(name), ctypes.pointer(self.iov), 1,
+                           ctypes.cast(self.control, ctypes.c_void_p) if control else None,
+                           len(control), 0)
+
+    def send(self, guard: Guard, caller: _Caller, sock: int, flags: int) -> int:
+        return guard.made(guard.libc.sendmsg(sock, ctypes.byref(self.hdr),
+                                             flags | MSG_NOSIGNAL), caller, flags)
+
