@@ -459,7 +459,7 @@ def warm_cases(project: Path, hook_dir: Path, rounds: int) -> Results:
 
 
 SECTIONS = ("library", "warm", "git", "cli", "audit", "import", "network", "scale", "serve",
-            "memory")
+            "stage", "memory")
 
 
 def measure(quick: bool, only: frozenset[str] = frozenset(SECTIONS)) -> Results:
@@ -484,6 +484,7 @@ def measure(quick: bool, only: frozenset[str] = frozenset(SECTIONS)) -> Results:
             "network": lambda: network_cases(base, cli_rounds),
             "scale": lambda: scale_cases(base, cli_rounds),
             "serve": lambda: serve_cases(rounds),
+            "stage": lambda: stage_cases(base, rounds),
             "memory": lambda: memory_cases(project, home, env),
         }
         for name, section in sections.items():
@@ -492,6 +493,27 @@ def measure(quick: bool, only: frozenset[str] = frozenset(SECTIONS)) -> Results:
     finally:
         shutil.rmtree(base, ignore_errors=True)
     return results
+
+
+def stage_cases(base: Path, rounds: int) -> Results:
+    """(t) What the session's stage costs (sandbox/backends/stage.py): making it with no
+    bind (root's stand-in as root: its user namespace, the idmapped folders), and the
+    ``nsenter`` that starts each of its boxes, beside a bare spawn (paired)."""
+    from sandbox.backends import stage, standin
+
+    folder = base / "stage-tmp"
+    folder.mkdir()
+    root = standin.needed()
+    nsenter = standin.nsenter()
+
+    def made() -> None:
+        stage.Stage.open((str(folder),), (), stand_in=root).close()
+
+    return interleave({
+        "t_stage_open_close": made,
+        "t_nsenter_true": lambda: subprocess.run([nsenter, "--", TRUE], check=True),
+        "t_bare_true": lambda: subprocess.run([TRUE], check=True),
+    }, rounds)
 
 
 def memory_cases(project: Path, home: Path, env: dict[str, str]) -> Results:
