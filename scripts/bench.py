@@ -510,7 +510,9 @@ def stage_cases(base: Path, rounds: int) -> Results:
         stage.Stage.open((str(folder),), (), stand_in=root).close()
 
     def spawn(*argv: str) -> Sample:
-        return lambda: None if subprocess.run(argv, check=True) else None
+        def sample() -> None:
+            subprocess.run(argv, check=True)
+        return sample
 
     return interleave({
         "t_stage_open_close": made,
