@@ -283,9 +283,9 @@ class Probe(NamedTuple):
         the user who starts it to itself in a user namespace of its own, with no
         capability in any namespace; root's boxes run as a stand-in, an id no account
         has (:mod:`sandbox.backends.standin`)."""
-        if self.euid == 0:
-            from .backends.standin import UID
+        from .backends.standin import UID, needed
 
+        if self.euid == 0 and needed():
             return {"host_uid": UID, "capabilities": "none",
                     "files_made_owned_by": "the owner of the folder they are made in",
                     "note": (f"root's stand-in: uid {UID}, which no account has; the "
@@ -370,10 +370,11 @@ def probe_seatbelt() -> Probe:
 def _stand_in(euid: int) -> tuple[Stage | None, SandboxUnavailable | None]:
     """Root's stand-in for the trial box (:mod:`sandbox.backends.standin`), or why it
     cannot be made; neither for anyone else."""
-    if euid != 0:
-        return None, None
     from .backends.stage import Stage
+    from .backends.standin import needed
 
+    if euid != 0 or not needed():
+        return None, None
     try:
         return Stage.open((), (), stand_in=True), None
     except SandboxUnavailable as err:

@@ -85,12 +85,22 @@ def _readable(project: str) -> None:
         raise PolicyError(
             f"the project {escape(project)} cannot be read by you (uid {os.getuid()}): "
             "Permission denied; run as a user who may read it, or change its mode")
-    # Root's box is the project's owner through its mapping (backends/standin.py).
-    if os.geteuid() == 0 and (st.st_mode >> 6) & 0o5 != 0o5:
+    if os.geteuid() == 0 and (st.st_mode >> _shift_for_root(st)) & 0o5 != 0o5:
         raise PolicyError(
             f"the project {escape(project)} has mode {stat.S_IMODE(st.st_mode):04o}: "
             "the box runs without root's override of the mode bits, so it could not "
             "list or enter it; give it read and search (chmod u+rx)")
+
+
+def _shift_for_root(st: os.stat_result) -> int:
+    """Which mode bits decide for a box started by uid 0: the owner's for root's
+    stand-in (the project is its own through its mapping, backends/standin.py), else
+    the bits that class of user gets."""
+    from .backends.standin import needed
+
+    if needed() or st.st_uid == 0:
+        return 6
+    return 3 if st.st_gid in (0, *os.getgroups()) else 0
 
 
 def _box_writable(project: str, settings: SandboxSettings, env: Mapping[str, str] | None,

@@ -75,25 +75,52 @@ class Mapped(NamedTuple):
 
 
 def needed() -> bool:
-    """Whether this process's boxes need a stand-in: it runs as root."""
-    return os.geteuid() == 0
+    """Whether this process's boxes need a stand-in: it runs as the host's root (uid 0
+    in a user namespace that maps it to another user is that user on the host)."""
+    return os.geteuid() == 0 and _host_id_of_root() == 0
+
+
+def _host_id_of_root() -> int | None:
+    """The host's id for this user namespace's uid 0 (``/proc/self/uid_map``); None
+    when it maps none."""
+    try:
+        with open("/proc/self/uid_map", encoding="ascii") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return 0  # no procfs to ask: take it for the host's root (the safe side)
+    for line in lines:
+        inside, outside, count = (int(x) for x in line.split())
+        if inside <= 0 < inside + count:
+            return outside - inside
+    return None
 
 
 def nsenter() -> str:
-    """The absolute path of util-linux's ``nsenter``: owned by root, written by no one
-    else. Raises :class:`SandboxUnavailable`."""
+    """The absolute path of util-linux's ``nsenter``: owned by root (or, in a user
+    namespace that does not map the host's root, by the id that stands for it), written
+    by no one else. Raises :class:`SandboxUnavailable`."""
+    owners = {0, _overflow_uid()}
     for d in _NSENTER_DIRS:
         path = os.path.join(d, "nsenter")
         try:
             st = os.stat(path)
         except OSError:
             continue
-        if st.st_uid == 0 and not st.st_mode & 0o022 and st.st_mode & 0o100:
+        if st.st_uid in owners and not st.st_mode & 0o022 and st.st_mode & 0o100:
             return path
     raise SandboxUnavailable(
         "a box started by root runs as an unprivileged stand-in, entered with nsenter, "
         f"which is not in {', '.join(_NSENTER_DIRS)} (owned by root)",
         "install util-linux: sudo apt-get install util-linux")
+
+
+def _overflow_uid() -> int:
+    """The id the kernel shows for an owner this user namespace does not map."""
+    try:
+        with open("/proc/sys/kernel/overflowuid", encoding="ascii") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return 65534
 
 
 def open_spaces(roots: Sequence[str], make: Callable[[list[Idmap]], int],

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -180,3 +181,17 @@ def test_root_opens_another_users_closed_project_as_its_owner(tmp_path: Path,
         r = s.run(["sh", "-c", "echo hi > made && cat made"])
     assert r.stdout == b"hi\n", r.stderr
     assert (project / "made").stat().st_uid == 4321
+
+
+def test_uid_0_of_a_user_namespace_is_not_the_hosts_root() -> None:
+    # unshare -r maps the caller to uid 0: the host's root stays root (a stand-in is
+    # needed), a plain user stays that user on the host (none is).
+    from helpers.paths import REPO
+
+    code = ("import os, sys; sys.path.insert(0, sys.argv[1]); "
+            "from sandbox.backends import standin; "
+            "print(os.geteuid(), standin.needed(), os.path.basename(standin.nsenter()))")
+    r = subprocess.run(["unshare", "-r", sys.executable, "-I", "-c", code, str(REPO)],
+                       capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["0", str(ROOT), "nsenter"]
