@@ -12,7 +12,7 @@ hs_say() { printf 'setup: %s\n' "$*" >&2; }
 
 # System packages: bubblewrap (the Linux box), libseccomp2 (the box's system-call filter,
 # loaded by pyseccomp), libcap-dev, gcc and the Python headers (python-prctl compiles
-# against them), python3-venv, git (the tests commit in a box), jq.
+# against them), python3-venv, git (the tests commit in a box), jq, util-linux's nsenter.
 hs_system_packages() {
     [ "$(uname -s)" = Linux ] || return 0
     local missing=()
@@ -22,6 +22,8 @@ hs_system_packages() {
     [ -e /usr/include/sys/capability.h ] || missing+=(libcap-dev)
     command -v gcc >/dev/null 2>&1 || missing+=(gcc)
     command -v git >/dev/null 2>&1 || missing+=(git)
+    # nsenter: a box started by root (and a box with many binds) starts through it.
+    [ -x /usr/bin/nsenter ] || [ -x /bin/nsenter ] || missing+=(util-linux)
     # jq: the Claude Code example hooks (examples/project/.claude) and their tests use it.
     command -v jq >/dev/null 2>&1 || missing+=(jq)
     # node: the example harness on `serve` (examples/node-harness) and its test use it.
