@@ -32,11 +32,11 @@ supervisor's process (same user and group), not the caller's.
 
 from __future__ import annotations
 
+import _signal as signal  # type: ignore[import-not-found]  # not signal: its enum costs a box 5 ms
 import _thread
 import ctypes
 import errno
 import os
-import signal
 import stat
 import struct
 
