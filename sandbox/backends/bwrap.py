@@ -145,7 +145,11 @@ def guarded(made: LaunchPlan, policy: Policy, guard: bytes, command_len: int
     if made.argv[cut] != "--":
         raise ValueError("a bwrap plan ends with -- and its command")
     wrapped = launcher(policy, guard, made.argv[cut + 1:])
-    return made._replace(argv=(*made.argv[:cut], "--as-pid-1", "--", *wrapped)), len(wrapped)
+    # The launcher's guard keeps CAP_SYS_PTRACE in the box's user namespace (to take a
+    # socket of a caller that is not dumpable); it drops both before the command starts.
+    caps = ("--cap-add", "CAP_SYS_PTRACE", "--cap-add", "CAP_SETPCAP")
+    return made._replace(argv=(*made.argv[:cut], *caps, "--as-pid-1", "--", *wrapped)), \
+        len(wrapped)
 
 
 def args_by_fd(made: LaunchPlan, command_len: int) -> LaunchPlan:

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "helper.py")
 # What the starter needs in the box's user namespace: new namespaces and mounts per run
 # (CAP_SYS_ADMIN), and to empty each command's bounding set (CAP_SETPCAP).
-CAPS = ("CAP_SYS_ADMIN", "CAP_SETPCAP")
+CAPS = ("CAP_SYS_ADMIN", "CAP_SETPCAP", "CAP_SYS_PTRACE")
 START_LIMIT = 10.0
 KILL_LIMIT = 5.0
 # A request longer than this goes in a memfd (a SOCK_SEQPACKET message must fit the

@@ -231,12 +231,23 @@ def arm(box: Box) -> int:
     the box's process bound: that run then fails as a fork there does, and the box
     stays whole. Raises OSError otherwise."""
     if box.guard is None:
+        drop_privileges(box)
         return 0
+    dropped = []
+
+    def drop() -> None:
+        drop_privileges(box)
+        dropped.append(True)
+
     try:
-        box.guard.arm()
+        # The supervisor narrows itself to CAP_SYS_PTRACE and loads the session's
+        # filter in its own thread; this one then drops everything.
+        box.guard.arm(drop=drop, main_filter=box.prog)
     except OSError as err:
         if err.errno != errno.EAGAIN:
             raise
+        if not dropped:
+            drop_privileges(box)
         return err.errno
     return 0
 
@@ -249,9 +260,8 @@ def init(box: Box, chan: int, err_w: int) -> None:
     code = 127
     try:
         mounts(box)
-        drop_privileges(box)
         box.call("prctl", box.libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0))
-        unarmed = arm(box)
+        unarmed = arm(box)  # and the privileges dropped
         got = receive(chan)
         if got is None:
             os._exit(0)

@@ -56,6 +56,13 @@ _MACHINES: dict[str, tuple[int, int, dict[int, str]]] = {
 SYS_PIDFD_OPEN, SYS_PIDFD_GETFD, SYS_PIDFD_SEND_SIGNAL = 434, 438, 424
 PIDFD_THREAD = os.O_EXCL
 SECCOMP_SET_MODE_FILTER = 1
+SECCOMP_MODE_FILTER = 2
+PR_SET_SECCOMP = 22
+PR_CAPBSET_DROP = 24
+PR_SET_NO_NEW_PRIVS = 38
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+CAPABILITY_VERSION_3 = 0x20080522
+CAP_SETPCAP, CAP_SYS_PTRACE = 8, 19
 F_DUPFD_CLOEXEC = 1030
 FLAG_NEW_LISTENER = 1 << 3
 FLAG_WAIT_KILLABLE_RECV = 1 << 5
@@ -209,6 +216,15 @@ class _Caller:
         self.held = []
 
 
+class _CapHeader(ctypes.Structure):
+    _fields_ = (("version", ctypes.c_uint32), ("pid", ctypes.c_int))
+
+
+def _last_cap() -> int:
+    with open("/proc/sys/kernel/cap_last_cap", "rb") as f:
+        return int(f.read())
+
+
 class Guard:
     """The guard of one run: the filter to load and what it lets through. ``roots`` are
     the box's writable folders and ``allowed`` the sockets (or folders) of
@@ -230,21 +246,63 @@ class Guard:
 
     # -- arming --------------------------------------------------------------------------
 
-    def arm(self) -> None:
-        """Start the supervisor, then load the filter in this thread (with
-        ``no_new_privs`` already set). Raises OSError when either cannot be had (EAGAIN:
-        no thread, at the box's process bound): the run must not start unguarded."""
+    def arm(self, drop: Callable[[], None] | None = None,
+            main_filter: ctypes.Structure | None = None) -> None:
+        """Start the supervisor; then, in this thread, ``drop`` the command's privileges
+        and load the filter (``no_new_privs`` is set by then). Raises OSError when any
+        of it cannot be had (EAGAIN: no thread, at the box's process bound): the run
+        must not start unguarded.
+
+        The supervisor keeps ``CAP_SYS_PTRACE`` in the box's user namespace, and
+        nothing else, when this process has it: the capability lets it take the socket
+        of a caller that made itself not dumpable (ssh does), which same-user access
+        alone does not. It narrows its own capabilities (and loads ``main_filter``, the
+        session's filter, when this process is not under it yet) before this thread
+        drops its own, so no moment has the command's thread holding more than the
+        supervisor's."""
         lock = _thread.allocate_lock()
         lock.acquire()
+        narrowed = _thread.allocate_lock()
+        narrowed.acquire()
+        self._narrowed: OSError | None = None
         try:
-            _thread.start_new_thread(self._supervise, (lock,))
+            _thread.start_new_thread(self._supervise, (lock, narrowed, main_filter))
         except RuntimeError as err:  # the box's process bound, reached by another run
             raise OSError(errno.EAGAIN, "the Unix-socket guard's thread could not "
                           "start: " + os.strerror(errno.EAGAIN)) from err
         try:
+            narrowed.acquire()
+            if self._narrowed is not None:
+                raise self._narrowed
+            if drop is not None:
+                drop()
             self.listener = self._load()
         finally:
             lock.release()
+
+    def _narrow(self, main_filter: ctypes.Structure | None) -> None:
+        """In the supervisor's thread: every capability gone but ``CAP_SYS_PTRACE``
+        (when held), from every set, then ``no_new_privs`` and ``main_filter``."""
+        header = _CapHeader(CAPABILITY_VERSION_3, 0)
+        data = (ctypes.c_uint32 * 6)()
+        if self.libc.capget(ctypes.byref(header), ctypes.byref(data)) != 0:
+            raise OSError(ctypes.get_errno(), "capget")
+        keep = bool(data[1] & (1 << CAP_SYS_PTRACE))  # permitted, low word
+        if data[0] & (1 << CAP_SETPCAP):
+            for cap in range(_last_cap() + 1):
+                if cap != CAP_SYS_PTRACE and self.libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0):
+                    raise OSError(ctypes.get_errno(), "dropping the bounding set")
+        self.libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+        data = (ctypes.c_uint32 * 6)()
+        if keep:
+            data[0] = data[1] = 1 << CAP_SYS_PTRACE
+        if self.libc.capset(ctypes.byref(header), ctypes.byref(data)) != 0:
+            raise OSError(ctypes.get_errno(), "capset")
+        if self.libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "no_new_privs")
+        if main_filter is not None and self.libc.prctl(
+                PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(main_filter), 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "the session's filter")
 
     def _load(self) -> int:
         for flags in (FLAG_NEW_LISTENER | FLAG_WAIT_KILLABLE_RECV, FLAG_NEW_LISTENER):
@@ -273,9 +331,17 @@ class Guard:
 
     # -- the supervisor ------------------------------------------------------------------
 
-    def _supervise(self, lock: _thread.LockType) -> None:
+    def _supervise(self, lock: _thread.LockType, narrowed: _thread.LockType,
+                   main_filter: ctypes.Structure | None) -> None:
         # No signal is handled here: a call made for a caller must not be interrupted.
         signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+        try:
+            self._narrow(main_filter)
+        except OSError as err:
+            self._narrowed = err
+            narrowed.release()
+            return
+        narrowed.release()
         lock.acquire()
         if self.listener < 0:
             return
