@@ -49,7 +49,10 @@ if TYPE_CHECKING:
 HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "helper.py")
 # What the starter needs in the box's user namespace: new namespaces and mounts per run
 # (CAP_SYS_ADMIN), and to empty each command's bounding set (CAP_SETPCAP).
-CAPS = ("CAP_SYS_ADMIN", "CAP_SETPCAP", "CAP_SYS_PTRACE")
+# The starter's, in the box's user namespace only: each run's namespaces and mounts
+# (SYS_ADMIN), its loopback brought up (NET_ADMIN), dropping them (SETPCAP), and the
+# Unix-socket guard's taking a socket of a caller that is not dumpable (SYS_PTRACE).
+CAPS = ("CAP_SYS_ADMIN", "CAP_SETPCAP", "CAP_SYS_PTRACE", "CAP_NET_ADMIN")
 START_LIMIT = 10.0
 KILL_LIMIT = 5.0
 # A request longer than this goes in a memfd (a SOCK_SEQPACKET message must fit the
@@ -133,7 +136,8 @@ class WarmBox:
     def start(cls, options: Sequence[str], *, bpf: bytes, shm_size: int,  # noqa: PLR0913
               read_only: Sequence[str], nulled: Sequence[str],
               pass_fds: tuple[int, ...] = (), processes: int = 0,
-              launcher: Sequence[str] = (), guard: Sequence[bytes] = ()) -> WarmBox:
+              launcher: Sequence[str] = (), guard: Sequence[bytes] = (),
+              own_network: bool = False) -> WarmBox:
         """Start the box: ``options`` is bwrap and its options up to the command (the
         session's :func:`~sandbox.backends.bwrap.box_args` with a pristine ``/proc``).
         ``bpf`` is the compiled filter each command loads; ``read_only`` and ``nulled``
@@ -143,7 +147,9 @@ class WarmBox:
         the box's processes (``RLIMIT_NPROC``: all the session's runs together).
         ``launcher`` goes before bwrap (the session's stage,
         :mod:`sandbox.backends.stage`). ``guard`` is what each run's Unix-socket guard
-        needs (:func:`sandbox.sockets.guard_fields`). Raises
+        needs (:func:`sandbox.sockets.guard_fields`); ``own_network`` gives each run a
+        network namespace of its own, with only its loopback (a box without network).
+        Raises
         :class:`SandboxUnavailable` when the box or its starter does not come up."""
         self = cls()
         fd = self._theirs.fileno()
@@ -166,7 +172,7 @@ class WarmBox:
             os.close(run_fd)
         setup = [b"setup", b"%d" % shm_size, b"\0".join(os.fsencode(p) for p in read_only),
                  b"\0".join(os.fsencode(p) for p in nulled), bpf, b"%d" % processes,
-                 *guard]
+                 *(guard or (b"", b"", b"")), b"net" if own_network else b""]
         # A starter already gone is said just below.
         with contextlib.suppress(OSError):
             self._sock.send(pack(setup))

@@ -9,14 +9,15 @@ and ``CAP_SETPCAP`` in the box's user namespace and no system-call filter of its
 
 From the host:
 
-``setup SHM_SIZE READ_ONLY NULLED BPF NPROC [GUARD ROOTS ALLOWED]``
+``setup SHM_SIZE READ_ONLY NULLED BPF NPROC GUARD ROOTS ALLOWED NET``
     Once, first. ``/dev/shm``'s size in bytes; the procfs entries bound read-only over
     each run's ``/proc`` and those covered by ``/dev/null`` (NUL-separated); the
     session's compiled system-call filter (BPF, 8 bytes an instruction); the box's
     process bound (``RLIMIT_NPROC``, set here before the first fork so that every run
     is under it; 0 for none); the Unix-socket guard's filter, the box's writable roots
     and the allowed sockets (NUL-separated; :mod:`sandbox.warm.unixguard`), which each
-    run arms. Answered ``ready``.
+    run arms (empty: none); ``net`` when each run gets a network namespace of its own.
+    Answered ``ready``.
 ``run ID CWD ARGC ARGV... ENV...``
     With three descriptors (stdin, stdout, stderr), or ``big ID`` with a fourth, a
     memfd holding the ``run`` message. Answered ``started ID`` once the command is

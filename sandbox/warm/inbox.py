@@ -23,6 +23,8 @@ else:  # in the box: the starter put this folder on the path
 CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
@@ -81,8 +83,11 @@ class Box:
         # The Unix-socket guard each run arms (unixguard.py): its filter, the box's
         # writable roots and the allowed sockets.
         self.guard: Guard | None = None
-        if len(fields) >= 9:
+        if len(fields) >= 9 and fields[6]:
             self.guard = Guard(fields[6], fields[7].split(b"\0"), fields[8].split(b"\0"))
+        # Each run in a network namespace of its own (a box without network): no run
+        # sees another's loopback listeners or abstract sockets.
+        self.own_network = len(fields) >= 10 and fields[9] == b"net"
         if int(nproc) > 0:
             import resource
 
@@ -130,9 +135,23 @@ def close_all_but(keep: set[int]) -> None:
     os.closerange(low, 1 << 20)
 
 
+def loopback_up() -> None:
+    """Bring up ``lo`` in this process's new network namespace (it starts down)."""
+    import fcntl
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        ifr = bytearray(struct.pack("16sH14x", b"lo", 0))
+        fcntl.ioctl(s, SIOCGIFFLAGS, ifr)
+        flags = struct.unpack_from("H", ifr, 16)[0] | IFF_UP
+        fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags))
+
+
 def mounts(box: Box) -> None:
     """The run's own namespaces and mounts, made by its PID 1."""
-    box.call("unshare", box.libc.unshare(CLONE_NEWNS | CLONE_NEWIPC))
+    own = CLONE_NEWNET if box.own_network else 0
+    box.call("unshare", box.libc.unshare(CLONE_NEWNS | CLONE_NEWIPC | own))
+    if own:
+        loopback_up()
     # Nothing mounted here may reach the box's other runs.
     box.mount(None, b"/", None, MS_REC | MS_PRIVATE)
     box.mount(b"proc", b"/proc", b"proc", box.proc_flags)

@@ -64,12 +64,20 @@ def open_box(backend: BwrapBackend, hardening: Hardening) -> WarmBox:
                             pass_fds=(*backend.bind_fds(), *(stage.fds if stage else ())),
                             processes=hardening.limits.processes,
                             launcher=stage.argv() if stage else (),
-                            guard=guard_fields(backend.policy, hardening.guard))
+                            guard=guard_fields(backend.policy, hardening.guard),
+                            own_network=_own_network(backend.policy))
     except SandboxUnavailable as err:
         raise _diagnosed(err) from err
     assert box.proc is not None
     _bound(box, box.proc.pid, hardening)
     return box
+
+
+def _own_network(policy: Policy) -> bool:
+    """Whether each run gets a network namespace of its own: in a box without network,
+    where the box's loopback is all there is (a box on the host's network shares the
+    host's, and an allow-list's runs share the forwarder on the box's loopback)."""
+    return not policy.network and policy.network_allow is None
 
 
 def _bound(box: WarmBox, pid: int, hardening: Hardening) -> None:
