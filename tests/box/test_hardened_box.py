@@ -279,15 +279,19 @@ def _zombie_children() -> list[int]:
     """This process's children that are zombies (the machine is shared: only ours)."""
     out = []
     for tid in os.listdir("/proc/self/task"):
-        with open(f"/proc/self/task/{tid}/children", "rb") as f:
-            for pid in f.read().split():
-                try:
-                    with open(f"/proc/{int(pid)}/stat", "rb") as g:
-                        raw = g.read()
-                except OSError:
-                    continue
-                if raw[raw.rfind(b")") + 2 :].startswith(b"Z"):
-                    out.append(int(pid))
+        try:
+            with open(f"/proc/self/task/{tid}/children", "rb") as f:
+                kids = f.read().split()
+        except OSError:
+            continue  # a thread that ended since the listing
+        for pid in kids:
+            try:
+                with open(f"/proc/{int(pid)}/stat", "rb") as g:
+                    raw = g.read()
+            except OSError:
+                continue
+            if raw[raw.rfind(b")") + 2 :].startswith(b"Z"):
+                out.append(int(pid))
     return out
 
 
