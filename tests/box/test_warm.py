@@ -235,9 +235,12 @@ def _starter(box: WarmBox) -> psutil.Process:
     """The starter: bwrap's init's child (the runs made ahead are its children)."""
     assert box.proc is not None
     for p in psutil.Process(box.proc.pid).children(recursive=True):
-        parent = p.parent()
-        if parent is not None and parent.name() == "bwrap" and p.name() != "bwrap":
-            return p
+        try:
+            parent = p.parent()
+            if parent is not None and parent.name() == "bwrap" and p.name() != "bwrap":
+                return p
+        except psutil.NoSuchProcess:
+            continue  # a run made ahead that ended since the listing
     raise AssertionError("no starter")
 
 
