@@ -93,17 +93,35 @@ class PolicyOptions(TypedDict, total=False):
     output_cap: int
 
 
+def session_env(settings: SandboxSettings, env: Mapping[str, str] | None = None
+                ) -> dict[str, str]:
+    """The session's environment: ``env`` (this process's by default) without the names
+    ``[sandbox] scrub`` lists, so without them in every plan built on it, boxed or on
+    the host."""
+    return drop_names(os.environ if env is None else env, settings.scrub)
+
+
+def session_home(env: Mapping[str, str]) -> str:
+    """The session's home: ``HOME`` in its environment, else this user's."""
+    return env.get("HOME") or os.path.expanduser("~")
+
+
+def writable_roots(writable: Iterable[str], home: str) -> tuple[str, ...]:
+    """``[sandbox] writable`` as the folders the box writes beside the project: absolute,
+    ``~`` against ``home``, whether they exist or not. The one reading of those entries:
+    the session's checks before its open, its git layout and the policy start from it."""
+    return tuple(os.path.abspath(expand(w, home)) for w in writable)
+
+
 def _writable_paths(writable: Iterable[str], home: str) -> tuple[str, ...]:
     """``[sandbox] writable``, absolute; each must exist."""
-    out: list[str] = []
-    for w in writable:
-        p = os.path.abspath(expand(w, home))
+    roots = writable_roots(writable, home)
+    for p in roots:
         if not os.path.exists(p):
             raise PolicyError(f"the writable path {escape(p)} does not exist; make it "
                               f"(mkdir -p {shlex.quote(escape(p))}) or take it out of "
                               "[sandbox] writable")
-        out.append(p)
-    return tuple(out)
+    return roots
 
 
 def _hidden_paths(hidden: Iterable[str], defaults: bool, home: str) -> tuple[str, ...]:
@@ -169,12 +187,12 @@ def _session_place(project: str, s: SandboxSettings, env: Mapping[str, str] | No
     """The session's environment (``[sandbox] scrub``'s names gone from it, so from
     every plan built on it, boxed or on the host), its home, and the project as written
     (absolute; refused when it is not a folder)."""
-    session_env = drop_names(os.environ if env is None else env, s.scrub)
-    home = home or session_env.get("HOME") or os.path.expanduser("~")
+    scrubbed = session_env(s, env)
+    home = home or session_home(scrubbed)
     as_written = os.path.abspath(project)
     if not os.path.isdir(as_written):
         raise PolicyError(f"the project {escape(as_written)} is not a directory")
-    return session_env, home, as_written
+    return scrubbed, home, as_written
 
 
 def _git_fields(project: str, writable: tuple[str, ...], git: GitLayout | None,
@@ -193,7 +211,7 @@ def _git_fields(project: str, writable: tuple[str, ...], git: GitLayout | None,
     if git is not None:
         return {"protected": (*git.protected, *project_config_dirs(project, allowed),
                               *_host_reads(writable, env, home)),
-                "missing_hooks": (),
+                "missing_hooks": (), "views": git.views,
                 "pinned_dirs": git.pinned_dirs, "common_dir": common}
     git = find_layout(project, env=env, home=home, ask_git=False,
                       writable=tuple(os.path.realpath(w) for w in writable))
@@ -266,7 +284,8 @@ class Policy(NamedTuple):
         ``enabled = false`` gives a session with no box.
 
         ``git`` is the layout a session found (asking the host's git) and made the
-        missing protected names for. Without it the layout is found here without asking
+        missing protected names for, with what the box sees over some of them
+        (:mod:`sandbox.git.views`). Without it the layout is found here without asking
         the host's git, and protected names that are missing are left out (a missing
         ``hooks`` folder becomes an empty read-only one).
 
@@ -318,14 +337,6 @@ class Policy(NamedTuple):
         if not isinstance(keys.get("network", False), bool):
             keys["network"] = tuple(keys["network"])
         return cls.from_settings(project, SandboxSettings(**keys), **given)
-
-    def with_git(self, git: GitLayout, views: tuple[tuple[str, str], ...] = ()) -> Policy:
-        """This policy with the git layout a session found (asking the host's git) and
-        made the missing protected names of (:func:`sandbox.git.dirs.find_layout`), and
-        what the box sees over some of them (:mod:`sandbox.git.views`)."""
-        return self._replace(views=views, **_git_fields(self.project, self.writable, git,
-                                                        self.env, self.home,
-                                                        allowed=self.allow_tool_configs))
 
     # -- the sets pathguard checks against ------------------------------------------
 
