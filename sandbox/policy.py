@@ -23,6 +23,7 @@ from .beneath import link_on_the_way
 from .env import drop_names
 from .errors import PolicyError
 from .git.dirs import GitLayout, find_layout, git_common_dir
+from .limits import Limits, resolve
 from .settings import SandboxSettings
 from .systemtemp import gettempdir
 from .text import escape
@@ -265,6 +266,9 @@ class Policy(NamedTuple):
     # Where the session's proxy listens on 127.0.0.1 for a box that shares the host's
     # network (macOS); 0 where the box reaches it through a socket (Linux) or has none.
     proxy_port: int = 0
+    # [sandbox] processes, memory, tmp_size and shm_size, in processes and bytes against
+    # this machine's memory (sandbox/limits.py); the session's hardening enforces them.
+    limits: Limits = Limits()
 
     @classmethod
     def from_settings(
@@ -322,6 +326,7 @@ class Policy(NamedTuple):
             env=session_env,
             allow_unix_sockets=tuple(os.path.abspath(expand(p, home))
                                      for p in s.allow_unix_sockets),
+            limits=resolve(s.processes, s.memory, s.tmp_size, s.shm_size),
         )
 
     @classmethod

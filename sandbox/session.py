@@ -314,7 +314,7 @@ class Session:
 
             check_self(policy)
             session = cls(policy)
-            session._start(settings, roots if layout is not None else None, warm)
+            session._start(roots if layout is not None else None, warm)
             started = time.time()
             made = _Made(policy)
             yield session
@@ -328,8 +328,7 @@ class Session:
         finally:
             _end(session, manifest, tmp)
 
-    def _start(self, settings: SandboxSettings, held: tuple[str, ...] | None,
-               warm: bool = False) -> None:
+    def _start(self, held: tuple[str, ...] | None, warm: bool = False) -> None:
         """Make sure the box can be built (fail now, before anything runs), hold the
         binds below ``held`` (the git layout's roots), and start the allow-list's proxy,
         the filter, the bounds and (``warm``) the warm box, whose bwrap binds the
@@ -348,7 +347,7 @@ class Session:
                 self._box.hold(held)
         from .harden import Hardening
 
-        self.hardening = Hardening.for_session(settings, self.policy, self._box)
+        self.hardening = Hardening.for_session(self.policy, self._box)
         if warm and isinstance(self._box, BwrapBackend):
             from .warm import seat
 
