@@ -91,7 +91,6 @@ class PolicyOptions(TypedDict, total=False):
     env: Mapping[str, str] | None
     home: str | None
     platform: str
-    output_cap: int
 
 
 def session_env(settings: SandboxSettings, env: Mapping[str, str] | None = None
@@ -336,9 +335,9 @@ class Policy(NamedTuple):
         build a policy by hand."""
         given: dict[str, Any] = dict(options)
         keys = {k: given.pop(k) for k in SandboxSettings._fields if k in given}
-        for k in ("writable", "hidden", "scrub", "allow_unix_sockets"):
-            if k in keys:
-                keys[k] = tuple(keys[k])
+        for k, default in SandboxSettings._field_defaults.items():
+            if k in keys and isinstance(default, tuple):
+                keys[k] = tuple(keys[k])  # the table's lists, as SandboxSettings holds them
         if not isinstance(keys.get("network", False), bool):
             keys["network"] = tuple(keys["network"])
         return cls.from_settings(project, SandboxSettings(**keys), **given)
