@@ -297,17 +297,17 @@ class Policy(NamedTuple):
         hidden path that is neither a file nor a folder.
         """
         s = settings if settings is not None else SandboxSettings()
-        session_env, home, as_written = _session_place(project, s, env, home)
+        scrubbed, home, as_written = _session_place(project, s, env, home)
         real_project = os.path.realpath(as_written)
         from .darwin import session_user_tmp
 
         # On a Mac, asked of the system and checked: never TMPDIR (see sandbox/darwin.py).
-        user_tmp = session_user_tmp(session_env, platform=platform, boxed=boxed and s.enabled,
+        user_tmp = session_user_tmp(scrubbed, platform=platform, boxed=boxed and s.enabled,
                                     fallback=gettempdir())
         tmp = private_tmp if private_tmp is not None else private_tmp_root()
         writable = _writable_paths(s.writable, home)
         return cls(
-            **_git_fields(real_project, writable, git, session_env, home,
+            **_git_fields(real_project, writable, git, scrubbed, home,
                           allowed=s.allow_tool_configs),
             allow_tool_configs=s.allow_tool_configs,
             project=real_project,
@@ -322,7 +322,7 @@ class Policy(NamedTuple):
             platform=platform,
             home=home,
             tmpdir=user_tmp,
-            env=session_env,
+            env=scrubbed,
             allow_unix_sockets=tuple(os.path.abspath(expand(p, home))
                                      for p in s.allow_unix_sockets),
             limits=resolve(s.processes, s.memory, s.tmp_size, s.shm_size),
