@@ -11,11 +11,9 @@ from launchers.errors import ConfigError
 from launchers.values import Error, a_type, as_toml
 from sandbox.settings import SandboxSettings
 
-SANDBOX_KEYS: tuple[str, ...] = (
-    "writable", "hidden", "hide_defaults", "protect", "network", "enabled", "scrub",
-    "processes", "memory", "tmp_size", "shm_size",
-    "allow_unix_sockets", "allow_tool_configs",
-)
+# The keys and their defaults are SandboxSettings' own, in its order.
+SANDBOX_KEYS: tuple[str, ...] = SandboxSettings._fields
+_DEFAULTS = SandboxSettings._field_defaults
 # A scrub entry: an environment name, or a pattern of one with * and ?.
 _ENV_PATTERN = r"[A-Za-z0-9_*?]+"  # compiled at its first use (re caches it)
 
@@ -38,7 +36,7 @@ def sandbox_table(file: str, raw: object) -> SandboxSettings:
              for key in ("writable", "hidden", "allow_unix_sockets")}
     flags: dict[str, bool] = {}
     for key in ("hide_defaults", "protect", "enabled"):
-        value = raw.get(key, SandboxSettings._field_defaults[key])
+        value = raw.get(key, _DEFAULTS[key])
         if not isinstance(value, bool):
             raise error(key, f"must be true or false, not {a_type(value)}.")
         flags[key] = value
@@ -54,7 +52,7 @@ def _limits(raw: dict[str, Any], error: Error) -> dict[str, Any]:
     from sandbox import limits
 
     out: dict[str, Any] = {}
-    n = raw.get("processes", limits.DEFAULT_PROCESSES)
+    n = raw.get("processes", _DEFAULTS["processes"])
     span = f"a whole number from 16 to {limits.MAX_PROCESSES}"
     if isinstance(n, bool) or not isinstance(n, int):
         raise error("processes", f"must be {span}, not {a_type(n)}.")
@@ -72,8 +70,13 @@ def _limits(raw: dict[str, Any], error: Error) -> dict[str, Any]:
     return out
 
 
+def _listed(raw: dict[str, Any], key: str) -> object:
+    """The value of a list key, the table's default (an empty list) when it is not set."""
+    return raw.get(key, list(_DEFAULTS[key]))
+
+
 def _sandbox_paths(raw: dict[str, Any], key: str, error: Error) -> tuple[str, ...]:
-    value = raw.get(key, [])
+    value = _listed(raw, key)
     if not isinstance(value, list):
         raise error(key, f"must be a list of paths, not {a_type(value)}.")
     for i, item in enumerate(value, 1):
@@ -87,7 +90,7 @@ def _sandbox_paths(raw: dict[str, Any], key: str, error: Error) -> tuple[str, ..
 
 def _network(raw: dict[str, Any], error: Error) -> bool | tuple[str, ...]:
     """false, true, or a list of hosts (sandbox/network/allow.py), each checked."""
-    value = raw.get("network", False)
+    value = raw.get("network", _DEFAULTS["network"])
     if isinstance(value, bool):
         return value
     if not isinstance(value, list):
@@ -107,7 +110,7 @@ def _network(raw: dict[str, Any], error: Error) -> bool | tuple[str, ...]:
 
 
 def _scrub_names(raw: dict[str, Any], error: Error) -> tuple[str, ...]:
-    names = raw.get("scrub", [])
+    names = _listed(raw, "scrub")
     if not isinstance(names, list):
         raise error("scrub", f"must be a list of environment names, not {a_type(names)}.")
     for i, item in enumerate(names, 1):
@@ -119,11 +122,10 @@ def _scrub_names(raw: dict[str, Any], error: Error) -> tuple[str, ...]:
     return tuple(names)
 
 
-
 def _tool_configs(raw: dict[str, Any], error: Error) -> tuple[str, ...]:
     from sandbox.toolconfigs import NAMES
 
-    names = raw.get("allow_tool_configs", [])
+    names = _listed(raw, "allow_tool_configs")
     if not isinstance(names, list):
         raise error("allow_tool_configs", f"must be a list of names, not {a_type(names)}.")
     for i, item in enumerate(names, 1):

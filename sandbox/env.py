@@ -1,4 +1,7 @@
-"""The environment a hook or a boxed command starts with.
+"""What a hook's or a boxed command's environment loses: the tables, and their rules.
+
+:mod:`sandbox.startenv` applies them to a session's environment, on the host or in the
+box.
 
 Provider keys never reach a hook or a boxed command. A host hook in a session with a
 sandbox also loses every PATH entry the agent could plant a program in, and every loader
@@ -16,8 +19,6 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 
 if TYPE_CHECKING:
     from pathguard.guard import Guard
-
-    from .policy import Policy
 
 # Removed from every hook's and every boxed command's environment, together with any name
 # ending in _API_KEY. One list, here; tests cover each entry.
@@ -79,47 +80,6 @@ def drop_names(env: Mapping[str, str], patterns: Sequence[str]) -> dict[str, str
     if not patterns:
         return dict(env)
     return {k: v for k, v in env.items() if not any(fnmatchcase(k, p) for p in patterns)}
-
-
-def host_env(policy: Policy) -> dict[str, str]:
-    """The environment of a hook run on the host.
-
-    Provider keys go. In a session with a sandbox PATH keeps only the entries pathguard
-    accepts (none empty or relative, none inside a folder the agent can write, none
-    that cannot be traced); when none is left there is no PATH at all, so the hook
-    must name its programs by absolute path. With no sandbox PATH is unchanged: the
-    agent's commands can write anywhere, so pruning would protect nothing.
-    """
-    env = scrub(policy.env)
-    if policy.boxed:
-        # Imported here: pathguard is only needed for a boxed session's host hooks.
-        from pathguard.argv import prune_path
-
-        guard = policy.guard(boxed=False)
-        pruned = prune_path(env.get("PATH"), guard)
-        if pruned is None:
-            env.pop("PATH", None)
-        else:
-            env["PATH"] = pruned
-        # The loader variables below, by the same rule (their table, at the end).
-        env = prune_loaders(env, guard)
-    return env
-
-
-def box_env(policy: Policy, env_extra: Mapping[str, str] | None = None, *,
-            tmpdir: str = "/tmp") -> dict[str, str]:
-    """The environment of a boxed hook or command: the session's and the caller's
-    additions, scrubbed (no path into the box carries a key), with ``TMPDIR`` at the
-    box's temp folder (``/tmp`` in the Linux box; the private folder itself on macOS),
-    and no variable naming a Unix socket the box may not reach (``SSH_AUTH_SOCK``, ...)."""
-    from .sockets import without_shut_sockets
-
-    env = scrub(policy.env)
-    if env_extra:
-        env.update(scrub(env_extra))
-    env = without_shut_sockets(env, policy.allow_unix_sockets)
-    env["TMPDIR"] = tmpdir
-    return env
 
 
 # -- loader variables: what a host hook's interpreters load code from -------------------

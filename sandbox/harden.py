@@ -39,7 +39,6 @@ from .seccomp import Compiled, reader
 if TYPE_CHECKING:
     from .backends import Backend
     from .policy import Policy
-    from .settings import SandboxSettings
 
 # The supervisor, given what to do at a run's start and (or None) what starts it.
 Runner = Callable[[Callable[[int], None] | None, "cgroup.Spawn[Any] | None"], RunResult]
@@ -175,14 +174,10 @@ class Hardening:
         return self
 
     @classmethod
-    def for_session(cls, settings: SandboxSettings, policy: Policy,
-                    box: Backend | None) -> Hardening:
-        """The session's hardening; the box backend (bwrap's) is told the /dev/shm size
-        and where each run's filter descriptor comes from."""
-        from .limits import resolve
-
-        limits = resolve(settings.processes, settings.memory, settings.tmp_size,
-                         settings.shm_size)
+    def for_session(cls, policy: Policy, box: Backend | None) -> Hardening:
+        """The session's hardening, to the policy's bounds; the box backend (bwrap's) is
+        told the /dev/shm size and where each run's filter descriptor comes from."""
+        limits = policy.limits
         harden = getattr(box, "harden", None)
         self = cls.open(limits, boxed=harden is not None, private_tmp=policy.private_tmp)
         if harden is not None:

@@ -23,6 +23,7 @@ from .beneath import link_on_the_way
 from .env import drop_names
 from .errors import PolicyError
 from .git.dirs import GitLayout, find_layout, git_common_dir
+from .limits import Limits, resolve
 from .settings import SandboxSettings
 from .systemtemp import gettempdir
 from .text import escape
@@ -90,20 +91,37 @@ class PolicyOptions(TypedDict, total=False):
     env: Mapping[str, str] | None
     home: str | None
     platform: str
-    output_cap: int
+
+
+def session_env(settings: SandboxSettings, env: Mapping[str, str] | None = None
+                ) -> dict[str, str]:
+    """The session's environment: ``env`` (this process's by default) without the names
+    ``[sandbox] scrub`` lists, so without them in every plan built on it, boxed or on
+    the host."""
+    return drop_names(os.environ if env is None else env, settings.scrub)
+
+
+def session_home(env: Mapping[str, str]) -> str:
+    """The session's home: ``HOME`` in its environment, else this user's."""
+    return env.get("HOME") or os.path.expanduser("~")
+
+
+def writable_roots(writable: Iterable[str], home: str) -> tuple[str, ...]:
+    """``[sandbox] writable`` as the folders the box writes beside the project: absolute,
+    ``~`` against ``home``, whether they exist or not. The one reading of those entries:
+    the session's checks before its open, its git layout and the policy start from it."""
+    return tuple(os.path.abspath(expand(w, home)) for w in writable)
 
 
 def _writable_paths(writable: Iterable[str], home: str) -> tuple[str, ...]:
     """``[sandbox] writable``, absolute; each must exist."""
-    out: list[str] = []
-    for w in writable:
-        p = os.path.abspath(expand(w, home))
+    roots = writable_roots(writable, home)
+    for p in roots:
         if not os.path.exists(p):
             raise PolicyError(f"the writable path {escape(p)} does not exist; make it "
                               f"(mkdir -p {shlex.quote(escape(p))}) or take it out of "
                               "[sandbox] writable")
-        out.append(p)
-    return tuple(out)
+    return roots
 
 
 def _hidden_paths(hidden: Iterable[str], defaults: bool, home: str) -> tuple[str, ...]:
@@ -169,12 +187,12 @@ def _session_place(project: str, s: SandboxSettings, env: Mapping[str, str] | No
     """The session's environment (``[sandbox] scrub``'s names gone from it, so from
     every plan built on it, boxed or on the host), its home, and the project as written
     (absolute; refused when it is not a folder)."""
-    session_env = drop_names(os.environ if env is None else env, s.scrub)
-    home = home or session_env.get("HOME") or os.path.expanduser("~")
+    scrubbed = session_env(s, env)
+    home = home or session_home(scrubbed)
     as_written = os.path.abspath(project)
     if not os.path.isdir(as_written):
         raise PolicyError(f"the project {escape(as_written)} is not a directory")
-    return session_env, home, as_written
+    return scrubbed, home, as_written
 
 
 def _git_fields(project: str, writable: tuple[str, ...], git: GitLayout | None,
@@ -193,7 +211,7 @@ def _git_fields(project: str, writable: tuple[str, ...], git: GitLayout | None,
     if git is not None:
         return {"protected": (*git.protected, *project_config_dirs(project, allowed),
                               *_host_reads(writable, env, home)),
-                "missing_hooks": (),
+                "missing_hooks": (), "views": git.views,
                 "pinned_dirs": git.pinned_dirs, "common_dir": common}
     git = find_layout(project, env=env, home=home, ask_git=False,
                       writable=tuple(os.path.realpath(w) for w in writable))
@@ -247,6 +265,9 @@ class Policy(NamedTuple):
     # Where the session's proxy listens on 127.0.0.1 for a box that shares the host's
     # network (macOS); 0 where the box reaches it through a socket (Linux) or has none.
     proxy_port: int = 0
+    # [sandbox] processes, memory, tmp_size and shm_size, in processes and bytes against
+    # this machine's memory (sandbox/limits.py); the session's hardening enforces them.
+    limits: Limits = Limits()
 
     @classmethod
     def from_settings(
@@ -266,7 +287,8 @@ class Policy(NamedTuple):
         ``enabled = false`` gives a session with no box.
 
         ``git`` is the layout a session found (asking the host's git) and made the
-        missing protected names for. Without it the layout is found here without asking
+        missing protected names for, with what the box sees over some of them
+        (:mod:`sandbox.git.views`). Without it the layout is found here without asking
         the host's git, and protected names that are missing are left out (a missing
         ``hooks`` folder becomes an empty read-only one).
 
@@ -275,17 +297,17 @@ class Policy(NamedTuple):
         hidden path that is neither a file nor a folder.
         """
         s = settings if settings is not None else SandboxSettings()
-        session_env, home, as_written = _session_place(project, s, env, home)
+        scrubbed, home, as_written = _session_place(project, s, env, home)
         real_project = os.path.realpath(as_written)
         from .darwin import session_user_tmp
 
         # On a Mac, asked of the system and checked: never TMPDIR (see sandbox/darwin.py).
-        user_tmp = session_user_tmp(session_env, platform=platform, boxed=boxed and s.enabled,
+        user_tmp = session_user_tmp(scrubbed, platform=platform, boxed=boxed and s.enabled,
                                     fallback=gettempdir())
         tmp = private_tmp if private_tmp is not None else private_tmp_root()
         writable = _writable_paths(s.writable, home)
         return cls(
-            **_git_fields(real_project, writable, git, session_env, home,
+            **_git_fields(real_project, writable, git, scrubbed, home,
                           allowed=s.allow_tool_configs),
             allow_tool_configs=s.allow_tool_configs,
             project=real_project,
@@ -300,9 +322,10 @@ class Policy(NamedTuple):
             platform=platform,
             home=home,
             tmpdir=user_tmp,
-            env=session_env,
+            env=scrubbed,
             allow_unix_sockets=tuple(os.path.abspath(expand(p, home))
                                      for p in s.allow_unix_sockets),
+            limits=resolve(s.processes, s.memory, s.tmp_size, s.shm_size),
         )
 
     @classmethod
@@ -312,20 +335,12 @@ class Policy(NamedTuple):
         build a policy by hand."""
         given: dict[str, Any] = dict(options)
         keys = {k: given.pop(k) for k in SandboxSettings._fields if k in given}
-        for k in ("writable", "hidden", "scrub", "allow_unix_sockets"):
-            if k in keys:
-                keys[k] = tuple(keys[k])
+        for k, default in SandboxSettings._field_defaults.items():
+            if k in keys and isinstance(default, tuple):
+                keys[k] = tuple(keys[k])  # the table's lists, as SandboxSettings holds them
         if not isinstance(keys.get("network", False), bool):
             keys["network"] = tuple(keys["network"])
         return cls.from_settings(project, SandboxSettings(**keys), **given)
-
-    def with_git(self, git: GitLayout, views: tuple[tuple[str, str], ...] = ()) -> Policy:
-        """This policy with the git layout a session found (asking the host's git) and
-        made the missing protected names of (:func:`sandbox.git.dirs.find_layout`), and
-        what the box sees over some of them (:mod:`sandbox.git.views`)."""
-        return self._replace(views=views, **_git_fields(self.project, self.writable, git,
-                                                        self.env, self.home,
-                                                        allowed=self.allow_tool_configs))
 
     # -- the sets pathguard checks against ------------------------------------------
 

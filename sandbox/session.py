@@ -27,7 +27,14 @@ from .git.dirs import GitLayout, find_layout
 from .git.report import report
 from .git.views import module_views
 from .plan import LaunchPlan, RunResult
-from .policy import DEFAULT_OUTPUT_CAP, Policy, expand, private_tmp_root
+from .policy import (
+    DEFAULT_OUTPUT_CAP,
+    Policy,
+    private_tmp_root,
+    session_env,
+    session_home,
+    writable_roots,
+)
 from .process.made import clean_session, remove_folder
 from .process.watchdog import forget_session, watch_session
 from .settings import SandboxSettings
@@ -103,18 +110,6 @@ def _shift_for_root(st: os.stat_result) -> int:
     return 3 if st.st_gid in (0, *os.getgroups()) else 0
 
 
-def _box_writable(project: str, settings: SandboxSettings, env: Mapping[str, str] | None,
-                  boxed: bool) -> tuple[str, ...]:
-    """The folders the box will write, as named: the project and ``[sandbox] writable``
-    (none without a box)."""
-    if not boxed:
-        return ()
-    from .policy import expand
-
-    home = (env or os.environ).get("HOME") or os.path.expanduser("~")
-    return (project, *(os.path.abspath(expand(w, home)) for w in settings.writable))
-
-
 def _new_host_reads(reads: tuple[str, ...], before: tuple[str, ...]) -> list[str]:
     """What the box made of the files the host reads to decide what to run, in a
     ``[sandbox] writable`` folder (sandbox/hostreads.py)."""
@@ -155,15 +150,13 @@ class _Made:
                 *_new_host_reads(self.reads, self.before)]
 
 
-def _git_layout(project: str, settings: SandboxSettings, env: Mapping[str, str] | None,
-                private_root: str) -> tuple[GitLayout, tuple[str, ...]]:
+def _git_layout(project: str, named: tuple[str, ...], env: Mapping[str, str] | None,
+                home: str, private_root: str) -> tuple[GitLayout, tuple[str, ...]]:
     """The project's git layout, asking the host's git, and the folders it may make
-    things in (the writable roots, the project first)."""
-    env = os.environ if env is None else env
-    home = env.get("HOME") or os.path.expanduser("~")
+    things in (the writable roots, the project first). ``named`` is ``[sandbox]
+    writable`` as :func:`~sandbox.policy.writable_roots` reads it."""
     real = os.path.realpath(project)
-    writable = tuple(os.path.realpath(expand(w, home)) for w in settings.writable
-                     if os.path.exists(expand(w, home)))
+    writable = tuple(os.path.realpath(w) for w in named if os.path.exists(w))
     layout = find_layout(real, env=env, home=home, writable=writable,
                          forbidden=(private_root,))
     roots = (real, *((layout.common_dir,) if layout.common_dir else ()), *writable)
@@ -282,8 +275,12 @@ class Session:
         settings = settings if settings is not None else SandboxSettings()
         boxed = boxed and settings.enabled
         _readable(project)
+        # The session's environment, home and writable roots, as the policy reads them.
+        scrubbed = session_env(settings, env)
+        home = session_home(scrubbed)
+        named = writable_roots(settings.writable, home)
         _leftovers.refuse_shared_root(os.path.realpath(private_tmp_root()),
-                                      _box_writable(project, settings, env, boxed))
+                                      (project, *named) if boxed else ())
         root = make_private_root(private_tmp_root())
         # What sessions whose harness died left behind: their /tmp tmpfs unmounted first
         # (a mount point cannot be removed), then what they made.
@@ -299,19 +296,17 @@ class Session:
             layout: GitLayout | None = None
             roots: tuple[str, ...] = (tmp,)
             if boxed and settings.protect and os.path.isdir(project):
-                layout, roots = _git_layout(project, settings, env, root)
+                layout, roots = _git_layout(project, named, env, home, root)
             manifest = _leftovers.start(tmp)
             # The watchdog first: from here on a killed harness leaves nothing behind.
             watch_session(manifest)
             if layout is not None:
                 _leftovers.make(manifest, tmp, roots, dirs=layout.make_dirs,
                                 files=layout.make_files, protected=layout.protected)
+                layout = layout._replace(views=module_views(
+                    layout, roots, find_git(scrubbed, roots), scrubbed, tmp + ".views"))
             policy = Policy.from_settings(project, settings, boxed=boxed, private_tmp=tmp,
                                           env=env, git=layout)._replace(output_cap=output_cap)
-            if layout is not None:
-                views = module_views(layout, roots, find_git(policy.env, roots), policy.env,
-                                     tmp + ".views")
-                policy = policy.with_git(layout, views)
             if policy.boxed:
                 _leftovers.refuse_linked(policy.protected_paths())
             # The toolkit will not run from a folder the box can write (selfguard.py).
@@ -319,7 +314,7 @@ class Session:
 
             check_self(policy)
             session = cls(policy)
-            session._start(settings, roots if layout is not None else None, warm)
+            session._start(roots if layout is not None else None, warm)
             started = time.time()
             made = _Made(policy)
             yield session
@@ -333,8 +328,7 @@ class Session:
         finally:
             _end(session, manifest, tmp)
 
-    def _start(self, settings: SandboxSettings, held: tuple[str, ...] | None,
-               warm: bool = False) -> None:
+    def _start(self, held: tuple[str, ...] | None, warm: bool = False) -> None:
         """Make sure the box can be built (fail now, before anything runs), hold the
         binds below ``held`` (the git layout's roots), and start the allow-list's proxy,
         the filter, the bounds and (``warm``) the warm box, whose bwrap binds the
@@ -353,7 +347,7 @@ class Session:
                 self._box.hold(held)
         from .harden import Hardening
 
-        self.hardening = Hardening.for_session(settings, self.policy, self._box)
+        self.hardening = Hardening.for_session(self.policy, self._box)
         if warm and isinstance(self._box, BwrapBackend):
             from .warm import seat
 

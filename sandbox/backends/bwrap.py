@@ -24,10 +24,10 @@ import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from sandbox.env import box_env
 from sandbox.errors import SandboxUnavailable
 from sandbox.plan import BackendName, LaunchPlan, RunResult
 from sandbox.policy import Policy
+from sandbox.startenv import box_env
 from sandbox.text import escape
 
 from .bwrap_args import (

@@ -11,9 +11,10 @@ import os
 import shlex
 from collections.abc import Mapping, Sequence
 
-from sandbox.env import host_env, scrub
+from sandbox.env import scrub
 from sandbox.plan import BackendName, LaunchPlan, RunResult
 from sandbox.policy import Policy
+from sandbox.startenv import host_env
 
 
 def plan(

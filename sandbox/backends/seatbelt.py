@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-from sandbox.env import box_env
 from sandbox.plan import BackendName, LaunchPlan, RunResult
 from sandbox.policy import Policy
+from sandbox.startenv import box_env
 
 SANDBOX_EXEC = "/usr/bin/sandbox-exec"
 

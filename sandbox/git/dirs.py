@@ -64,6 +64,9 @@ class GitLayout(NamedTuple):
     skipped: tuple[str, ...] = ()        # git folders behind a link, not followed
     modules: tuple[str, ...] = ()        # the module folders among git_dirs
     gitlinks: tuple[str, ...] = ()       # the index's gitlinks (asked of host git)
+    # (protected path, what the box sees there instead), made by the session once the
+    # layout's missing names are: see sandbox.git.views.
+    views: tuple[tuple[str, str], ...] = ()
 
 
 def _read_gitdir_file(project: str) -> str | None:

@@ -24,11 +24,11 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from sandbox.backends.bwrap import KEYRING_LISTS, PROC_READ_ONLY, BwrapBackend
-from sandbox.env import box_env
 from sandbox.errors import SandboxUnavailable
 from sandbox.plan import LaunchPlan, RunResult
 from sandbox.process.pipes import Pipes
 from sandbox.sockets import guard_fields
+from sandbox.startenv import box_env
 from sandbox.warm.client import WarmBox, WarmBoxDown, box_options
 
 if TYPE_CHECKING:
@@ -108,7 +108,7 @@ def run(session: Session, argv: Sequence[str], *, env_extra: Mapping[str, str] |
         stdin: bytes, timeout: float | None, cancel: threading.Event | None,
         pipes: type[Pipes] = Pipes) -> RunResult:
     """One boxed command in the session's warm box, from the project, with the
-    environment a cold box's command gets (:func:`~sandbox.env.box_env`), its output read
+    environment a cold box's command gets (:func:`~sandbox.startenv.box_env`), its output read
     by ``pipes``; a run the memory bound killed says so. The result's plan describes the
     command (there is no bwrap command line)."""
     box, policy = session.warm, session.policy

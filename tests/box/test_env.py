@@ -10,8 +10,9 @@ import pytest
 from helpers.paths import REPO
 
 from sandbox import env as sandbox_env
-from sandbox.env import DESKTOP_VARS, PROVIDER_KEYS, box_env, host_env, is_provider_key, scrub
+from sandbox.env import DESKTOP_VARS, PROVIDER_KEYS, is_provider_key, scrub
 from sandbox.policy import Policy
+from sandbox.startenv import box_env, host_env
 
 DOCS = REPO / "docs" / "host-hooks.md"
 

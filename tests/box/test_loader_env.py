@@ -20,9 +20,10 @@ from helpers.paths import REPO
 
 from launchers.config import Config, HookSpec
 from launchers.harness.hooks import HookRunner
-from sandbox.env import LOADER_VARS, LoaderVar, host_env, path_words
+from sandbox.env import LOADER_VARS, LoaderVar, path_words
 from sandbox.policy import Policy
 from sandbox.session import Session
+from sandbox.startenv import host_env
 
 OUTSIDE = "/usr/lib"  # exists on every Linux machine and lies in no writable folder
 
@@ -125,7 +126,7 @@ def test_a_git_config_set_goes_whole_when_one_value_names_the_project(project: P
 
 def test_the_box_keeps_its_environment(project: Path) -> None:
     # Boxed commands may write the project anyway; the table is for host hooks.
-    from sandbox.env import box_env
+    from sandbox.startenv import box_env
 
     assert box_env(policy(project, {"PYTHONPATH": str(project)}))["PYTHONPATH"] == str(project)
 

@@ -13,9 +13,9 @@ import pytest
 
 from launchers.config import Config, HookSpec
 from launchers.harness.hooks import HookRunner
-from sandbox.env import host_env
 from sandbox.policy import Policy
 from sandbox.session import Session
+from sandbox.startenv import host_env
 
 
 def policy(project: Path, env: dict[str, str]) -> Policy:

@@ -21,10 +21,10 @@ import pytest
 from helpers.procs import fds_settle, left_after
 
 from sandbox.backends.bwrap import KEYRING_LISTS, PROC_READ_ONLY, BwrapBackend
-from sandbox.env import box_env
 from sandbox.errors import SandboxUnavailable
 from sandbox.plan import RunResult
 from sandbox.session import Session
+from sandbox.startenv import box_env
 from sandbox.warm.client import WarmBox, box_options
 from sandbox.warm.helper import SPARE
 

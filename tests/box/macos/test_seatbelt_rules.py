@@ -28,9 +28,9 @@ from helpers.seatbelt_profile import (
 
 from sandbox import darwin, sockets
 from sandbox.backends import seatbelt
-from sandbox.env import box_env, host_env
 from sandbox.errors import PolicyError, SandboxUnavailable
 from sandbox.policy import Policy
+from sandbox.startenv import box_env, host_env
 
 # -- a reader of the network rules: the last rule that matches decides --------------------
 

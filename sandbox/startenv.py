@@ -1,0 +1,57 @@
+"""The environment a run starts with, from its session's policy: a hook's on the host
+(:func:`host_env`) or a command's in the box (:func:`box_env`).
+
+The tables they apply (provider keys, loader variables) are :mod:`sandbox.env`'s; this
+module sits above both them and the policy, so neither reaches back to the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from .env import prune_loaders, scrub
+
+if TYPE_CHECKING:
+    from .policy import Policy
+
+
+def host_env(policy: Policy) -> dict[str, str]:
+    """The environment of a hook run on the host.
+
+    Provider keys go. In a session with a sandbox PATH keeps only the entries pathguard
+    accepts (none empty or relative, none inside a folder the agent can write, none
+    that cannot be traced); when none is left there is no PATH at all, so the hook
+    must name its programs by absolute path. With no sandbox PATH is unchanged: the
+    agent's commands can write anywhere, so pruning would protect nothing.
+    """
+    env = scrub(policy.env)
+    if policy.boxed:
+        # Imported here: pathguard is only needed for a boxed session's host hooks.
+        from pathguard.argv import prune_path
+
+        guard = policy.guard(boxed=False)
+        pruned = prune_path(env.get("PATH"), guard)
+        if pruned is None:
+            env.pop("PATH", None)
+        else:
+            env["PATH"] = pruned
+        # The loader variables, by the same rule (their table is sandbox/env.py's).
+        env = prune_loaders(env, guard)
+    return env
+
+
+def box_env(policy: Policy, env_extra: Mapping[str, str] | None = None, *,
+            tmpdir: str = "/tmp") -> dict[str, str]:
+    """The environment of a boxed hook or command: the session's and the caller's
+    additions, scrubbed (no path into the box carries a key), with ``TMPDIR`` at the
+    box's temp folder (``/tmp`` in the Linux box; the private folder itself on macOS),
+    and no variable naming a Unix socket the box may not reach (``SSH_AUTH_SOCK``, ...)."""
+    from .sockets import without_shut_sockets
+
+    env = scrub(policy.env)
+    if env_extra:
+        env.update(scrub(env_extra))
+    env = without_shut_sockets(env, policy.allow_unix_sockets)
+    env["TMPDIR"] = tmpdir
+    return env
