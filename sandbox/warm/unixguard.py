@@ -40,6 +40,18 @@ import os
 import stat
 import struct
 
+if __package__:  # imported by the host
+    from sandbox.warm.guardparts import Caller, Message, Refused, errno_of, load, narrow
+else:  # in the box: this folder is on the path
+    from guardparts import (  # type: ignore[import-not-found,no-redef]
+        Caller,
+        Message,
+        Refused,
+        errno_of,
+        load,
+        narrow,
+    )
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported in the box: it costs each run its start
     from collections.abc import Callable
@@ -55,17 +67,6 @@ _MACHINES: dict[str, tuple[int, int, dict[int, str]]] = {
 }
 SYS_PIDFD_OPEN, SYS_PIDFD_GETFD, SYS_PIDFD_SEND_SIGNAL = 434, 438, 424
 PIDFD_THREAD = os.O_EXCL
-SECCOMP_SET_MODE_FILTER = 1
-SECCOMP_MODE_FILTER = 2
-PR_SET_SECCOMP = 22
-PR_CAPBSET_DROP = 24
-PR_SET_NO_NEW_PRIVS = 38
-PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
-CAPABILITY_VERSION_3 = 0x20080522
-CAP_SETPCAP, CAP_SYS_PTRACE = 8, 19
-F_DUPFD_CLOEXEC = 1030
-FLAG_NEW_LISTENER = 1 << 3
-FLAG_WAIT_KILLABLE_RECV = 1 << 5
 # ioctl requests on the listener (linux/seccomp.h: _IOWR('!', 0..), _IOW('!', 2, u64)).
 NOTIF_RECV = 0xC0502100
 NOTIF_SEND = 0xC0182101
@@ -95,17 +96,6 @@ class _Fprog(ctypes.Structure):
     _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
 
 
-class _Iovec(ctypes.Structure):
-    _fields_ = (("base", ctypes.c_void_p), ("len", ctypes.c_size_t))
-
-
-class _Msghdr(ctypes.Structure):
-    _fields_ = (("name", ctypes.c_void_p), ("namelen", ctypes.c_uint32),
-                ("iov", ctypes.POINTER(_Iovec)), ("iovlen", ctypes.c_size_t),
-                ("control", ctypes.c_void_p), ("controllen", ctypes.c_size_t),
-                ("flags", ctypes.c_int))
-
-
 def machine() -> tuple[int, int, dict[int, str]] | None:
     """This machine's ABI as the guard knows it, or None (the guard cannot run here)."""
     return _MACHINES.get(os.uname().machine)
@@ -132,97 +122,6 @@ def unsupported() -> str | None:
 
 def _under(path: bytes, roots: tuple[bytes, ...]) -> bool:
     return any(path == r or path.startswith(r.rstrip(b"/") + b"/") for r in roots)
-
-
-def _errno(err: Exception) -> int:
-    """The errno a failed call answers: the refusal's, or the OS error met on the way
-    (a path not found is ENOENT, as connect(2) says it), else EACCES."""
-    if isinstance(err, Refused):
-        return err.errno
-    if isinstance(err, OSError) and err.errno:
-        return err.errno
-    return errno.EACCES
-
-
-class Refused(Exception):
-    """The call's answer is this errno."""
-
-    def __init__(self, err: int) -> None:
-        super().__init__(err)
-        self.errno = err
-
-
-class _Caller:
-    """The stopped caller: its pidfd and memory, opened by pid and then confirmed to be
-    the one still waiting (``NOTIF_ID_VALID``), so a pid reused meanwhile is never read."""
-
-    def __init__(self, guard: Guard, nid: int, pid: int) -> None:
-        self.guard, self.nid, self.pid = guard, nid, pid
-        self.pidfd = guard.pidfd(pid)
-        try:
-            self.mem = os.open(f"/proc/{pid}/mem", os.O_RDWR | os.O_CLOEXEC)
-        except OSError:
-            os.close(self.pidfd)
-            raise
-        self.held: list[int] = []
-        try:
-            self.confirm()
-        except Refused:
-            self.close()
-            raise
-
-    def confirm(self) -> None:
-        if not self.guard.valid(self.nid):
-            raise Refused(errno.ESRCH)
-
-    def read(self, addr: int, size: int) -> bytes:
-        if size == 0:
-            return b""
-        try:
-            data = os.pread(self.mem, size, addr)
-        except (OSError, OverflowError):
-            raise Refused(errno.EFAULT) from None
-        if len(data) != size:
-            raise Refused(errno.EFAULT)
-        return data
-
-    def write(self, addr: int, data: bytes) -> None:
-        try:
-            os.pwrite(self.mem, data, addr)
-        except (OSError, OverflowError):
-            raise Refused(errno.EFAULT) from None
-
-    def fd(self, number: int) -> int:
-        """A descriptor of the caller's own: it, not its number, is what is used."""
-        fd = self.guard.call(SYS_PIDFD_GETFD, self.pidfd, number, 0)
-        self.held.append(fd)
-        return fd
-
-    def opened(self, path: bytes) -> int:
-        """``path`` opened ``O_PATH`` as the caller would find it."""
-        base = f"/proc/{self.pid}/root" if path.startswith(b"/") else f"/proc/{self.pid}/cwd"
-        d = os.open(base, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            self.confirm()
-            fd = os.open(path.lstrip(b"/") or b".", os.O_PATH | os.O_CLOEXEC, dir_fd=d)
-        finally:
-            os.close(d)
-        self.held.append(fd)
-        return fd
-
-    def close(self) -> None:
-        for fd in (self.pidfd, self.mem, *self.held):
-            os.close(fd)
-        self.held = []
-
-
-class _CapHeader(ctypes.Structure):
-    _fields_ = (("version", ctypes.c_uint32), ("pid", ctypes.c_int))
-
-
-def _last_cap() -> int:
-    with open("/proc/sys/kernel/cap_last_cap", "rb") as f:
-        return int(f.read())
 
 
 class Guard:
@@ -276,67 +175,16 @@ class Guard:
                 raise self._narrowed
             if drop is not None:
                 drop()
-            self.listener = self._load()
+            self.listener = load(self.libc, self.sys_seccomp, self.prog)
         finally:
             lock.release()
-
-    def _narrow(self, main_filter: ctypes.Structure | None) -> None:
-        """In the supervisor's thread: every capability gone but ``CAP_SYS_PTRACE``
-        (when held), from every set, then ``no_new_privs`` and ``main_filter``."""
-        header = _CapHeader(CAPABILITY_VERSION_3, 0)
-        data = (ctypes.c_uint32 * 6)()
-        if self.libc.capget(ctypes.byref(header), ctypes.byref(data)) != 0:
-            raise OSError(ctypes.get_errno(), "capget")
-        keep = bool(data[1] & (1 << CAP_SYS_PTRACE))  # permitted, low word
-        if data[0] & (1 << CAP_SETPCAP):
-            for cap in range(_last_cap() + 1):
-                if cap != CAP_SYS_PTRACE and self.libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0):
-                    raise OSError(ctypes.get_errno(), "dropping the bounding set")
-        self.libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
-        data = (ctypes.c_uint32 * 6)()
-        if keep:
-            data[0] = data[1] = 1 << CAP_SYS_PTRACE
-        if self.libc.capset(ctypes.byref(header), ctypes.byref(data)) != 0:
-            raise OSError(ctypes.get_errno(), "capset")
-        if self.libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "no_new_privs")
-        if main_filter is not None and self.libc.prctl(
-                PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(main_filter), 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "the session's filter")
-
-    def _load(self) -> int:
-        for flags in (FLAG_NEW_LISTENER | FLAG_WAIT_KILLABLE_RECV, FLAG_NEW_LISTENER):
-            fd = self.libc.syscall(self.sys_seccomp, SECCOMP_SET_MODE_FILTER, flags,
-                                   ctypes.byref(self.prog))
-            if fd >= 0:
-                return self._high(int(fd))
-            err = ctypes.get_errno()
-            # Before Linux 5.19 a caller's wait could not be made killable only: a
-            # signal then restarts a call the supervisor may already have made.
-            if err != errno.EINVAL or not flags & FLAG_WAIT_KILLABLE_RECV:
-                raise OSError(err, f"the Unix-socket guard's filter: {os.strerror(err)}")
-        raise AssertionError("unreachable")
-
-    def _high(self, fd: int) -> int:
-        """The listener above the standard streams: the warm box's run puts the command's
-        own on 0, 1 and 2, which the starter's run may have left closed until then."""
-        if fd > 2:
-            return fd
-        high = int(self.libc.fcntl(fd, F_DUPFD_CLOEXEC, 3))
-        os.close(fd)
-        if high < 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"the Unix-socket guard's listener: {os.strerror(err)}")
-        return high
-
-    # -- the supervisor ------------------------------------------------------------------
 
     def _supervise(self, lock: _thread.LockType, narrowed: _thread.LockType,
                    main_filter: ctypes.Structure | None) -> None:
         # No signal is handled here: a call made for a caller must not be interrupted.
         signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
         try:
-            self._narrow(main_filter)
+            narrow(self.libc, main_filter)
         except OSError as err:
             self._narrowed = err
             narrowed.release()
@@ -366,7 +214,7 @@ class Guard:
             self.answer(nid, -errno.EACCES)
             return
         try:
-            caller = _Caller(self, nid, pid)
+            caller = Caller(self, nid, pid)
         except Refused as why:
             self.answer(nid, -why.errno)
             return
@@ -377,7 +225,7 @@ class Guard:
             getattr(self, "_" + call)(caller, args)
         except Exception as err:  # whatever went wrong, the call fails
             caller.close()
-            self.answer(nid, -_errno(err))
+            self.answer(nid, -errno_of(err))
 
     def answer(self, nid: int, result: int) -> None:
         resp = ctypes.create_string_buffer(_RESP.pack(
@@ -421,7 +269,7 @@ class Guard:
             raise Refused(ctypes.get_errno())
         return value.value
 
-    def address(self, caller: _Caller, sock: int, name: bytes) -> bytes:
+    def address(self, caller: Caller, sock: int, name: bytes) -> bytes:
         """The address the call is made with: ``name`` itself, unless it is a pathname
         on a Unix socket, which becomes ``/proc/self/fd/N`` of the checked socket. Every
         other address is one the kernel reads as no path (another family's, abstract,
@@ -445,7 +293,7 @@ class Guard:
             raise Refused(errno.EACCES)
         return struct.pack("=H", AF_UNIX) + b"/proc/self/fd/%d\0" % fd
 
-    def finish(self, caller: _Caller, sock: int, flags: int, make: _Make) -> None:
+    def finish(self, caller: Caller, sock: int, flags: int, make: _Make) -> None:
         """Make the call and answer with its result: here when it cannot wait (a
         non-blocking socket, ``MSG_DONTWAIT``), else in a thread of its own, so that one
         caller waiting on a full backlog does not stop the others."""
@@ -455,7 +303,7 @@ class Guard:
         else:
             _thread.start_new_thread(self._finish, (caller, make))
 
-    def send(self, caller: _Caller, sock: int, flags: int, msg: _Message) -> None:
+    def send(self, caller: Caller, sock: int, flags: int, msg: Message) -> None:
         """Send ``msg`` and answer: first without waiting, here (a send that need not
         wait, the usual case, costs no thread); what would wait is sent by a thread of
         its own, the rest of a stream after a part went, as a blocking send goes on."""
@@ -472,7 +320,7 @@ class Guard:
             caller.close()
             self.answer(caller.nid, sent)
             return
-        rest = msg if again else _Message(bytes(msg.data.raw[sent:]), b"", b"")
+        rest = msg if again else Message(bytes(msg.data.raw[sent:]), b"", b"")
 
         def more() -> int:
             try:
@@ -483,16 +331,16 @@ class Guard:
                 raise
         _thread.start_new_thread(self._finish, (caller, more))
 
-    def _finish(self, caller: _Caller, make: _Make) -> None:
+    def _finish(self, caller: Caller, make: _Make) -> None:
         try:
             result = make()
         except Exception as err:  # whatever went wrong, the call fails
-            result = -_errno(err)
+            result = -errno_of(err)
         finally:
             caller.close()
         self.answer(caller.nid, result)
 
-    def made(self, rc: int, caller: _Caller | None = None, flags: int = 0) -> int:
+    def made(self, rc: int, caller: Caller | None = None, flags: int = 0) -> int:
         if rc >= 0:
             return rc
         err = ctypes.get_errno()
@@ -502,7 +350,7 @@ class Guard:
             self.libc.syscall(SYS_PIDFD_SEND_SIGNAL, caller.pidfd, signal.SIGPIPE, None, 0)
         raise Refused(err)
 
-    def _connect(self, caller: _Caller, args: list[int]) -> None:
+    def _connect(self, caller: Caller, args: list[int]) -> None:
         sock = caller.fd(ctypes.c_int(args[0]).value)
         size = ctypes.c_int(args[2]).value
         if not 0 <= size <= SOCKADDR_MAX:
@@ -512,14 +360,14 @@ class Guard:
         self.finish(caller, sock, 0, lambda: self.made(
             self.libc.connect(sock, to, len(to.raw) - 1)))
 
-    def _sendto(self, caller: _Caller, args: list[int]) -> None:
+    def _sendto(self, caller: Caller, args: list[int]) -> None:
         sock = caller.fd(ctypes.c_int(args[0]).value)
         flags, size = ctypes.c_int(args[3]).value, ctypes.c_int(args[5]).value
         if not 0 <= size <= SOCKADDR_MAX:
             raise Refused(errno.EINVAL)
         data = caller.read(args[1], self._send_size(sock, args[2]))
         name = self.address(caller, sock, caller.read(args[4], size))
-        self.send(caller, sock, flags, _Message(data, name, b""))
+        self.send(caller, sock, flags, Message(data, name, b""))
 
     def _send_size(self, sock: int, size: int) -> int:
         if size <= SEND_MAX:
@@ -528,7 +376,7 @@ class Guard:
             raise Refused(errno.EMSGSIZE)
         return SEND_MAX
 
-    def _message(self, caller: _Caller, sock: int, at: int) -> _Message:
+    def _message(self, caller: Caller, sock: int, at: int) -> Message:
         """The caller's ``struct msghdr`` at ``at``, copied: its address (checked), its
         bytes joined in one vector, its control data with each passed descriptor the
         caller's own taken here."""
@@ -553,9 +401,9 @@ class Guard:
         control = self._control(caller, caller.read(ctl_p, ctl_len) if ctl_p else b"")
         name = (self.address(caller, sock, caller.read(name_p, name_len))
                 if name_p and name_len else b"")
-        return _Message(b"".join(chunks), name, control)
+        return Message(b"".join(chunks), name, control)
 
-    def _control(self, caller: _Caller, data: bytes) -> bytes:
+    def _control(self, caller: Caller, data: bytes) -> bytes:
         out, pos = bytearray(data), 0
         while pos + _CMSG.size <= len(data):
             size, level, kind = _CMSG.unpack_from(data, pos)
@@ -568,12 +416,12 @@ class Guard:
             pos += (size + 7) & ~7
         return bytes(out)
 
-    def _sendmsg(self, caller: _Caller, args: list[int]) -> None:
+    def _sendmsg(self, caller: Caller, args: list[int]) -> None:
         sock = caller.fd(ctypes.c_int(args[0]).value)
         flags = ctypes.c_int(args[2]).value
         self.send(caller, sock, flags, self._message(caller, sock, args[1]))
 
-    def _sendmmsg(self, caller: _Caller, args: list[int]) -> None:
+    def _sendmmsg(self, caller: Caller, args: list[int]) -> None:
         sock = caller.fd(ctypes.c_int(args[0]).value)
         count, flags = min(ctypes.c_uint(args[2]).value, UIO_MAXIOV), ctypes.c_int(args[3]).value
         msgs = [self._message(caller, sock, args[1] + i * _MMSGHDR) for i in range(count)]
@@ -591,23 +439,3 @@ class Guard:
                 sent += 1
             return sent
         self.finish(caller, sock, flags, make)
-
-
-class _Message:
-    """One message to send, copied out of the caller."""
-
-    def __init__(self, data: bytes, name: bytes, control: bytes) -> None:
-        self.size = len(data)
-        self.data = ctypes.create_string_buffer(data, len(data))
-        self.iov = _Iovec(ctypes.cast(self.data, ctypes.c_void_p), len(data))
-        self.name = ctypes.create_string_buffer(name, len(name))
-        self.control = ctypes.create_string_buffer(control, len(control))
-        self.hdr = _Msghdr(ctypes.cast(self.name, ctypes.c_void_p) if name else None,
-                           len(name), ctypes.pointer(self.iov), 1,
-                           ctypes.cast(self.control, ctypes.c_void_p) if control else None,
-                           len(control), 0)
-
-    def send(self, guard: Guard, caller: _Caller, sock: int, flags: int) -> int:
-        return guard.made(guard.libc.sendmsg(sock, ctypes.byref(self.hdr),
-                                             flags | MSG_NOSIGNAL), caller, flags)
-

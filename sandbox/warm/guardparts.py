@@ -1,0 +1,205 @@
+"""The Unix-socket guard's parts (:mod:`sandbox.warm.unixguard`): the stopped caller,
+the message it sends, and the arming of the supervisor's thread and of the filter.
+
+Standard library only, and no import of the toolkit: it runs inside the box with
+:mod:`sandbox.warm.unixguard`, found on the same path.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing is not imported in the box: it costs each run its start
+    from sandbox.warm.unixguard import Guard
+
+SYS_PIDFD_GETFD = 438
+SECCOMP_SET_MODE_FILTER = 1
+SECCOMP_MODE_FILTER = 2
+PR_SET_SECCOMP = 22
+PR_CAPBSET_DROP = 24
+PR_SET_NO_NEW_PRIVS = 38
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+CAPABILITY_VERSION_3 = 0x20080522
+CAP_SETPCAP, CAP_SYS_PTRACE = 8, 19
+F_DUPFD_CLOEXEC = 1030
+FLAG_NEW_LISTENER = 1 << 3
+FLAG_WAIT_KILLABLE_RECV = 1 << 5
+MSG_NOSIGNAL = 0x4000
+
+
+class Iovec(ctypes.Structure):
+    _fields_ = (("base", ctypes.c_void_p), ("len", ctypes.c_size_t))
+
+
+class Msghdr(ctypes.Structure):
+    _fields_ = (("name", ctypes.c_void_p), ("namelen", ctypes.c_uint32),
+                ("iov", ctypes.POINTER(Iovec)), ("iovlen", ctypes.c_size_t),
+                ("control", ctypes.c_void_p), ("controllen", ctypes.c_size_t),
+                ("flags", ctypes.c_int))
+
+
+def errno_of(err: Exception) -> int:
+    """The errno a failed call answers: the refusal's, or the OS error met on the way
+    (a path not found is ENOENT, as connect(2) says it), else EACCES."""
+    if isinstance(err, Refused):
+        return err.errno
+    if isinstance(err, OSError) and err.errno:
+        return err.errno
+    return errno.EACCES
+
+
+class Refused(Exception):
+    """The call's answer is this errno."""
+
+    def __init__(self, err: int) -> None:
+        super().__init__(err)
+        self.errno = err
+
+
+class Caller:
+    """The stopped caller: its pidfd and memory, opened by pid and then confirmed to be
+    the one still waiting (``NOTIF_ID_VALID``), so a pid reused meanwhile is never read."""
+
+    def __init__(self, guard: Guard, nid: int, pid: int) -> None:
+        self.guard, self.nid, self.pid = guard, nid, pid
+        self.pidfd = guard.pidfd(pid)
+        try:
+            self.mem = os.open(f"/proc/{pid}/mem", os.O_RDWR | os.O_CLOEXEC)
+        except OSError:
+            os.close(self.pidfd)
+            raise
+        self.held: list[int] = []
+        try:
+            self.confirm()
+        except Refused:
+            self.close()
+            raise
+
+    def confirm(self) -> None:
+        if not self.guard.valid(self.nid):
+            raise Refused(errno.ESRCH)
+
+    def read(self, addr: int, size: int) -> bytes:
+        if size == 0:
+            return b""
+        try:
+            data = os.pread(self.mem, size, addr)
+        except (OSError, OverflowError):
+            raise Refused(errno.EFAULT) from None
+        if len(data) != size:
+            raise Refused(errno.EFAULT)
+        return data
+
+    def write(self, addr: int, data: bytes) -> None:
+        try:
+            os.pwrite(self.mem, data, addr)
+        except (OSError, OverflowError):
+            raise Refused(errno.EFAULT) from None
+
+    def fd(self, number: int) -> int:
+        """A descriptor of the caller's own: it, not its number, is what is used."""
+        fd = self.guard.call(SYS_PIDFD_GETFD, self.pidfd, number, 0)
+        self.held.append(fd)
+        return fd
+
+    def opened(self, path: bytes) -> int:
+        """``path`` opened ``O_PATH`` as the caller would find it."""
+        base = f"/proc/{self.pid}/root" if path.startswith(b"/") else f"/proc/{self.pid}/cwd"
+        d = os.open(base, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            self.confirm()
+            fd = os.open(path.lstrip(b"/") or b".", os.O_PATH | os.O_CLOEXEC, dir_fd=d)
+        finally:
+            os.close(d)
+        self.held.append(fd)
+        return fd
+
+    def close(self) -> None:
+        for fd in (self.pidfd, self.mem, *self.held):
+            os.close(fd)
+        self.held = []
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = (("version", ctypes.c_uint32), ("pid", ctypes.c_int))
+
+
+def _last_cap() -> int:
+    with open("/proc/sys/kernel/cap_last_cap", "rb") as f:
+        return int(f.read())
+
+
+def narrow(libc: ctypes.CDLL, main_filter: ctypes.Structure | None) -> None:
+    """In the supervisor's thread: every capability gone but ``CAP_SYS_PTRACE``
+    (when held), from every set, then ``no_new_privs`` and ``main_filter``."""
+    header = _CapHeader(CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()
+    if libc.capget(ctypes.byref(header), ctypes.byref(data)) != 0:
+        raise OSError(ctypes.get_errno(), "capget")
+    keep = bool(data[1] & (1 << CAP_SYS_PTRACE))  # permitted, low word
+    if data[0] & (1 << CAP_SETPCAP):
+        for cap in range(_last_cap() + 1):
+            if cap != CAP_SYS_PTRACE and libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0):
+                raise OSError(ctypes.get_errno(), "dropping the bounding set")
+    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    data = (ctypes.c_uint32 * 6)()
+    if keep:
+        data[0] = data[1] = 1 << CAP_SYS_PTRACE
+    if libc.capset(ctypes.byref(header), ctypes.byref(data)) != 0:
+        raise OSError(ctypes.get_errno(), "capset")
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "no_new_privs")
+    if main_filter is not None and libc.prctl(
+            PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(main_filter), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "the session's filter")
+
+
+def load(libc: ctypes.CDLL, sys_seccomp: int, prog: ctypes.Structure) -> int:
+    """Load the guard's filter ``prog`` in this thread with a listener; its descriptor."""
+    for flags in (FLAG_NEW_LISTENER | FLAG_WAIT_KILLABLE_RECV, FLAG_NEW_LISTENER):
+        fd = libc.syscall(sys_seccomp, SECCOMP_SET_MODE_FILTER, flags,
+                               ctypes.byref(prog))
+        if fd >= 0:
+            return _high(libc, int(fd))
+        err = ctypes.get_errno()
+        # Before Linux 5.19 a caller's wait could not be made killable only: a
+        # signal then restarts a call the supervisor may already have made.
+        if err != errno.EINVAL or not flags & FLAG_WAIT_KILLABLE_RECV:
+            raise OSError(err, f"the Unix-socket guard's filter: {os.strerror(err)}")
+    raise AssertionError("unreachable")
+
+def _high(libc: ctypes.CDLL, fd: int) -> int:
+    """The listener above the standard streams: the warm box's run puts the command's
+    own on 0, 1 and 2, which the starter's run may have left closed until then."""
+    if fd > 2:
+        return fd
+    high = int(libc.fcntl(fd, F_DUPFD_CLOEXEC, 3))
+    os.close(fd)
+    if high < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"the Unix-socket guard's listener: {os.strerror(err)}")
+    return high
+
+# -- the supervisor ------------------------------------------------------------------
+
+
+class Message:
+    """One message to send, copied out of the caller."""
+
+    def __init__(self, data: bytes, name: bytes, control: bytes) -> None:
+        self.size = len(data)
+        self.data = ctypes.create_string_buffer(data, len(data))
+        self.iov = Iovec(ctypes.cast(self.data, ctypes.c_void_p), len(data))
+        self.name = ctypes.create_string_buffer(name, len(name))
+        self.control = ctypes.create_string_buffer(control, len(control))
+        self.hdr = Msghdr(ctypes.cast(self.name, ctypes.c_void_p) if name else None,
+                           len(name), ctypes.pointer(self.iov), 1,
+                           ctypes.cast(self.control, ctypes.c_void_p) if control else None,
+                           len(control), 0)
+
+    def send(self, guard: Guard, caller: Caller, sock: int, flags: int) -> int:
+        return guard.made(guard.libc.sendmsg(sock, ctypes.byref(self.hdr),
+                                             flags | MSG_NOSIGNAL), caller, flags)
