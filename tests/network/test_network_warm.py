@@ -57,8 +57,14 @@ def test_a_forwarder_that_ends_fails_the_later_runs(project: Path, site: int) ->
         assert s.warm is not None and s.warm.proc is not None
         # This session's forwarder: the run in its warm box that sleeps for ever.
         box = psutil.Process(s.warm.proc.pid)
-        mine = [p for p in box.children(recursive=True)
-                if p.cmdline()[:1] == ["sleep"] and "2147483647" in p.cmdline()]
+        mine = []
+        for p in box.children(recursive=True):
+            try:
+                cmd = p.cmdline()
+            except psutil.NoSuchProcess:
+                continue  # a run made ahead that ended since the listing
+            if cmd[:1] == ["sleep"] and "2147483647" in cmd:
+                mine.append(p)
         assert mine
         for p in mine:
             p.kill()
