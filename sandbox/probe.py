@@ -319,10 +319,9 @@ _LIST_LINKS = (
 )
 
 
-def _run(argv: Sequence[str], timeout: float = 10.0, pass_fds: Sequence[int] = ()
-         ) -> subprocess.CompletedProcess[bytes]:
+def _run(argv: Sequence[str], timeout: float = 10.0) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(list(argv), stdin=subprocess.DEVNULL, capture_output=True,
-                          timeout=timeout, check=False, cwd="/", pass_fds=pass_fds)
+                          timeout=timeout, check=False, cwd="/")
 
 
 def probe(env: Mapping[str, str] | None = None, platform: str = sys.platform) -> Probe:
@@ -400,17 +399,15 @@ def probe_bwrap(env: Mapping[str, str] | None = None) -> Probe:
     # Root's trial box runs as the boxes will: as root's stand-in.
     stand, refused = _stand_in(euid)
     head = (*stand.argv(), bwrap) if stand is not None else (bwrap,)
-    fds = stand.fds if stand is not None else ()
     try:
-        t = _run([*head, *_TRIAL, "true"], pass_fds=fds)
+        t = _run([*head, *_TRIAL, "true"])
         error = None
         if t.returncode != 0:
             lines = t.stderr.decode(errors="replace").strip().splitlines()
             error = lines[0] if lines else f"exit status {t.returncode}"
         links: tuple[str, ...] | None = None
         if error is None:
-            r = _run([*head, *_TRIAL, sys.executable, "-I", "-c", _LIST_LINKS],
-                     pass_fds=fds)
+            r = _run([*head, *_TRIAL, sys.executable, "-I", "-c", _LIST_LINKS])
             if r.returncode == 0:
                 links = tuple(r.stdout.decode().split())
     finally:

@@ -248,8 +248,7 @@ class BwrapBackend:
         made = args_by_fd(made, size)
         if stage is None:
             return made
-        return made._replace(argv=(*stage.argv(), *made.argv),
-                             pass_fds=(*made.pass_fds, *stage.fds))
+        return made._replace(argv=(*stage.argv(), *made.argv))
 
     def bind_fds(self) -> tuple[int, ...]:
         """The held descriptors bwrap binds by (``--bind-fd``): none once the stage has

@@ -91,16 +91,10 @@ class Stage:
             userns, mntns = _own_stage(binds)
         return cls(userns, mntns, program, stand_in)
 
-    @property
-    def fds(self) -> tuple[int, ...]:
-        """The descriptors a process that starts bwrap must be given (``pass_fds``):
-        none. ``nsenter`` opens the namespaces through this process's ``/proc``, so
-        that no descriptor of them reaches bwrap or the box's command (bwrap passes on
-        what it inherits)."""
-        return ()
-
     def argv(self) -> tuple[str, ...]:
-        """What goes before bwrap's own argv: ``nsenter`` into the stage's namespaces.
+        """What goes before bwrap's own argv: ``nsenter`` into the stage's namespaces,
+        opened through this process's ``/proc`` (no descriptor of them is passed on:
+        bwrap hands its command what it inherits).
         Root's stand-in enters the mount namespace first (a process of the stand-in
         could not enter the host's) and becomes the stand-in's uid and gid 0 with no
         supplementary group; anyone else enters the user namespace first and stays who
@@ -129,7 +123,7 @@ def _stage(idmaps: Sequence[Idmap], binds: Sequence[Bind], private: str) -> int:
     session's ``private`` temp folder) is left out: a host that does not share its
     mounts would leave one in the copy after its session removed it, and bwrap fails on
     a mount whose folder is gone."""
-    def work() -> bytes:
+    def work(_report: int) -> bytes:
         libc.unshare(libc.CLONE_NEWNS)
         libc.make_rslave("/")
         if private:
@@ -152,13 +146,13 @@ def _own_stage(binds: Sequence[Bind]) -> tuple[int, int]:
     uid, gid = os.getuid(), os.getgid()
     maps_r, maps_w = os.pipe()
 
-    def work() -> bytes:
+    def work(report: int) -> bytes:
         os.close(maps_w)
         try:
             libc.unshare(libc.CLONE_NEWUSER)
         except OSError as err:
             raise _Said("refused", "", err.strerror or str(err)) from err
-        os.write(_CHILD_OUT[0], b"u")  # the parent maps us now
+        os.write(report, b"u")  # the parent maps us now
         if os.read(maps_r, 1) != b"m":
             raise OSError(0, "the session did not map the stage's user namespace")
         libc.unshare(libc.CLONE_NEWNS)
@@ -190,10 +184,6 @@ def _own_stage(binds: Sequence[Bind]) -> tuple[int, int]:
         finish()
 
 
-# The child's end of its report pipe (set in the child by _run_child).
-_CHILD_OUT = [-1]
-
-
 class _Report:
     """The parent's end of a child's report: bytes up to the end of the pipe."""
 
@@ -210,8 +200,10 @@ class _Report:
         return out
 
 
-def _run_child(work: Callable[[], bytes]) -> tuple[int, _Report, Callable[[], None]]:
-    """Fork a child that runs ``work()`` and reports ``ok`` and its result, or the
+def _run_child(work: Callable[[int], bytes]
+               ) -> tuple[int, _Report, Callable[[], None]]:
+    """Fork a child that runs ``work(report)`` (``report``: its end of the report pipe,
+    for anything it says first) and reports ``ok`` and its result, or the
     error (``no``, ``changed``), then waits to be let go while its namespaces are
     opened. The child's pid, the report, and the function that lets it go and reaps
     it."""
@@ -221,9 +213,8 @@ def _run_child(work: Callable[[], bytes]) -> tuple[int, _Report, Callable[[], No
     if pid == 0:  # pragma: no cover - the child's side
         os.close(go_w)
         os.close(out_r)
-        _CHILD_OUT[0] = out_w
         try:
-            said = b"ok\0" + work()
+            said = b"ok\0" + work(out_w)
         except _Said as err:
             said = os.fsencode(f"{err.kind}\0{err.path}\0{err.why}")
         except OSError as err:

@@ -61,7 +61,7 @@ def open_box(backend: BwrapBackend, hardening: Hardening) -> WarmBox:
     try:
         box = WarmBox.start(options, bpf=os.pread(flt.fd, flt.size, 0), shm_size=shm,
                             read_only=PROC_READ_ONLY, nulled=KEYRING_LISTS,
-                            pass_fds=(*backend.bind_fds(), *(stage.fds if stage else ())),
+                            pass_fds=backend.bind_fds(),
                             processes=hardening.limits.processes,
                             launcher=stage.argv() if stage else (),
                             guard=guard_fields(backend.policy, hardening.guard),

@@ -61,7 +61,6 @@ def start(session: Session) -> WarmBox:
                           staged=stage is not None)
     return WarmBox.start(options, bpf=os.pread(flt.fd, flt.size, 0), shm_size=SHM,
                          read_only=PROC_READ_ONLY, nulled=KEYRING_LISTS,
-                         pass_fds=stage.fds if stage else (),
                          launcher=stage.argv() if stage else ())
 
 
