@@ -23,13 +23,12 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from guardparts import drop_capabilities  # type: ignore[import-not-found]
 from unixguard import Guard  # type: ignore[import-not-found]
 
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
-PR_CAPBSET_DROP = 24
-PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 # What Python ignores at its start and an exec would have reset.
 _DEFAULTS = (signal.SIGPIPE, signal.SIGXFSZ)
 
@@ -67,24 +66,6 @@ def _spawn(argv: list[bytes], env: dict[bytes, bytes]) -> int:
         return os.posix_spawnp(b"/bin/sh", [b"/bin/sh", *argv], env, setsigdef=_DEFAULTS)
 
 
-def _drop_all(guard: Guard) -> None:
-    """This thread's capabilities, every set: bwrap gave the launcher two for its
-    guard, and the command gets none."""
-    import ctypes
-
-    libc = guard.libc
-    with open("/proc/sys/kernel/cap_last_cap", "rb") as f:
-        last = int(f.read())
-    for cap in range(last + 1):
-        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "dropping the bounding set")
-    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
-    header = (ctypes.c_uint32 * 2)(0x20080522, 0)
-    data = (ctypes.c_uint32 * 6)()
-    if libc.capset(ctypes.byref(header), ctypes.byref(data)) != 0:
-        raise OSError(ctypes.get_errno(), "capset")
-
-
 def main(argv: list[str]) -> int:
     bpf, roots, allowed, command = _args(argv)
     guard = Guard(bpf, roots, allowed)
@@ -98,7 +79,8 @@ def main(argv: list[str]) -> int:
     failed: OSError | None = None
     child = 0
     try:
-        guard.arm(drop=lambda: _drop_all(guard))
+        # bwrap gave the launcher two capabilities for its guard; the command gets none.
+        guard.arm(drop=lambda: drop_capabilities(guard.libc))
     except OSError as err:
         # Never the command unguarded. No thread at the box's process bound (EAGAIN)
         # reads as the command's own start refused there, below.

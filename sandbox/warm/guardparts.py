@@ -160,24 +160,29 @@ def _last_cap() -> int:
         return int(f.read())
 
 
-def narrow(libc: ctypes.CDLL, main_filter: ctypes.Structure | None) -> None:
-    """In the supervisor's thread: every capability gone but ``CAP_SYS_PTRACE``
-    (when held), from every set, then ``no_new_privs`` and ``main_filter``."""
+def drop_capabilities(libc: ctypes.CDLL, keep: int | None = None) -> None:
+    """This thread's capabilities gone from every set (the bounding set too, when it may
+    drop them), but ``keep`` (a capability's number) when it holds it."""
     header = _CapHeader(CAPABILITY_VERSION_3, 0)
     data = (ctypes.c_uint32 * 6)()
     if libc.capget(ctypes.byref(header), ctypes.byref(data)) != 0:
         raise OSError(ctypes.get_errno(), "capget")
-    keep = bool(data[1] & (1 << CAP_SYS_PTRACE))  # permitted, low word
+    kept = 0 if keep is None else data[1] & (1 << keep)  # permitted, low word
     if data[0] & (1 << CAP_SETPCAP):
         for cap in range(_last_cap() + 1):
-            if cap != CAP_SYS_PTRACE and libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0):
+            if cap != keep and libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0):
                 raise OSError(ctypes.get_errno(), "dropping the bounding set")
     libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
     data = (ctypes.c_uint32 * 6)()
-    if keep:
-        data[0] = data[1] = 1 << CAP_SYS_PTRACE
+    data[0] = data[1] = kept
     if libc.capset(ctypes.byref(header), ctypes.byref(data)) != 0:
         raise OSError(ctypes.get_errno(), "capset")
+
+
+def narrow(libc: ctypes.CDLL, main_filter: ctypes.Structure | None) -> None:
+    """In the supervisor's thread: every capability gone but ``CAP_SYS_PTRACE``
+    (when held), then ``no_new_privs`` and ``main_filter``."""
+    drop_capabilities(libc, keep=CAP_SYS_PTRACE)
     if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "no_new_privs")
     if main_filter is not None and libc.prctl(

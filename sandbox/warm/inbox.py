@@ -16,8 +16,10 @@ import socket
 import struct
 
 if __package__:  # imported by the host, for the tests
+    from sandbox.warm.guardparts import drop_capabilities
     from sandbox.warm.unixguard import Guard
 else:  # in the box: the starter put this folder on the path
+    from guardparts import drop_capabilities  # type: ignore[import-not-found,no-redef]
     from unixguard import Guard  # type: ignore[import-not-found,no-redef]
 
 CLONE_NEWNS = 0x00020000
@@ -31,11 +33,8 @@ MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 PR_SET_SECCOMP = 22
-PR_CAPBSET_DROP = 24
 PR_SET_NO_NEW_PRIVS = 38
-PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 SECCOMP_MODE_FILTER = 2
-CAPABILITY_VERSION_3 = 0x20080522
 # statvfs's ST_* bits that are also mount flags a remount must repeat: a bind remount in
 # a user namespace may not clear a flag locked on it, and the atime bits differ.
 _KEPT = ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, MS_NOEXEC),
@@ -68,10 +67,6 @@ class _SockFprog(ctypes.Structure):
     _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
 
 
-class _CapHeader(ctypes.Structure):
-    _fields_ = (("version", ctypes.c_uint32), ("pid", ctypes.c_int))
-
-
 class Box:
     """What every run needs, made once: libc, the filter, the mounts' flags."""
 
@@ -102,8 +97,6 @@ class Box:
         self.null_flags = kept_flags(b"/dev/null") | MS_NODEV | MS_NOSUID | MS_NOEXEC
         self.bpf = ctypes.create_string_buffer(bpf, len(bpf))
         self.prog = _SockFprog(len(bpf) // 8, ctypes.cast(self.bpf, ctypes.c_void_p))
-        with open("/proc/sys/kernel/cap_last_cap", "rb") as f:
-            self.last_cap = int(f.read())
 
     def call(self, what: str, rc: int) -> None:
         if rc != 0:
@@ -165,12 +158,7 @@ def mounts(box: Box) -> None:
 def drop_privileges(box: Box) -> None:
     """Every capability in every set, then no_new_privs and the filter."""
     libc = box.libc
-    for cap in range(box.last_cap + 1):
-        box.call("drop bounding", libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0))
-    box.call("ambient", libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0))
-    header = _CapHeader(CAPABILITY_VERSION_3, 0)
-    data = (ctypes.c_uint32 * 6)()
-    box.call("capset", libc.capset(ctypes.byref(header), ctypes.byref(data)))
+    drop_capabilities(libc)
     box.call("no_new_privs", libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
     box.call("seccomp", libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER,
                                    ctypes.byref(box.prog), 0, 0))
