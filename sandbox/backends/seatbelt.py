@@ -285,9 +285,12 @@ def profile(policy: Policy, *, folds: Callable[[str], bool] | None = None) -> Pr
         a for p in hidden_values + protected_values for a in _ancestors(p)), below=False)
 
     parts = [base_profile(), "\n; The session's rules.\n"]
-    parts.append(
-        _rule("allow", "file-write*", [f'(subpath (param "{n}"))' for n in writable])
-    )
+    roots = [f'(subpath (param "{n}"))' for n in writable]
+    parts.append(_rule("allow", "file-write*", roots))
+    # No set-user-id or set-group-id mode where the box writes: a box started by root
+    # is root on macOS, and would leave a set-id root program for any host user (the
+    # Linux box refuses those modes in its system-call filter).
+    parts.append(_rule("deny", "file-write-setugid", roots))
     if protected or hidden:
         parts.append(_rule("deny", "file-write*", protected + hidden))
     if hidden:

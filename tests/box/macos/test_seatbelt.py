@@ -519,3 +519,12 @@ def test_a_missing_git_hooks_folder_is_denied_for_writing(tmp_path: Path) -> Non
     policy = Policy.create(str(project), private_tmp=str(tmp_path / "ptmp"),
                            hide_defaults=False, platform="darwin", env={"TMPDIR": "/var/x"})
     assert seatbelt.canonical(str(project / ".git" / "hooks")) in seatbelt.protected_paths(policy)
+
+
+def test_no_set_id_mode_may_be_set_where_the_box_writes(tmp_path: Path) -> None:
+    # On macOS a box started by root is root: a set-id program it left in the project
+    # would run as root for any host user.
+    got = parts(make_plan(make_policy(tmp_path)))
+    (rule,) = rules(got.session, "deny", "file-write-setugid")
+    assert {got.definitions[name] for _, name in param_filters(rule)} == \
+        writable_params(got)
