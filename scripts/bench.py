@@ -414,6 +414,16 @@ def serve_cases(rounds: int) -> Results:
 # -- the warm box (sandbox/warm/) --------------------------------------------------------
 
 
+def settled(session: Session, seconds: float = 10.0) -> None:
+    """Until the warm box holds all its runs made ahead (each holds a descriptor)."""
+    from sandbox.warm.client import SPARE
+
+    deadline = time.monotonic() + seconds
+    while session.warm is not None and session.warm.made_ahead < SPARE \
+            and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def warm_cases(project: Path, hook_dir: Path, rounds: int) -> Results:
     """(w) a boxed ``/bin/true`` through ``Session.run`` in a session's warm box, against
     a bare spawn and the box per run (``warm=False``), interleaved; a boxed PreToolUse
@@ -445,6 +455,7 @@ def warm_cases(project: Path, hook_dir: Path, rounds: int) -> Results:
         results = interleave({"w_bare_spawn": bare, "w_warm_session_run_true": warm_true,
                               "w_cold_session_run_true": cold_true,
                               "w_warm_pretooluse_boxed_hook": warm_hook}, rounds)
+        settled(warm)
         fds = len(os.listdir("/proc/self/fd"))
         t0 = time.perf_counter()
         threads = [threading.Thread(target=warm_true) for _ in range(64)]
@@ -454,6 +465,7 @@ def warm_cases(project: Path, hook_dir: Path, rounds: int) -> Results:
             th.join()
         took = time.perf_counter() - t0
         results["w_64_concurrent_runs_per_s"] = round(64 / took, 1)
+        settled(warm)
         results["w_64_concurrent_fds_left"] = len(os.listdir("/proc/self/fd")) - fds
     return results
 

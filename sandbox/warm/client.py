@@ -13,16 +13,25 @@ bwrap is started, and waited for, by a thread that lives as long as the box: bwr
 ``--die-with-parent`` fires when the thread that started it ends, and this thread also
 reads the starter's answers for every run.
 
-A starter that has died, or that does not say a run started within
-:data:`START_LIMIT` seconds, or does not end a run it was told to kill within
-:data:`KILL_LIMIT`, ends the box: that run and every later one raise
-:class:`~sandbox.errors.SandboxUnavailable`. Nothing falls back to a cold box or to the
-host.
+Runs are made ahead by the starter (:data:`SPARE` wait here), each with a channel of
+its own: a run's request goes straight to its init, which answers ``started`` and its
+end on that channel, so a run passes through no process of the box but its own. Making
+one costs more than a run (a fork, three namespaces, a dozen mounts, the guard), so
+they are made again once no run has started or ended for :data:`IDLE` seconds: a
+harness's few runs in a row (a hook, the command, a hook) each find one made, and none
+is made while they run. A run that finds none asks for one at once.
+
+A starter that has died, or that does not make a run within :data:`START_LIMIT`
+seconds, or does not end a run it was told to kill within :data:`KILL_LIMIT`, ends the
+box: that run and every later one raise :class:`~sandbox.errors.SandboxUnavailable`; so
+does a run's init that does not say its command started within :data:`START_LIMIT`.
+Nothing falls back to a cold box or to the host.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import math
 import os
 import select
@@ -55,6 +64,10 @@ HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "helper.py")
 CAPS = ("CAP_SYS_ADMIN", "CAP_SETPCAP", "CAP_SYS_PTRACE", "CAP_NET_ADMIN")
 START_LIMIT = 10.0
 KILL_LIMIT = 5.0
+# Runs made ahead and waiting here: a run's namespaces, mounts, forks and dropped
+# privileges are made while nothing else runs, off the next run's start.
+SPARE = 3
+IDLE = 0.01
 # A request longer than this goes in a memfd (a SOCK_SEQPACKET message must fit the
 # socket's buffer whole).
 BIG = 1 << 16
@@ -103,26 +116,22 @@ class _Proc:
         self.stderr: IO[bytes] | None = open(stderr, "rb", buffering=0)  # noqa: SIM115
 
 
-class _Pending:
-    """One run the starter has been asked for: woken (``notify``) at its end."""
-
-    __slots__ = ("notify", "reply", "sent", "started")
-
-    def __init__(self) -> None:
-        self.notify = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
-        self.sent = time.monotonic()
-        self.started = False
-        self.reply: list[bytes] | None = None
-
-
 class WarmBox:
     """One session's warm box. Build with :meth:`start`; :meth:`close` ends it."""
 
     def __init__(self) -> None:
         self._sock, self._theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._lock = threading.Lock()
-        self._pending: dict[bytes, _Pending] = {}
-        self._next = 0
+        # Runs made ahead (their id and channel), and how many more are asked for.
+        self._spares: list[tuple[bytes, socket.socket]] = []
+        self._asked = 0
+        self._waiting = 0   # runs waiting for one
+        self._refused = 0   # answers "no process for it" owed to those
+        self._changed = threading.Condition(self._lock)
+        self._ended: dict[bytes, threading.Event] = {}  # runs killed, until reaped
+        self._down = threading.Event()  # bwrap has ended: nothing of the box lives
+        self._refill_at: float | None = None  # when to make runs ahead again
+        self._nudge = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
         self._why: str | None = None
         self._ready = threading.Event()
         self._stderr = bytearray()
@@ -180,7 +189,16 @@ class WarmBox:
             why = self._why or f"its starter did not answer within {START_LIMIT:g} s"
             self.close()
             raise WarmBoxDown(f"the warm box did not start: {why}", FIX, self.stderr)
+        with self._lock:
+            for _ in range(SPARE):
+                self._more()
         return self
+
+    @property
+    def made_ahead(self) -> int:
+        """How many runs made ahead wait here now."""
+        with self._lock:
+            return len(self._spares)
 
     @property
     def stderr(self) -> bytes:
@@ -213,6 +231,10 @@ class WarmBox:
             proc.kill()
             proc.wait()
             orphans.running.discard(proc.pid)
+            self._down.set()
+            with self._lock:
+                for ended in self._ended.values():
+                    ended.set()
 
     def _last_words(self, proc: subprocess.Popen[bytes]) -> None:
         """What bwrap still writes as it ends (its namespace error comes as the box's
@@ -243,47 +265,73 @@ class WarmBox:
         poller = select.poll()
         poller.register(self._sock.fileno(), select.POLLIN)
         poller.register(err, select.POLLIN)
+        poller.register(self._nudge, select.POLLIN)
         while True:
-            for fd, _ in poller.poll(int(min(1.0, self.start_limit / 4) * 1000)):
-                if fd == err:
+            for fd, _ in poller.poll(self._due()):
+                if fd == self._nudge:
+                    os.eventfd_read(self._nudge)
+                elif fd == err:
                     data = os.read(err, 4096)
                     if not data:
                         poller.unregister(err)
                     self._stderr += data[:max(0, STDERR_KEPT - len(self._stderr))]
                 elif not self._answer():
                     return
-            if self._stalled():
-                return
 
     def _answer(self) -> bool:
         """One answer from the starter; False when it is gone."""
         try:
-            msg = self._sock.recv(MAX_MESSAGE)
+            msg, fds, _, _ = socket.recv_fds(self._sock, MAX_MESSAGE, 1)
         except OSError:
             return False
         if not msg:
             return False
         fields = unpack(msg)
-        if fields[0] == b"ready":
+        kind, rid = fields[0], fields[1] if len(fields) > 1 else b""
+        if kind == b"ready":
             self._ready.set()
-            return True
-        with self._lock:
-            pending = self._pending.get(fields[1]) if len(fields) > 1 else None
-        if pending is not None and fields[0] == b"started":
-            pending.started = True
-        elif pending is not None and fields[0] == b"exit":
-            pending.reply = fields
-            os.eventfd_write(pending.notify, 1)
+        elif kind == b"spare" and fds:
+            self._spare(rid, socket.socket(fileno=fds.pop()))
+        elif kind in (b"nospare", b"broken"):
+            self._none(kind, rid)
+        elif kind == b"ended":
+            with self._lock:
+                ended = self._ended.get(rid)
+            if ended is not None:
+                ended.set()
+        for fd in fds:
+            os.close(fd)
         return True
 
-    def _stalled(self) -> bool:
-        now = time.monotonic()
+    def _none(self, kind: bytes, why: bytes) -> None:
+        """A run asked for that could not be made: no process for it (a run waiting
+        gets EAGAIN), or none can be made (the box is failed)."""
         with self._lock:
-            late = any(not p.started and p.reply is None and now - p.sent > self.start_limit
-                       for p in self._pending.values())
-        if late:
-            self._fail(f"its starter did not start a run within {self.start_limit:g} s")
-        return late
+            self._asked -= 1
+            if kind == b"nospare" and self._waiting > self._refused:
+                self._refused += 1
+            self._changed.notify_all()
+        if kind == b"broken":
+            self._fail("it could not make a run's namespaces: "
+                       + escape(why.decode("utf-8", "replace")))
+
+    def _spare(self, rid: bytes, chan: socket.socket) -> None:
+        """A run made ahead: kept for the next run, unless enough wait already."""
+        with self._lock:
+            self._asked -= 1
+            if self._why is None and (self._waiting or len(self._spares) < SPARE):
+                self._spares.append((rid, chan))
+                self._changed.notify()
+                return
+        chan.close()  # its init ends at the host's end
+
+    def _more(self) -> None:
+        """Ask the starter for a run made ahead (the lock held)."""
+        self._asked += 1
+        try:
+            self._sock.send(pack([b"more"]))
+        except OSError:
+            self._asked -= 1
 
     def fail(self, why: str) -> None:
         """Take the box out of service: every later run raises :class:`WarmBoxDown`
@@ -295,10 +343,11 @@ class WarmBox:
         with self._lock:
             if self._why is None:
                 self._why = why
-            waiting = list(self._pending.values())
+            spares, self._spares = self._spares, []
+            self._changed.notify_all()
+        for _, chan in spares:
+            chan.close()
         self._ready.set()
-        for p in waiting:
-            os.eventfd_write(p.notify, 1)
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
 
@@ -311,8 +360,13 @@ class WarmBox:
             if self._keeper.is_alive() and self.proc is not None:
                 self.proc.kill()
                 self._keeper.join()
+        with self._lock:
+            spares, self._spares = self._spares, []
+        for _, chan in spares:
+            chan.close()
         self._sock.close()
         self._theirs.close()
+        os.close(self._nudge)
 
     # -- runs --------------------------------------------------------------------------
 
@@ -329,46 +383,105 @@ class WarmBox:
         started = time.monotonic()
         if cancel is not None and cancel.is_set():
             return RunResult("cancelled", elapsed=0.0)
-        rid, pending = self._register()
+        got = self._take()
+        if isinstance(got, int):
+            # No process for it (the box's process bound, reached by another run): the
+            # command could not start, as a fork on the host says.
+            return RunResult("failed_to_start", error=os.strerror(got), errno=got,
+                             elapsed=time.monotonic() - started)
+        rid, chan = got
+        self._touch(ended=False)
         streams: Pipes | None = None
         try:
-            proc = self._ask(rid, argv, env, cwd)
+            proc = self._ask(chan, argv, env, cwd)
             streams = pipes(proc, stdin, output_cap)
-            streams.poller.register(pending.notify, select.POLLIN)
+            streams.poller.register(chan.fileno(), select.POLLIN)
             deadline = None if timeout is None else started + timeout
-            outcome = _pump(streams, pending.notify, deadline, cancel)
-            if outcome != "exited":
-                self._kill(rid, pending)
-            reply = self._reply(pending)
-            streams.poller.unregister(pending.notify)
+            outcome, reply = self._pump(streams, chan, deadline, cancel, started)
+            if outcome != "exited" or reply is None:
+                self._kill(rid)
+            if reply is None and outcome == "exited":
+                raise WarmBoxDown(f"the warm box is gone: {self._gone()}", FIX, self.stderr)
+            streams.poller.unregister(chan.fileno())
             streams.close_stdin()
-            # The run's namespace is gone: its pipes are at their end, or held by nobody.
+            # Every process of the run is gone: its pipes are at their end.
             streams.drain(0.25, time.monotonic() + 1.0)
             return _result(outcome, reply, streams, started)
         finally:
             if streams is not None:
                 streams.close()
-            with self._lock:
-                del self._pending[rid]
-            os.close(pending.notify)
+            chan.close()
+            self._touch(ended=True)
 
-    def _register(self) -> tuple[bytes, _Pending]:
+    def _gone(self) -> str:
+        with self._lock:
+            return self._why or "a run's init ended without saying how its command ended"
+
+    def _take(self) -> tuple[bytes, socket.socket] | int:
+        """A run made ahead (asked for now when none waits), or EAGAIN when the
+        starter had no process for it. Raises :class:`WarmBoxDown`."""
+        deadline = time.monotonic() + self.start_limit
+        with self._lock:
+            if not self._spares and self._why is None:
+                self._more()
+            self._waiting += 1
+            try:
+                while not self._spares and self._why is None:
+                    if self._refused:
+                        self._refused -= 1
+                        return errno.EAGAIN
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._changed.wait(left)
+                if self._spares and self._why is None:
+                    return self._spares.pop(0)
+                why = self._why
+            finally:
+                self._waiting -= 1
+                if not self._waiting:
+                    self._refused = 0
+        if why is None:
+            why = f"its starter did not start a run within {self.start_limit:g} s"
+            self._fail(why)
+        raise WarmBoxDown(f"the warm box is gone: {why}", FIX, self.stderr)
+
+    def _touch(self, ended: bool) -> None:
+        """A run started or ended: runs are made ahead again once the box is idle
+        (:meth:`_due`); at once when none is left for the next run."""
         with self._lock:
             if self._why is not None:
-                raise WarmBoxDown(f"the warm box is gone: {self._why}", FIX, self.stderr)
-            self._next += 1
-            rid = b"%d" % self._next
-            pending = self._pending[rid] = _Pending()
-        return rid, pending
+                return
+            if ended and not self._spares and not self._asked:
+                self._more()
+            was, self._refill_at = self._refill_at, time.monotonic() + IDLE
+        if was is None:
+            os.eventfd_write(self._nudge, 1)
 
-    def _ask(self, rid: bytes, argv: Sequence[str], env: Mapping[str, str], cwd: str
-             ) -> _Proc:
-        """Send the run with the far ends of its three pipes; the host's ends back."""
+    def _due(self) -> int | None:
+        """For the keeper: ask for the runs made ahead that are due, and how long its
+        next wait may be (milliseconds; None: until something comes)."""
+        with self._lock:
+            at = self._refill_at
+            if at is None or self._why is not None:
+                return None
+            left = at - time.monotonic()
+            if left > 0:
+                return math.ceil(left * 1000)
+            self._refill_at = None
+            for _ in range(SPARE - len(self._spares) - self._asked):
+                self._more()
+        return None
+
+    def _ask(self, chan: socket.socket, argv: Sequence[str], env: Mapping[str, str],
+             cwd: str) -> _Proc:
+        """Send the run to its init with the far ends of its three pipes; the host's
+        ends back."""
         in_r, in_w = os.pipe()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         theirs = [in_r, out_w, err_w]
-        msg = pack([b"run", rid, os.fsencode(cwd), b"%d" % len(argv),
+        msg = pack([b"run", b"", os.fsencode(cwd), b"%d" % len(argv),
                     *(os.fsencode(a) for a in argv),
                     *(os.fsencode(k) + b"=" + os.fsencode(v) for k, v in env.items())])
         try:
@@ -377,61 +490,78 @@ class WarmBox:
                 theirs.append(memfd)
                 os.write(memfd, msg)
                 os.lseek(memfd, 0, os.SEEK_SET)
-                msg = pack([b"big", rid])
-            socket.send_fds(self._sock, [msg], theirs)
-        except OSError as err:
-            for fd in (in_w, out_r, err_r):
-                os.close(fd)
-            self._fail(f"its starter is gone ({err.strerror})")
-            raise WarmBoxDown(f"the warm box is gone: {self._why}", FIX, self.stderr) from err
+                msg = pack([b"big", b""])
+            socket.send_fds(chan, [msg], theirs)
+        except OSError:
+            # The init is gone before its request: what it said (its namespace could not
+            # be made) comes as its answer, read by the pump.
+            pass
         finally:
             for fd in theirs:
                 os.close(fd)
         return _Proc(in_w, out_r, err_r)
 
-    def _kill(self, rid: bytes, pending: _Pending) -> None:
-        """Ask for the run's end; a starter that does not end it ends the box."""
-        try:
-            self._sock.send(pack([b"kill", rid]))
-        except OSError:
-            self._fail("its starter is gone")
-            return
-        poller = select.poll()
-        poller.register(pending.notify, select.POLLIN)
-        if not poller.poll(int(self.kill_limit * 1000)):
-            self._fail(f"its starter did not end a run within {self.kill_limit:g} s")
+    def _pump(self, streams: Pipes, chan: socket.socket, deadline: float | None,
+              cancel: threading.Event | None, sent: float
+              ) -> tuple[Outcome, list[bytes] | None]:
+        """Serve the pipes until the run's end is told (or its init is gone without a
+        word: no reply), the deadline passes or cancel is set."""
+        begun = False
+        fd = chan.fileno()
+        while True:
+            wait = poll_wait(deadline, cancel)
+            if not begun:
+                limit = sent + self.start_limit - time.monotonic()
+                wait = limit if wait is None else min(wait, limit)
+            for got, event in streams.poller.poll(
+                    None if wait is None else max(0, math.ceil(wait * 1000))):
+                if got != fd:
+                    streams.handle(got, event)
+                    continue
+                msg = _recv(chan)
+                if msg is None or msg[0] == b"exit":
+                    return "exited", msg
+                begun = begun or msg[0] == b"started"
+            if cancel is not None and cancel.is_set():
+                return "cancelled", None
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                return "timed_out", None
+            if not begun and now - sent > self.start_limit:
+                self._fail(f"its starter did not start a run within {self.start_limit:g} s")
+                raise WarmBoxDown(f"the warm box is gone: {self._gone()}", FIX, self.stderr)
 
-    def _reply(self, pending: _Pending) -> list[bytes]:
+    def _kill(self, rid: bytes) -> None:
+        """End the run and wait until nothing of it lives; a starter that does not end
+        it ends the box (and waits for that)."""
+        ended = threading.Event()
         with self._lock:
-            reply = pending.reply
-        if reply is None:
-            raise WarmBoxDown(f"the warm box is gone: {self._why}", FIX, self.stderr)
-        return reply
+            self._ended[rid] = ended
+        try:
+            try:
+                self._sock.send(pack([b"kill", rid]))
+            except OSError:
+                self._fail("its starter is gone")
+            if not (ended.wait(self.kill_limit) or self._down.is_set()):
+                self._fail(f"its starter did not end a run within {self.kill_limit:g} s")
+                self._down.wait(KILL_LIMIT)
+        finally:
+            with self._lock:
+                del self._ended[rid]
 
 
-def _pump(streams: Pipes, notify: int, deadline: float | None,
-          cancel: threading.Event | None) -> Outcome:
-    """Serve the pipes until the run's end is told, the deadline passes or cancel is
-    set: "exited" (the answer says how), "timed_out" or "cancelled"."""
-    while True:
-        wait = poll_wait(deadline, cancel)
-        ended = False
-        for fd, event in streams.poller.poll(None if wait is None else math.ceil(wait * 1000)):
-            if fd == notify:
-                ended = True
-            else:
-                streams.handle(fd, event)
-        if ended:
-            return "exited"
-        if cancel is not None and cancel.is_set():
-            return "cancelled"
-        if deadline is not None and time.monotonic() >= deadline:
-            return "timed_out"
+def _recv(chan: socket.socket) -> list[bytes] | None:
+    """One message from a run's init, or None when it is gone without one."""
+    try:
+        msg = chan.recv(MAX_MESSAGE)
+    except OSError:
+        return None
+    return unpack(msg) if msg else None
 
 
-def _result(outcome: Outcome, reply: list[bytes], streams: Pipes, started: float
-            ) -> RunResult:
-    kind, value = reply[2], reply[3]
+def _result(outcome: Outcome, reply: list[bytes] | None, streams: Pipes, started: float
+              ) -> RunResult:
+    kind, value = (reply[1], reply[2]) if reply is not None else (b"", b"")
     if kind == b"setup":
         raise WarmBoxDown("the warm box could not make a run's namespaces: "
                           + escape(value.decode("utf-8", "replace")))

@@ -18,27 +18,25 @@ From the host:
     and the allowed sockets (NUL-separated; :mod:`sandbox.warm.unixguard`), which each
     run arms (empty: none); ``net`` when each run gets a network namespace of its own.
     Answered ``ready``.
-``run ID CWD ARGC ARGV... ENV...``
-    With three descriptors (stdin, stdout, stderr), or ``big ID`` with a fourth, a
-    memfd holding the ``run`` message. Answered ``started ID`` once the command is
-    executing, then ``exit ID status N`` (a signal N is 128+N, as bwrap's init says it),
-    ``exit ID exec ERRNO`` (the command could not be executed) or ``exit ID setup
-    TEXT`` (the run's box could not be made).
-``kill ID``
-    SIGKILL to the run's init, which ends its whole PID namespace.
+``more``
+    Make one run ahead. Answered ``spare SID`` with one descriptor, the host's end of
+    that run's own channel; or ``nospare ERRNO`` (no process for it: the box's
+    process bound, reached by another run); or ``broken TEXT`` (no run's namespaces
+    can be made here: the box must be made again).
+``kill SID``
+    SIGKILL to that run's init, which ends its whole PID namespace. Answered ``ended
+    SID`` once the init is reaped, and so every process of the run is gone (at once
+    when it was reaped already).
 
-Each run is made ahead of its request (:data:`SPARE` of them wait): a short-lived
-child makes a PID namespace and forks its first process, the run's PID 1, which this
-process then adopts (it is the child subreaper). PID 1 makes a mount and an IPC
-namespace of its own, mounts a fresh ``/proc`` with the read-only belt and a fresh
-``/dev/shm``, gives up every capability (effective, permitted, inheritable, bounding,
-ambient), sets ``no_new_privs`` and loads the filter, arms the Unix-socket guard (a
-supervisor thread, then the guard's filter), and waits for its request. Then
-it goes to ``CWD``, takes the three descriptors (and no other), starts ``ARGV`` with
-exactly ``ENV`` (a bare name looked up on that ``PATH``) in a session of its own, and
-reaps everything until the command ends; it exits with the command's status, and the
-kernel kills whatever else is left in the namespace (a ``setsid`` daemon, a double
-fork).
+A run made ahead: a short-lived child makes a PID namespace and forks its first
+process, the run's PID 1, which this process then adopts (it is the child subreaper).
+PID 1 makes a mount and an IPC namespace of its own, mounts a fresh ``/proc`` with the
+read-only belt and a fresh ``/dev/shm``, gives up every capability (effective,
+permitted, inheritable, bounding, ambient), sets ``no_new_privs`` and loads the filter,
+arms the Unix-socket guard (a supervisor thread, then the guard's filter), and waits
+for its request, which the host sends on the run's channel, not through this process
+(:func:`~sandbox.warm.inbox.init` says the rest). So a run's start and end pass through
+no process but its own init, and this one only makes runs and reaps them.
 
 The host closing its end ends this process; a run's PID 1 dies with it
 (``PR_SET_PDEATHSIG``), and with the box.
@@ -53,13 +51,11 @@ import select
 import signal
 import socket
 import sys
-import time
 
-if __package__:  # imported by the host, for SPARE and the tests
+if __package__:  # imported by the host, for the tests
     from sandbox.warm.inbox import (
         MAX_MESSAGE,
         Box,
-        exit_code,
         outer,
         pack,
         unpack,
@@ -69,37 +65,31 @@ else:  # the box's command: python3 -I -S puts no folder on the path
     from inbox import (  # type: ignore[import-not-found,no-redef]
         MAX_MESSAGE,
         Box,
-        exit_code,
         outer,
         pack,
         unpack,
     )
 
 PR_SET_CHILD_SUBREAPER = 36
-# Runs made ahead, up to their request: a run's namespaces, mounts, forks and dropped
-# privileges are made while the one before it runs, off its start.
-SPARE = 2
-# After a run could not be made ahead for want of a process (the box's process bound,
-# reached by another run), the next is tried this much later, not at once in a loop.
-AGAIN = 0.05
 
 
 class Helper:
-    """The loop: requests in, runs started, their ends reported."""
+    """The loop: requests in, runs made ahead, the ends of those the host killed."""
 
     def __init__(self, sock: socket.socket, box: Box) -> None:
         self.sock = sock
         self.box = box
         self.poll = select.poll()
-        self.by_id: dict[bytes, int] = {}                # run id -> its init's pid
-        self.by_pid: dict[int, tuple[bytes, int]] = {}   # init pid -> (id, error pipe)
-        self.open_err: dict[int, bytes] = {}             # error pipes not yet at an end
-        self.failed: dict[bytes, bytes] = {}             # run id -> why it did not start
-        self.spare: dict[int, tuple[int, socket.socket]] = {}  # runs made ahead
-        self.making: dict[int, tuple[int, socket.socket]] = {}  # and being made
-        self.broken: bytes | None = None                 # why no run can be made
-        self.later = 0.0                                 # no run made ahead before this
+        self.making: dict[int, tuple[int, socket.socket]] = {}  # outer pid -> (report, chan)
+        self.inits: dict[int, bytes] = {}       # a run's init -> its id
+        self.by_id: dict[bytes, int] = {}       # and back
+        self.killed: set[bytes] = set()         # runs whose end the host waits for
+        self.next = 0
+        self.broken: bytes | None = None        # why no run can be made
         box.call("prctl", box.libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0))
+        # Held open here only: each run's init reads its end to know this process lives.
+        box.life, self.life_w = os.pipe()
+        os.set_blocking(box.life, False)
         self.wake_r, wake_w = os.pipe()
         os.set_blocking(wake_w, False)
         signal.set_wakeup_fd(wake_w)
@@ -107,12 +97,17 @@ class Helper:
         self.poll.register(self.sock.fileno(), select.POLLIN)
         self.poll.register(self.wake_r, select.POLLIN)
 
-    def send(self, fields: list[bytes]) -> None:
-        self.sock.send(pack(fields))
+    def send(self, fields: list[bytes], fds: list[int] | None = None) -> None:
+        if fds:
+            socket.send_fds(self.sock, [pack(fields)], fds)
+        else:
+            self.sock.send(pack(fields))
 
-    def prepare(self) -> bool:
-        """Start making one run ahead (:func:`outer`; its end is :meth:`made`); False
-        when no process could be made (the box's process bound)."""
+    def make(self) -> None:
+        """Start making one run ahead (:func:`outer`; its end is :meth:`made`)."""
+        if self.broken is not None:
+            self.send([b"broken", self.broken])
+            return
         err_r, err_w = os.pipe()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
@@ -122,176 +117,95 @@ class Helper:
                     outer(self.box, theirs.fileno(), err_w)
                 finally:
                     os._exit(127)  # never back into this loop
-        except OSError:
+        except OSError as err:
             os.close(err_r)
             ours.close()
-            return False
+            self.send([b"nospare", b"%d" % (err.errno or errno.EAGAIN)])
+            return
         finally:
             os.close(err_w)
             theirs.close()
-        os.set_blocking(err_r, False)
         self.making[pid] = (err_r, ours)
-        return True
 
     def made(self, pid: int) -> None:
         """The child that made a run's namespace ended: the run's init (now this
-        process's child) waits for its request; or the namespace could not be made."""
+        process's child) waits for its request, and the host gets its channel; or the
+        namespace could not be made."""
         err_r, chan = self.making.pop(pid)
         try:
+            os.set_blocking(err_r, False)
             lines = os.read(err_r, 4096).splitlines()
         except BlockingIOError:
             lines = []
+        finally:
+            os.close(err_r)
         init = [int(line[1:]) for line in lines if line.startswith(b"P")]
         if init:
-            self.spare[init[0]] = (err_r, chan)
+            self.next += 1
+            rid = b"%d" % self.next
+            self.inits[init[0]] = rid
+            self.by_id[rid] = init[0]
+            try:
+                self.send([b"spare", rid], [chan.fileno()])
+            finally:
+                chan.close()
             return
-        os.close(err_r)
         chan.close()
         why = [line[1:] for line in lines if line.startswith(b"S")]
         if not why and any(line.startswith(b"A") for line in lines):
-            # No process at the box's bound: a run asked for now fails as a fork there
-            # does (ready() finds no spare), and the box stays whole.
-            self.later = time.monotonic() + AGAIN
+            # No process at the box's bound: the run asked for fails as a fork there
+            # does, and the box stays whole.
+            self.send([b"nospare", b"%d" % errno.EAGAIN])
             return
         self.broken = why[0] if why else b"a run's namespace could not be made"
-
-    def ready(self) -> bool:
-        """A run made ahead, waiting for it (or making it) if need be."""
-        if not self.spare and not self.making and self.broken is None:
-            self.prepare()
-        while not self.spare and self.making:
-            pid = next(iter(self.making))
-            os.waitpid(pid, 0)
-            self.made(pid)
-        return bool(self.spare)
-
-    def start(self, rid: bytes, msg: bytes, fds: list[int]) -> None:
-        """Hand the request to a run made ahead (or made now)."""
-        try:
-            if not self.ready():
-                if self.broken is not None:
-                    self.send([b"exit", rid, b"setup", self.broken])
-                else:
-                    # No process for it (the box's process bound, reached by another
-                    # run): the command could not start, as a fork on the host says.
-                    self.send([b"exit", rid, b"exec", b"%d" % errno.EAGAIN])
-                return
-            pid = next(iter(self.spare))
-            err_r, chan = self.spare.pop(pid)
-            # A run that died before its request says why when it is reaped.
-            with contextlib.suppress(OSError):
-                socket.send_fds(chan, [msg], fds)
-            chan.close()
-        finally:
-            for fd in fds:
-                os.close(fd)
-        self.by_id[rid] = pid
-        self.by_pid[pid] = (rid, err_r)
-        self.open_err[err_r] = rid
-        self.poll.register(err_r, select.POLLIN)
-
-    def error_pipe(self, fd: int, final: bool = False) -> None:
-        """What a run's PID 1 says before the command runs: why it did not start (``E``
-        errno, ``S`` text); at the end of file, when nothing went wrong, the command is
-        executing."""
-        try:
-            data = os.read(fd, 4096)
-        except BlockingIOError:
-            if not final:
-                return  # a stale event of an earlier pipe of this number
-            data = b""  # a writer killed with its run may not be gone quite yet
-        rid = self.open_err[fd]
-        if data:
-            self.failed.setdefault(rid, data.splitlines()[0])
-            return
-        del self.open_err[fd]
-        self.poll.unregister(fd)
-        os.close(fd)
-        if rid not in self.failed:
-            self.send([b"started", rid])
+        self.send([b"broken", self.broken])
 
     def reap(self) -> None:
         while True:
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                pid, _ = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 return
             if pid == 0:
                 return
             if pid in self.making:
                 self.made(pid)
-            elif pid in self.spare:
-                self.spare_ended(pid)
-            if pid not in self.by_pid:
+            rid = self.inits.pop(pid, None)
+            if rid is None:
                 continue
-            rid, err_r = self.by_pid.pop(pid)
             del self.by_id[rid]
-            # Every writer is gone: the reads cannot wait.
-            while self.open_err.get(err_r) == rid:
-                self.error_pipe(err_r, final=True)
-            self.send(self.ended(rid, status))
-
-    def spare_ended(self, pid: int) -> None:
-        """A run made ahead ended before its request: its namespaces could not be made.
-        Every later run is refused with the reason (the box must be made again)."""
-        err_r, chan = self.spare.pop(pid)
-        chan.close()
-        try:
-            data = os.read(err_r, 4096)
-        except BlockingIOError:
-            data = b""
-        os.close(err_r)
-        why = [line[1:] for line in data.splitlines() if line.startswith(b"S")]
-        self.broken = why[0] if why else b"a run made ahead ended before its request"
-
-    def ended(self, rid: bytes, status: int) -> list[bytes]:
-        """The ``exit`` message of a run whose init was reaped."""
-        data = self.failed.pop(rid, b"")
-        if data.startswith(b"E"):
-            return [b"exit", rid, b"exec", data[1:]]
-        if data.startswith(b"S"):
-            return [b"exit", rid, b"setup", data[1:]]
-        return [b"exit", rid, b"status", b"%d" % exit_code(status)]
+            if rid in self.killed:
+                self.killed.discard(rid)
+                self.send([b"ended", rid])
 
     def request(self) -> bool:
         """One request from the host; False at the host's end."""
-        msg, fds, _, _ = socket.recv_fds(self.sock, MAX_MESSAGE, 4)
+        msg = self.sock.recv(MAX_MESSAGE)
         if not msg:
             return False
         req = unpack(msg)
-        want = 4 if req[0] == b"big" else 3
-        if req[0] in (b"run", b"big") and len(fds) == want:
-            self.start(req[1], msg, fds)
-            return True
-        for fd in fds:
-            os.close(fd)
-        if req[0] == b"kill" and req[1] in self.by_id:
-            # The init: its end kills the rest of its namespace before it is reaped.
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.by_id[req[1]], signal.SIGKILL)
+        if req[0] == b"more":
+            self.make()
+        elif req[0] == b"kill" and len(req) > 1:
+            pid = self.by_id.get(req[1])
+            if pid is None:
+                self.send([b"ended", req[1]])
+            else:
+                # The init: its end kills the rest of its namespace before it is reaped.
+                self.killed.add(req[1])
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
         return True
 
     def serve(self) -> None:
         sock = self.sock.fileno()
         while True:
-            # Runs are made ahead only when nothing waits: a run's end is said first.
-            events = self.poll.poll(0)
-            wait = None
-            if not events and len(self.spare) + len(self.making) < SPARE \
-                    and self.broken is None:
-                left = self.later - time.monotonic()
-                if left <= 0 and self.prepare():
-                    continue
-                wait = max(1, int(left * 1000)) if left > 0 else None
-            for fd, _ in events or self.poll.poll(wait):
+            for fd, _ in self.poll.poll():
                 if fd == self.wake_r:
                     os.read(fd, 4096)
                     self.reap()
-                elif fd == sock:
-                    if not self.request():
-                        return
-                elif fd in self.open_err:
-                    self.error_pipe(fd)
+                elif fd == sock and not self.request():
+                    return
 
 
 def main(argv: list[str]) -> int:
@@ -311,7 +225,7 @@ def main(argv: list[str]) -> int:
     helper.send([b"ready"])
     with contextlib.suppress(ConnectionError, BrokenPipeError):
         helper.serve()
-    for pid in (*helper.by_pid, *helper.spare, *helper.making):
+    for pid in (*helper.inits, *helper.making):
         os.kill(pid, signal.SIGKILL)
     return 0
 

@@ -8,6 +8,7 @@ box, as ``python3 -I -S``, from this file's folder.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
@@ -83,6 +84,9 @@ class Box:
         # Each run in a network namespace of its own (a box without network): no run
         # sees another's loopback listeners or abstract sockets.
         self.own_network = len(fields) >= 10 and fields[9] == b"net"
+        # The read end of a pipe whose only writer is the starter (non-blocking): at
+        # its end of file the starter is gone (:func:`init`).
+        self.life = -1
         if int(nproc) > 0:
             import resource
 
@@ -199,12 +203,13 @@ def outer(box: Box, chan: int, err_w: int) -> None:
     try:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        close_all_but({chan, err_w})
+        close_all_but({chan, err_w, box.life})
         box.call("unshare", box.libc.unshare(CLONE_NEWPID))
         pid = os.fork()
         if pid == 0:
             try:
-                init(box, chan, err_w)
+                os.close(err_w)
+                init(box, socket.socket(fileno=chan))
             finally:
                 os._exit(127)
         os.write(err_w, b"P%d\n" % pid)
@@ -217,11 +222,9 @@ def outer(box: Box, chan: int, err_w: int) -> None:
     os._exit(0)
 
 
-def receive(chan: int) -> tuple[list[bytes], list[int]] | None:
-    """The run's request and its three descriptors, or None at the starter's end."""
-    sock = socket.socket(fileno=chan)
-    msg, fds, _, _ = socket.recv_fds(sock, MAX_MESSAGE, 4)
-    sock.close()
+def receive(chan: socket.socket) -> tuple[list[bytes], list[int]] | None:
+    """The run's request and its three descriptors, or None at the host's end."""
+    msg, fds, _, _ = socket.recv_fds(chan, MAX_MESSAGE, 4)
     if not msg:
         return None
     req = unpack(msg)
@@ -259,42 +262,83 @@ def arm(box: Box) -> int:
     return 0
 
 
-def init(box: Box, chan: int, err_w: int) -> None:
+def say(chan: socket.socket, *fields: bytes) -> None:
+    """One message to the host (a host that has gone hears nothing)."""
+    with contextlib.suppress(OSError):
+        chan.send(pack(list(fields)))
+
+
+def starter_gone(life: int) -> bool:
+    try:
+        return os.read(life, 1) == b""
+    except BlockingIOError:
+        return False
+
+
+def end_all() -> None:
+    """Kill every other process of the run's PID namespace and reap each, until none
+    is left: the run's end is said only once nothing it started lives. (A process
+    forked while the kill went round is killed in the next round.)"""
+    while True:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(-1, signal.SIGKILL)
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+
+
+def start(chan: socket.socket, req: list[bytes], fds: list[int]) -> int:
+    """The command, from its folder, on its three descriptors; or said why not."""
+    try:
+        os.chdir(req[2])
+        for i, fd in enumerate(fds):
+            os.dup2(fd, i)
+        for fd in set(fds) - {0, 1, 2}:
+            os.close(fd)
+        return spawn(req)
+    except OSError as err:
+        say(chan, b"exit", b"exec", b"%d" % (err.errno or 0))
+        os._exit(127)
+
+
+def init(box: Box, chan: socket.socket) -> None:
     """The run's PID 1; never returns. Everything that does not depend on the request
     is done before it comes; the command is started with ``posix_spawn`` (a fork of
     Python costs more than the rest of a run). Not dumpable: the command can neither
-    trace it nor read its memory."""
+    trace it nor read its memory. It talks to the host directly on ``chan``: ``started``
+    once the command executes, then ``exit status N`` (after every process of the run
+    is gone), ``exit exec ERRNO`` or ``exit setup TEXT``."""
     code = 127
     try:
         mounts(box)
         box.call("prctl", box.libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0))
         unarmed = arm(box)  # and the privileges dropped
-        got = receive(chan)
-        if got is None:
-            os._exit(0)
-        if unarmed:
-            os.write(err_w, b"E%d\n" % unarmed)
-            os._exit(code)
-        # Its parent is the starter by now (it is sent a request only once adopted).
-        box.call("prctl", box.libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0))
-        req, fds = got
-        try:
-            os.chdir(req[2])
-            for i, fd in enumerate(fds):
-                os.dup2(fd, i)
-            for fd in set(fds) - {0, 1, 2}:
-                os.close(fd)
-            child = spawn(req)
-        except OSError as err:
-            os.write(err_w, b"E%d\n" % (err.errno or 0))
-            os._exit(code)
-        for fd in (0, 1, 2, err_w):
-            os.close(fd)
-        while True:
-            pid, status = os.waitpid(-1, 0)
-            if pid == child:
-                code = exit_code(status)
-                break
     except BaseException as err:  # the report is the handling
-        os.write(err_w, b"S%s\n" % str(err).encode().replace(b"\n", b" "))
+        say(chan, b"exit", b"setup", str(err).encode().replace(b"\n", b" "))
+        os._exit(code)
+    got = receive(chan)
+    if got is None:
+        os._exit(0)
+    if unarmed:
+        say(chan, b"exit", b"exec", b"%d" % unarmed)
+        os._exit(code)
+    # Its parent is the starter by now (the host gets a run made ahead only once the
+    # starter has adopted its init), unless the starter has died since: then the box
+    # is ending, and the run must not start in it. The death signal first, then the
+    # starter's pipe: a starter alive at that look is the parent the signal watches.
+    box.call("prctl", box.libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0))
+    if box.life >= 0 and starter_gone(box.life):
+        os._exit(code)
+    child = start(chan, *got)
+    for fd in (0, 1, 2):
+        os.close(fd)
+    say(chan, b"started")
+    while True:
+        pid, status = os.waitpid(-1, 0)
+        if pid == child:
+            code = exit_code(status)
+            break
+    end_all()
+    say(chan, b"exit", b"status", b"%d" % code)
     os._exit(code)

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.procs import spares_made
 
 from launchers.config import SandboxSettings
 from sandbox.plan import RunResult
@@ -159,8 +160,12 @@ def test_the_options_descriptor_of_each_run_is_closed_after_it(
     bare = Session(session.policy)  # no bounds, no filter: the plain run path
     for s in (session, bare):
         s.run(["true"])
+        if s.warm is not None:  # each run made ahead holds one
+            spares_made(s.warm)
         before = len(os.listdir("/proc/self/fd"))
         for _ in range(10):
             assert s.run(["true"]).returncode == 0
+        if s.warm is not None:
+            spares_made(s.warm)
         # Ten runs, no more descriptors (one the session opened lazily may have gone).
         assert len(os.listdir("/proc/self/fd")) <= before

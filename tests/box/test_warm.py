@@ -18,15 +18,14 @@ from pathlib import Path
 
 import psutil
 import pytest
-from helpers.procs import fds_settle, left_after
+from helpers.procs import fds_settle, left_after, spares_made
 
 from sandbox.backends.bwrap import KEYRING_LISTS, PROC_READ_ONLY, BwrapBackend
 from sandbox.errors import SandboxUnavailable
 from sandbox.plan import RunResult
 from sandbox.session import Session
 from sandbox.startenv import box_env
-from sandbox.warm.client import WarmBox, box_options
-from sandbox.warm.helper import SPARE
+from sandbox.warm.client import SPARE, WarmBox, box_options
 
 pytestmark = [
     pytest.mark.isolation,
@@ -207,6 +206,7 @@ def _fds() -> int:
 
 def test_many_runs_at_once_leave_nothing(world: World) -> None:
     world.run(["true"])
+    spares_made(world.box)
     fds = _fds()
     results: dict[int, RunResult] = {}
 
@@ -220,6 +220,7 @@ def test_many_runs_at_once_leave_nothing(world: World) -> None:
         th.join()
     for i in range(64):
         assert results[i].stdout == f"{i}\n".encode() + b"x" * i, explain(results[i])
+    spares_made(world.box)
     assert fds_settle(fds) <= fds
     box = psutil.Process(world.box.proc.pid if world.box.proc else 0)
     # bwrap's init, the starter and the runs it made ahead: no process of a run that
@@ -266,13 +267,36 @@ def test_a_killed_starter_is_said_never_hidden(world: World) -> None:
 
 def test_a_starter_that_stops_answering_is_said(world: World) -> None:
     world.box.start_limit = 1.0
+    spares_made(world.box)
     starter = _starter(world.box)
     starter.suspend()
     try:
+        # The runs made ahead before it stopped still start (they need it no more);
+        # the first run that needs it fails, within its limit, and so does every later.
+        for _ in range(SPARE):
+            assert world.run(["true"]).ok
         t = time.monotonic()
         with pytest.raises(SandboxUnavailable, match="did not start a run"):
             world.run(["true"])
         assert time.monotonic() - t < 5
+        with pytest.raises(SandboxUnavailable, match="did not start a run"):
+            world.run(["true"])
     finally:
         starter.resume()
+
+
+def test_a_run_whose_init_stops_answering_is_said(world: World) -> None:
+    """A run made ahead whose init stopped before its request: the run fails within
+    the limit, never hangs."""
+    world.box.start_limit = 1.0
+    spares_made(world.box)
+    starter = _starter(world.box)
+    spares = starter.children()
+    assert len(spares) == SPARE
+    for p in spares:
+        p.suspend()
+    t = time.monotonic()
+    with pytest.raises(SandboxUnavailable, match="did not start a run"):
+        world.run(["true"])
+    assert time.monotonic() - t < 5
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from helpers.procs import fds_settle, left_after
+from helpers.procs import fds_settle, left_after, spares_made
 
 from sandbox.errors import SandboxUnavailable
 from sandbox.plan import RunResult
@@ -85,6 +85,8 @@ def test_a_host_run_in_a_warm_session_stays_on_the_host(project: Path) -> None:
 def test_many_threads_on_one_session(project: Path) -> None:
     with Session.open(str(project)) as s:
         s.run(["true"])
+        assert s.warm is not None
+        spares_made(s.warm)
         fds = len(os.listdir("/proc/self/fd"))
         out: dict[int, RunResult] = {}
 
@@ -97,6 +99,7 @@ def test_many_threads_on_one_session(project: Path) -> None:
         for th in threads:
             th.join()
         assert all(out[i].stdout == f"{i}\n".encode() for i in range(64))
+        spares_made(s.warm)
         assert fds_settle(fds) <= fds
         assert left_after("1031") == []
 

@@ -56,6 +56,18 @@ def fds_settle(limit: int, seconds: float = 1.0) -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
+def spares_made(box: object, seconds: float = 10.0) -> None:
+    """Wait until a warm box (:class:`sandbox.warm.client.WarmBox`) holds all its runs
+    made ahead: each holds a descriptor here, so counts of descriptors are taken then."""
+    from sandbox.warm.client import SPARE, WarmBox
+
+    assert isinstance(box, WarmBox)
+    deadline = time.monotonic() + seconds
+    while box.made_ahead < SPARE and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert box.made_ahead == SPARE
+
+
 def box_driver(project: Path, *argv: str) -> subprocess.Popen[bytes]:
     """A harness in a process of its own (``fixtures/box_driver.py``): a session on
     ``project`` running ``argv`` in its box, for a test to kill while the command runs."""
