@@ -11,7 +11,7 @@
   stays an unbounded folder (said in :meth:`Hardening.bounds`);
 - host runs each in a control group of their own, killed whole when the run ends;
 - the child subreaper role while the session is open, with a box or without
-  (:mod:`sandbox.process.orphans`): what a host run leaves behind outside its group comes
+  (:mod:`sandbox.process.reaper`): what a host run leaves behind outside its group comes
   here, and what hides from the marker sweep is killed.
 
 Whatever cannot be had is reported by :meth:`Hardening.bounds`, never pretended.
@@ -32,7 +32,7 @@ from .errors import SandboxUnavailable
 from .libc import detach, mount_tmpfs
 from .limits import Bound, Limits, describe
 from .plan import LaunchPlan, RunResult
-from .process import cgroup, orphans
+from .process import cgroup, reaper
 from .process.hostseat import Seat, Seats
 from .seccomp import Compiled, reader
 
@@ -146,8 +146,8 @@ class Hardening:
         # in the box (one `harness-sandbox run`) makes no group for host runs.
         self._seats_wanted = Seats.wanted()
         if not boxed:
-            # Host runs only: their leftovers come here to be found (orphans.py).
-            orphans.acquire()
+            # Host runs only: their leftovers come here to be found (reaper.py).
+            reaper.acquire()
             self._subreaper = True
             return self
         try:
@@ -164,7 +164,7 @@ class Hardening:
         except cgroup.CgroupUnavailable as err:
             self.box_group_why = str(err)
         self.tmp_why = _mount_tmpfs(private_tmp, limits.tmp_size)
-        orphans.acquire()
+        reaper.acquire()
         self._subreaper = True
         # Started now, not on the first run: a thread's start hands the interpreter's
         # lock back and forth, which a run would wait for.
@@ -223,7 +223,7 @@ class Hardening:
                 self._seats.give_back(seat)
         if box and pids:
             return self.box_ended(pids[0], result)
-        self.reap()  # and what hides from the marker sweep (sandbox/process/orphans.py)
+        self.reap()  # and what hides from the marker sweep (sandbox/process/reaper.py)
         return result
 
     def _take_seat(self) -> Seat | None:
@@ -246,7 +246,7 @@ class Hardening:
             self._moves.put(None)
             self._mover = None
         if self._subreaper:
-            orphans.release(_ours)
+            reaper.release(_ours)
             self._subreaper = False
         if self.box_group is not None:
             cgroup.remove(self.box_group)
@@ -292,7 +292,7 @@ class Hardening:
         while (pid := self._moves.get()) is not None:
             if pid == 0:
                 self.reap()
-            elif group is not None and pid in orphans.running:
+            elif group is not None and pid in reaper.running:
                 # A run already over is not moved: a move waits for the kernel (see
                 # box_started), and the session's end would wait for it.
                 with contextlib.suppress(OSError):
@@ -301,7 +301,7 @@ class Hardening:
     def reap(self) -> None:
         """Reap what the session's runs orphaned here and has exited."""
         if self._subreaper:
-            orphans.reap_orphans(_ours)
+            reaper.reap_orphans(_ours)
 
     def box_ended(self, pid: int, result: RunResult, *, orphaned: bool = True
                   ) -> RunResult:

@@ -21,7 +21,7 @@ Then, on every path:
    the run ended and sweeps the marker once more shortly after, off this thread (a
    leftover that closed its pipes and left the group);
 5. with :func:`enable_subreaper`, children adopted from the run are killed and reaped
-   (:mod:`sandbox.process.subreaper`).
+   (:mod:`sandbox.process.reaper`).
 
 The plan says whether the run is watched (marker, watchdog, scans) and how long its
 pipes drain; the supervisor never asks which backend made it.
@@ -40,10 +40,10 @@ import time
 from collections.abc import Callable, Mapping
 
 from sandbox.plan import LaunchPlan, Outcome, RunResult
-from sandbox.process import orphans, subreaper
+from sandbox.process import reaper
 from sandbox.process.markers import MARKER_VAR, kill_marked
 from sandbox.process.pipes import Pipes
-from sandbox.process.subreaper import enable_subreaper, subreaper_enabled
+from sandbox.process.reaper import enable_subreaper, subreaper_enabled
 from sandbox.process.watchdog import watchdog, watchdog_pid
 
 __all__ = ["MARKER_VAR", "enable_subreaper", "run", "subreaper_enabled", "watchdog_pid"]
@@ -133,12 +133,10 @@ def run(
                           started=started,
                           open_pipes=lambda p: pipes(p, stdin, output_cap))
     finally:
-        orphans.running.discard(pid)
+        with reaper.lock:
+            reaper.running.discard(pid)
         if watched:
             watchdog.send(b"- %d %s\n" % (pid, (marker or "-").encode()))
-        if subreaper_enabled():
-            with subreaper.spawn_lock:
-                subreaper.running.discard(pid)
 
 
 def _marked_env(plan: LaunchPlan) -> tuple[str | None, Mapping[str, str]]:
@@ -158,11 +156,9 @@ def _spawn_registered(
 ) -> subprocess.Popen[bytes]:
     # The lock is held so that no sweep of adopted children (the opt-in subreaper's, or
     # a session's orphan reaping) sees this child between its fork and its registration.
-    with subreaper.spawn_lock, orphans.lock:
+    with reaper.lock:
         proc = _spawn(plan, env) if spawn is None else spawn(lambda: _spawn(plan, env))
-        orphans.running.add(proc.pid)
-        if subreaper_enabled():
-            subreaper.running.add(proc.pid)
+        reaper.running.add(proc.pid)
     return proc
 
 
@@ -208,7 +204,7 @@ def _supervise(
     streams: Pipes | None = None
     rc: int | None = None
     try:
-        start_ticks = subreaper.start_ticks(pid) if subreaper_enabled() else 0
+        start_ticks = reaper.start_ticks(pid) if subreaper_enabled() else 0
         streams = open_pipes(proc)
         pidfd = _watch_exit(pid, streams)
         deadline = None if timeout is None else started + timeout
@@ -218,7 +214,7 @@ def _supervise(
         _end_tree(plan, pid, streams, marker, outcome)
         rc = proc.wait()
         if subreaper_enabled():
-            subreaper.reap_adopted(start_ticks, watchdog.pid)
+            reaper.reap_adopted(start_ticks, watchdog.pid)
     except BaseException:
         # Whatever went wrong here (KeyboardInterrupt included), leave nothing behind.
         # Once the main process is reaped its pid may be reused: no group kill then.

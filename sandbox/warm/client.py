@@ -46,7 +46,7 @@ from typing import IO, TYPE_CHECKING
 from sandbox.backends.bwrap import args_by_fd
 from sandbox.errors import SandboxUnavailable
 from sandbox.plan import LaunchPlan, Outcome, RunResult
-from sandbox.process import orphans
+from sandbox.process import reaper
 from sandbox.process.pipes import Pipes
 from sandbox.process.supervisor import poll_wait
 from sandbox.text import escape
@@ -210,13 +210,13 @@ class WarmBox:
     def _keep(self, argv: tuple[str, ...], env: dict[str, str], fds: tuple[int, ...],
               spawned: threading.Event) -> None:
         try:
-            # Registered before any session reap can see it exit (sandbox.process.orphans).
-            with orphans.lock:
+            # Registered before any session reap can see it exit (sandbox.process.reaper).
+            with reaper.lock:
                 proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                         env=env, pass_fds=fds, close_fds=True,
                                         start_new_session=True)
-                orphans.running.add(proc.pid)
+                reaper.running.add(proc.pid)
         except OSError as err:
             self._fail(f"{escape(argv[0])} could not start: {err.strerror}")
             spawned.set()
@@ -230,7 +230,7 @@ class WarmBox:
             self._fail(self._gone_why(proc))
             proc.kill()
             proc.wait()
-            orphans.running.discard(proc.pid)
+            reaper.running.discard(proc.pid)
             self._down.set()
             with self._lock:
                 for ended in self._ended.values():

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import pytest
 
-from sandbox.process import cgroup, orphans
+from sandbox.process import cgroup, reaper
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="control groups are Linux's")
@@ -48,7 +48,7 @@ def _kill_test(make: Callable[[], cgroup.Group]) -> None:
     group = make()
     # As a session does: the hidden sleep is adopted here, and reaped once killed (this
     # machine's PID 1 does not reap).
-    orphans.acquire()
+    reaper.acquire()
     try:
         proc = subprocess.Popen([PY, "-c", HIDER], stdout=subprocess.PIPE)
         cgroup.adopt(group, proc.pid, stop=True)
@@ -67,7 +67,7 @@ def _kill_test(make: Callable[[], cgroup.Group]) -> None:
         assert cgroup.members(group) == []
     finally:
         cgroup.remove(group)
-        orphans.release(lambda marker: False)
+        reaper.release(lambda marker: False)
     assert not os.path.exists(group.dirs[0])
 
 

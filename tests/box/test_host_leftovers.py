@@ -5,7 +5,7 @@ run's process group), and the grandchild makes itself not dumpable (its environm
 and so the run marker, can no longer be read by this user) and closes the run's pipes.
 Where a control group holds each host run (root here) the group ends it; where none
 does (a plain user on cgroup v1, as on this machine) the session, as child subreaper,
-adopts it and kills it (sandbox/process/orphans.py). Both with a box and without.
+adopts it and kills it (sandbox/process/reaper.py). Both with a box and without.
 """
 
 from __future__ import annotations

@@ -1,10 +1,16 @@
-"""No zombie left by a session's runs, whoever PID 1 is.
+"""The session's one reaper: no zombie, and no adopted leftover, from a session's runs.
 
+While a session is open this process is the child subreaper
+(``PR_SET_CHILD_SUBREAPER``): an orphan of a run comes here rather than to PID 1. One
+registry (:data:`running`, under :data:`lock` from before a run's spawn) names the main
+processes of runs in progress, whose exit status belongs to their supervisor; no sweep
+here ever takes one.
+
+**A session's orphans** (:func:`acquire`, :func:`release`, :func:`reap_orphans`).
 bubblewrap's init in the box's PID namespace outlives the outer bwrap by a moment: when
 the outer one exits the init is orphaned, and where PID 1 does not reap (a container
-started without an init) it stays a zombie for ever. While a session is open this
-process is the child subreaper (``PR_SET_CHILD_SUBREAPER``), so those orphans come here,
-and :func:`reap_orphans` reaps them, and only what the session's runs orphaned:
+started without an init) it stays a zombie for ever. Reaped here, and only what the
+session's runs orphaned:
 
 - a child named ``bwrap`` (a box's init);
 - a child that carried one of this process's run markers while it lived (a host
@@ -15,9 +21,6 @@ and :func:`reap_orphans` reaps them, and only what the session's runs orphaned:
   session while a session is open, and has not waited for when it ends, matches too:
   its exit status would then read as 0. Wait for such programs, or start them before.)
 
-never the main process of a run in progress (:data:`running`, registered under
-:data:`lock` from before its spawn, so no reap can take its exit status first).
-
 A live child adopted here, in a session other than this process's, started while a
 session was open, whose environment cannot be read (it made itself not dumpable, so the
 marker sweep cannot tell whose it is) is killed: a host run's leftover that left its
@@ -25,16 +28,25 @@ group with ``setsid`` and a double fork, where no control group holds host runs 
 plain user on cgroup v1). The same caveat as above holds for a not-dumpable program the
 harness itself starts in a new session while a session is open (``ssh-agent`` does
 that): start it before the session, or from a process of its own.
+
+**The opt-in subreaper** (:func:`enable_subreaper`, :func:`reap_adopted`; Linux): for
+a harness that runs hooks without a session. After each run every child of this
+process in another session, started after the run began, is killed and reaped.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import select
+import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
+
+from sandbox.errors import SandboxError
 
 PR_SET_CHILD_SUBREAPER = 36
 PR_GET_CHILD_SUBREAPER = 37
@@ -43,9 +55,11 @@ _state = threading.Lock()
 _holders = 0
 _was_set = False
 _since = 0  # clock ticks since boot when the first open session began
-# Held from before a run's spawn until its main process is in ``running``.
+# Held from before a run's spawn until its main process is in ``running``; every sweep
+# of children here holds it.
 lock = threading.RLock()
 running: set[int] = set()
+_enabled = False  # the opt-in subreaper
 # Children seen carrying one of our markers: reaped once they are zombies.
 _marked: set[int] = set()
 _unmarked: set[int] = set()
@@ -85,8 +99,6 @@ def release(ours: Callable[[str], bool]) -> None:
         _wait_any(waiting, 0.005)
     with _state:
         _holders -= 1
-        from sandbox.process.subreaper import subreaper_enabled
-
         # Given back only if nobody had it: not the opt-in subreaper, not the caller.
         if _holders == 0 and not _was_set and not subreaper_enabled():
             _prctl(PR_SET_CHILD_SUBREAPER, 0)
@@ -219,3 +231,76 @@ def _wait_any(pids: list[int], most: float) -> None:
     finally:
         for fd in fds:
             os.close(fd)
+
+
+# -- the opt-in subreaper -----------------------------------------------------------------
+
+
+def enable_subreaper() -> None:
+    """Make this process the child subreaper of everything it starts (Linux).
+
+    Orphans of a run are then reparented here instead of to init, so the supervisor can
+    kill and reap them even when they left the run's group and replaced their
+    environment. After each run it kills and reaps every child of this process that is
+    in a session other than this process's, started after the run began, and is not a
+    run's main process or the watchdog. Opt in only if this process does not itself
+    start programs in new sessions while hooks run (they would match that rule).
+    """
+    global _enabled
+    if sys.platform != "linux":
+        raise SandboxError("a child subreaper is only available on Linux")
+    import prctl
+
+    prctl.set_child_subreaper(1)
+    _enabled = True
+
+
+def subreaper_enabled() -> bool:
+    return _enabled
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    # The command name may hold spaces and parentheses: split after its last ")".
+    return raw[raw.rfind(b")") + 2 :].decode().split()
+
+
+def start_ticks(pid: int) -> int:
+    fields = _stat_fields(pid)
+    return int(fields[19]) if fields else 0
+
+
+def _adopted(child: int, own_session: int, since_ticks: int) -> bool:
+    """Whether ``child`` is a child of ours from a run: started in another session than
+    ours (so not one we started), no sooner than ``since_ticks``."""
+    fields = _stat_fields(child)
+    # fields: [0] state, [1] ppid, [2] pgrp, [3] session, ... [19] starttime
+    if fields is None or int(fields[1]) != os.getpid():
+        return False
+    return int(fields[3]) != own_session and int(fields[19]) >= since_ticks
+
+
+def reap_adopted(since_ticks: int, watchdog_pid: int) -> None:
+    """Kill and reap children adopted from runs (see :func:`enable_subreaper`)."""
+    own_session = os.getsid(0)
+    for _ in range(100):
+        with lock:
+            skip = {*running, watchdog_pid}
+            adopted = [child for child in _children()
+                       if child not in skip and _adopted(child, own_session, since_ticks)]
+            if not adopted:
+                return
+            for child in adopted:
+                with contextlib.suppress(OSError):
+                    os.kill(child, signal.SIGKILL)
+                try:
+                    os.waitpid(child, 0)
+                except ChildProcessError:
+                    pass
+                except OSError as err:
+                    if err.errno != errno.ECHILD:
+                        raise
