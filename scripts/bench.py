@@ -448,11 +448,17 @@ def warm_cases(project: Path, hook_dir: Path, rounds: int) -> Results:
             r = cold.run([TRUE])
             assert r.ok, r
 
+        def bare_hook_script() -> None:
+            # The hook's own floor: its script (a sh and a cat) started bare, with stdin.
+            subprocess.run([str(hook_dir / "ok.sh")], input=b'{"hook_event_name": "x"}',
+                           check=False)
+
         def warm_hook() -> None:
             d = runner.pre_tool_use("bash", {"command": "ls"}, tool_use_id="bench")
             assert d.outcome == "allowed", d
 
-        results = interleave({"w_bare_spawn": bare, "w_warm_session_run_true": warm_true,
+        results = interleave({"w_bare_spawn": bare, "w_bare_hook_script": bare_hook_script,
+                              "w_warm_session_run_true": warm_true,
                               "w_cold_session_run_true": cold_true,
                               "w_warm_pretooluse_boxed_hook": warm_hook}, rounds)
         settled(warm)
@@ -569,6 +575,8 @@ DERIVED = {
     "w_cold_over_bare": _ratio("w_cold_session_run_true", "w_bare_spawn"),
     "w_cold_over_warm": _ratio("w_cold_session_run_true", "w_warm_session_run_true"),
     "w_warm_hook_over_bare": _ratio("w_warm_pretooluse_boxed_hook", "w_bare_spawn"),
+    "w_warm_hook_over_its_script": _ratio("w_warm_pretooluse_boxed_hook",
+                                          "w_bare_hook_script"),
     "f_run_over_raw_bwrap": _ratio("f_cli_run_true", "f_raw_bwrap_true"),
     "f_run_over_interpreter": _ratio("f_cli_run_true", "f_interpreter_alone"),
     "f_hook_minus_run_ms": _diff("f_cli_hook_pretooluse", "f_cli_run_true"),
