@@ -120,7 +120,7 @@ def library_cases(project: Path, hook_dir: Path, rounds: int) -> Results:
         # bwrap with the box's arguments on its command line (the pure plan: no
         # descriptors, so it can run many times).
         from sandbox.backends import bwrap as bwrap_backend
-        from sandbox.probe import require_box
+        from sandbox.backends.bwrap_find import require_box
 
         box_plan = bwrap_backend.plan(session.policy, [TRUE],
                                       bwrap=require_box(session.policy))

@@ -221,7 +221,7 @@ class BwrapBackend:
     def program(self) -> str:
         """bwrap's absolute path, found once. Raises :class:`SandboxUnavailable`."""
         if self._bwrap is None:
-            from sandbox.probe import require_box
+            from sandbox.backends.bwrap_find import require_box
 
             with self._lock:
                 if self._bwrap is None:
@@ -331,7 +331,7 @@ class BwrapBackend:
             failed = exec_failure(result)
             if failed is not None:
                 return failed
-            from sandbox.probe import diagnose_start_failure, namespace_error
+            from sandbox.backends.bwrap_find import diagnose_start_failure, namespace_error
 
             error = namespace_error(result.stderr)
             if error is not None:

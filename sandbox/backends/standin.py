@@ -235,7 +235,7 @@ def _userns(uid: int, gid: int) -> int:
         if said != b"\0":
             code = int(said or b"1")
             if code == errno.ENOSPC:  # the namespaces' limit, which bwrap would meet too
-                from sandbox.probe import diagnose_start_failure
+                from sandbox.backends.bwrap_find import diagnose_start_failure
 
                 raise diagnose_start_failure(os.strerror(code))
             raise SandboxUnavailable(

@@ -98,7 +98,7 @@ def _bound(box: WarmBox, pid: int, hardening: Hardening) -> None:
 
 def _diagnosed(err: SandboxUnavailable) -> SandboxUnavailable:
     """bwrap's namespace error as the cold box gives it (cause and fix), else ``err``."""
-    from sandbox.probe import diagnose_start_failure, namespace_error
+    from sandbox.backends.bwrap_find import diagnose_start_failure, namespace_error
 
     error = namespace_error(err.stderr) if isinstance(err, WarmBoxDown) else None
     return diagnose_start_failure(error) if error is not None else err

@@ -14,6 +14,7 @@ from typing import TypeVar
 import pytest
 
 from sandbox import probe
+from sandbox.backends import bwrap_find
 from sandbox.errors import SandboxUnavailable
 from sandbox.policy import Policy
 
@@ -43,12 +44,12 @@ def diag(**kw: object) -> str | None:
                                  "max_user_namespaces": 15000,
                                  "unprivileged_userns_clone": None, "error": None}
     values.update(kw)
-    found = probe.diagnose_userns(**values)  # type: ignore[arg-type]
+    found = bwrap_find.diagnose_userns(**values)  # type: ignore[arg-type]
     return None if found is None else str(found)
 
 
 def test_the_cause_and_the_fix_are_told_as_one_sentence() -> None:
-    err = SandboxUnavailable(probe.NOT_INSTALLED, probe.INSTALL_FIX)
+    err = SandboxUnavailable(bwrap_find.NOT_INSTALLED, bwrap_find.INSTALL_FIX)
     assert str(err) == ("bubblewrap (bwrap) is not installed; install the bubblewrap "
                         "package: sudo apt-get install bubblewrap")
     assert str(SandboxUnavailable("only the cause")) == "only the cause"
@@ -87,11 +88,11 @@ def test_apparmor_restriction_with_a_failed_box_names_the_sysctl_and_the_fix() -
         "(kernel.apparmor_restrict_unprivileged_userns=1); allow them with sudo sysctl -w "
         "kernel.apparmor_restrict_unprivileged_userns=0, or install an AppArmor profile "
         "for bwrap that allows userns")
-    err = probe.diagnose_userns(euid=1000, apparmor_restrict=1, max_user_namespaces=15000,
+    err = bwrap_find.diagnose_userns(euid=1000, apparmor_restrict=1, max_user_namespaces=15000,
                                 unprivileged_userns_clone=None, error=NO_PERMISSION)
     assert err is not None
-    assert err.diagnosis == probe.APPARMOR_DIAGNOSIS
-    assert err.fix == probe.APPARMOR_FIX
+    assert err.diagnosis == bwrap_find.APPARMOR_DIAGNOSIS
+    assert err.fix == bwrap_find.APPARMOR_FIX
 
 
 def test_namespace_limit_is_named() -> None:
@@ -109,12 +110,12 @@ def test_other_start_failure_quotes_bwrap() -> None:
 
 
 def test_namespace_errors_are_told_from_the_commands_own_failure() -> None:
-    assert probe.namespace_error(NO_PERMISSION.encode() + b"\n") == NO_PERMISSION
-    assert probe.namespace_error(UID_MAP.encode()) == UID_MAP
-    assert probe.namespace_error(ENOSPC.encode()) == ENOSPC
-    assert probe.namespace_error(b"bwrap: execvp x: No such file or directory\n") is None
-    assert probe.namespace_error(b"error: user namespace\n") is None
-    assert probe.namespace_error(b"") is None
+    assert bwrap_find.namespace_error(NO_PERMISSION.encode() + b"\n") == NO_PERMISSION
+    assert bwrap_find.namespace_error(UID_MAP.encode()) == UID_MAP
+    assert bwrap_find.namespace_error(ENOSPC.encode()) == ENOSPC
+    assert bwrap_find.namespace_error(b"bwrap: execvp x: No such file or directory\n") is None
+    assert bwrap_find.namespace_error(b"error: user namespace\n") is None
+    assert bwrap_find.namespace_error(b"") is None
 
 
 def test_features_are_read_from_the_help_text() -> None:
@@ -126,17 +127,17 @@ def test_features_are_read_from_the_help_text() -> None:
 
 def test_bwrap_off_path_says_where_it_looked_and_where_it_is() -> None:
     with pytest.raises(SandboxUnavailable) as err:
-        probe.require_box(env={"PATH": "/nonexistent:/also-not"})
+        bwrap_find.require_box(env={"PATH": "/nonexistent:/also-not"})
     assert err.value.diagnosis == ("bubblewrap (bwrap) is not on PATH (looked in "
                                    "/nonexistent:/also-not); it is installed at /usr/bin/bwrap")
     assert err.value.fix == "add /usr/bin to PATH"
 
 
 def test_missing_bwrap_is_named_with_the_package_to_install(tmp_path: Path) -> None:
-    err = probe.not_found("/nonexistent", usual=(str(tmp_path / "bwrap"),))
+    err = bwrap_find.not_found("/nonexistent", usual=(str(tmp_path / "bwrap"),))
     assert err.diagnosis == "bubblewrap (bwrap) is not installed (looked in /nonexistent)"
     assert err.fix == "install the bubblewrap package: sudo apt-get install bubblewrap"
-    assert probe.not_found("", usual=()).diagnosis == (
+    assert bwrap_find.not_found("", usual=()).diagnosis == (
         "bubblewrap (bwrap) is not installed (looked in nothing (PATH is empty))")
 
 
@@ -146,10 +147,10 @@ def test_relative_path_entries_are_not_searched(tmp_path: Path) -> None:
     cwd = os.getcwd()
     os.chdir(tmp_path)
     try:
-        assert probe.find_bwrap(".:bin:") is None
+        assert bwrap_find.find_bwrap(".:bin:") is None
     finally:
         os.chdir(cwd)
-    assert probe.find_bwrap(str(tmp_path)) == str(tmp_path / "bwrap")
+    assert bwrap_find.find_bwrap(str(tmp_path)) == str(tmp_path / "bwrap")
 
 
 @needs_bwrap
@@ -162,7 +163,7 @@ def test_bwrap_inside_the_project_is_refused(tmp_path: Path) -> None:
     policy = Policy.create(str(project), private_tmp=str(tmp_path / "ptmp"),
                            hide_defaults=False, env={})
     with pytest.raises(SandboxUnavailable) as err:
-        probe.require_box(policy, env={"PATH": f"{project}/bin:/usr/bin"})
+        bwrap_find.require_box(policy, env={"PATH": f"{project}/bin:/usr/bin"})
     assert str(err.value) == (
         f"{project}/bin/bwrap is in the project ({project}), where boxed commands could "
         "replace it; install bubblewrap outside it (sudo apt-get install bubblewrap) and "
@@ -171,16 +172,16 @@ def test_bwrap_inside_the_project_is_refused(tmp_path: Path) -> None:
 
 @needs_bwrap
 def test_require_box_finds_the_system_bwrap() -> None:
-    assert probe.require_box(env={"PATH": "/nonexistent:" + os.path.dirname(SYSTEM_BWRAP or "")}) \
-        == SYSTEM_BWRAP
+    path = "/nonexistent:" + os.path.dirname(SYSTEM_BWRAP or "")
+    assert bwrap_find.require_box(env={"PATH": path}) == SYSTEM_BWRAP
 
 
 def test_sysctls_are_read_as_integers_or_none(tmp_path: Path) -> None:
     (tmp_path / "v").write_text("1\n")
     (tmp_path / "bad").write_text("x\n")
-    assert probe.read_sysctl(str(tmp_path / "v")) == 1
-    assert probe.read_sysctl(str(tmp_path / "bad")) is None
-    assert probe.read_sysctl(str(tmp_path / "absent")) is None
+    assert bwrap_find.read_sysctl(str(tmp_path / "v")) == 1
+    assert bwrap_find.read_sysctl(str(tmp_path / "bad")) is None
+    assert bwrap_find.read_sysctl(str(tmp_path / "absent")) is None
 
 
 # -- on this machine -------------------------------------------------------------------
@@ -269,8 +270,8 @@ def test_probe_where_userns_is_blocked_reports_the_real_error_and_the_limit() ->
     doc = json.loads(r.stdout)
     assert doc["userns_ok"] is False
     assert doc["userns_error"].startswith("bwrap: Creating new namespace failed")
-    assert doc["diagnosis"] == probe.LIMIT_DIAGNOSIS
-    assert doc["fix"] == probe.LIMIT_FIX
+    assert doc["diagnosis"] == bwrap_find.LIMIT_DIAGNOSIS
+    assert doc["fix"] == bwrap_find.LIMIT_FIX
     assert doc["links"] is None
 
 
@@ -291,7 +292,7 @@ def test_a_box_that_cannot_start_raises_the_diagnosis_instead_of_running_on_the_
     )
     r = _in_box_without_userns(code)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == probe.LIMIT_DIAGNOSIS
+    assert r.stdout.strip() == bwrap_find.LIMIT_DIAGNOSIS
 
 
 @needs_bwrap
