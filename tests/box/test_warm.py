@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from helpers.procs import fds_settle, left_after, spares_made
+from helpers.procs import fds_settle, left_after, running_with, spares_made
 
 from sandbox.backends.bwrap import KEYRING_LISTS, PROC_READ_ONLY, BwrapBackend
 from sandbox.errors import SandboxUnavailable
@@ -186,6 +186,18 @@ def test_nothing_a_run_starts_outlives_it(world: World) -> None:
     assert r.stdout == b"started\n", explain(r)
     for word in ("1001", "1002", "1003"):
         assert left_after(word) == [], word
+
+
+def test_a_run_ends_only_once_nothing_it_started_lives(world: World) -> None:
+    """Looked at the moment Session.run returns, not a moment later: the run's init
+    kills and reaps every process of the run before it says the status. (On an idle
+    machine the kernel's own end of the namespace, right after, is quick enough that
+    this also holds without that; the order is what makes it hold under load.)"""
+    for _ in range(3):
+        r = world.run(sh("for i in $(seq 50); do setsid sleep 1041 </dev/null >/dev/null"
+                         " 2>&1 & done; echo started"))
+        assert r.stdout == b"started\n", explain(r)
+        assert running_with("1041") == []
 
 
 def test_a_timeout_and_a_cancel_end_the_whole_run(world: World) -> None:
