@@ -203,6 +203,10 @@ def outer(box: Box, chan: int, err_w: int) -> None:
     try:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        # Python's handler would let a run's command interrupt its PID 1 (the one
+        # signal it catches); at the default the kernel drops every signal a process
+        # of the namespace sends its init.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
         close_all_but({chan, err_w, box.life})
         box.call("unshare", box.libc.unshare(CLONE_NEWPID))
         pid = os.fork()

@@ -200,6 +200,15 @@ def test_a_run_ends_only_once_nothing_it_started_lives(world: World) -> None:
         assert running_with("1041") == []
 
 
+def test_a_run_cannot_signal_its_init(world: World) -> None:
+    """Every signal the command can send its PID 1 is dropped: the run ends as the
+    command says, and its status comes from the init."""
+    r = world.run(sh("for s in INT TERM HUP QUIT USR1 USR2 PIPE ALRM; do kill -$s 1; done;"
+                     " sleep 0.1; echo alive; exit 3"))
+    assert r.outcome == "exited" and r.returncode == 3 and r.stdout == b"alive\n", explain(r)
+    assert world.run(["true"]).ok
+
+
 def test_a_timeout_and_a_cancel_end_the_whole_run(world: World) -> None:
     t = time.monotonic()
     r = world.run(sh("setsid sleep 1004 & sleep 1005"), timeout=0.5)
