@@ -172,8 +172,12 @@ def _made(root: str) -> Launcher:
     except OSError as err:
         return Launcher(None, "the Python launcher: this kernel executes no memfd "
                         f"({err.strerror})")
-    with open(SOURCE, "rb") as f:
-        name = key(f.read(), cc)
+    try:
+        with open(SOURCE, "rb") as f:
+            name = key(f.read(), cc)
+    except OSError as err:
+        return Launcher(None, f"the Python launcher: no source to build the compiled one "
+                        f"from ({err.strerror})")
     if name is None or not _private(root):
         return Launcher(None, "the Python launcher: no private folder to keep the "
                         "compiled one in")

@@ -125,6 +125,11 @@ def guard_fields(policy: Policy, bpf: bytes) -> list[bytes]:
             b"\0".join(os.fsencode(p) for p in guard_allowed(policy))]
 
 
+def interpreter() -> str:
+    """The Python the box's launcher runs (the box sees the host's tree)."""
+    return os.path.realpath(sys.executable)
+
+
 def guarded(policy: Policy, bpf: bytes, argv: Sequence[str], launcher: int | None = None
             ) -> tuple[str, ...]:
     """``argv`` started in a box per run by the guard's launcher, which arms the guard
@@ -133,7 +138,7 @@ def guarded(policy: Policy, bpf: bytes, argv: Sequence[str], launcher: int | Non
     ROOT... M SOCKET... -- ARGV``), else the Python one (``python -I -S guarded.py
     PROGRAM N ROOT... M SOCKET... -- ARGV``)."""
     roots, allowed = guard_roots(policy), guard_allowed(policy)
-    python = os.path.realpath(sys.executable)
+    python = interpreter()
     guard = (bpf.hex(), str(len(roots)), *roots, str(len(allowed)), *allowed, "--", *argv)
     if launcher is None:
         return (python, "-I", "-S", GUARDED, *guard)

@@ -63,7 +63,22 @@ def _spawn(argv: list[bytes], env: dict[bytes, bytes]) -> int:
     except OSError as err:
         if err.errno != errno.ENOEXEC:
             raise
-        return os.posix_spawnp(b"/bin/sh", [b"/bin/sh", *argv], env, setsigdef=_DEFAULTS)
+        # The file that was found, as execvp gives it to sh (a bare name would be
+        # looked for in the working folder).
+        return os.posix_spawn(b"/bin/sh", [b"/bin/sh", _found(argv[0], env), *argv[1:]],
+                              env, setsigdef=_DEFAULTS)
+
+
+def _found(name: bytes, env: dict[bytes, bytes]) -> bytes:
+    """Where execvp finds ``name``: itself when it has a slash, else the first
+    executable file of that name on ``PATH`` (glibc's default without one)."""
+    if b"/" in name:
+        return name
+    for folder in env.get(b"PATH", b"/bin:/usr/bin").split(b":"):
+        path = os.path.join(folder or b".", name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return name
 
 
 def main(argv: list[str]) -> int:
