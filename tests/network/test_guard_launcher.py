@@ -180,7 +180,7 @@ print(any(got), len(got) > 100)
 
 
 def test_the_supervisor_cannot_be_reached_through_its_start(world: World) -> None:
-    assert out(world.run("import os\n" + HANDOFF_REACH, box="per-run")) == \
+    assert out(world.run("import os\n" + HANDOFF_REACH, box="per-run", timeout=30)) == \
         "reached guardmain.py\nFalse True\n"
 
 
