@@ -10,9 +10,10 @@ needs its judgement (:mod:`sandbox.warm.guardmain`).
 The compiled launcher is built at the first session that needs it, by the system's C
 compiler: ``cc`` or ``gcc`` in ``/usr/bin`` or ``/bin``, never one found on ``PATH``, run
 with an environment of its own (a compiler reads variables that would have it take
-other headers, libraries or programs). It is linked statically where the C library
-allows it: then no variable of the box's (``LD_PRELOAD``) has the dynamic linker load
-anything into the box's PID 1. It is kept in the per-user private temp root beside the
+other headers, libraries or programs). It is linked statically: no variable of the
+box's (``LD_PRELOAD``) then has a dynamic linker load anything into the box's PID 1
+(where the C library cannot be linked statically, the Python launcher is used, which
+gives those variables to the command alone). It is kept in the per-user private temp root beside the
 cached filter (:mod:`sandbox.filtercache`), named by a digest of the source, the
 compiler (the file it leads to: device, inode, size, change time) and the machine. A
 kept launcher is used only when it is a regular file (not a link) owned by this user,
@@ -40,11 +41,10 @@ from typing import NamedTuple
 from .digest import sha256_hex
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "warm", "guardinit.c")
-# Where a system keeps its compiler; never PATH, which the agent's tools may lead.
+# Where a system keeps its compiler: never one found on PATH.
 COMPILERS = tuple(os.path.join(d, n) for d in ("/usr/bin", "/bin") for n in ("cc", "gcc"))
-FLAGS = ("-O2", "-Wall", "-Wextra", "-s")
-# Static first (no dynamic linker in PID 1), else as the C library allows.
-LINKS = (("-static",), ())
+# Static: no dynamic linker in PID 1 (see above).
+FLAGS = ("-O2", "-Wall", "-Wextra", "-s", "-static")
 # The compiler's own environment: nothing of the session's.
 _BUILD_ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C"}
 _MAX = 16 << 20
@@ -72,7 +72,7 @@ def key(source: bytes, cc: str) -> str | None:
     except OSError:
         return None
     text = repr((sha256_hex(source), real, st.st_dev, st.st_ino, st.st_size,
-                 st.st_ctime_ns, os.uname().machine, FLAGS, LINKS))
+                 st.st_ctime_ns, os.uname().machine, FLAGS))
     return sha256_hex(text.encode())[:32]
 
 
@@ -101,25 +101,22 @@ def build(cc: str, root: str, path: str) -> str | None:
 
     work = tempfile.mkdtemp(prefix="guardinit-", dir=root)
     out = os.path.join(work, "guardinit")
-    why = "no build was tried"
     try:
-        for link in LINKS:
-            try:
-                r = subprocess.run([cc, *FLAGS, *link, "-o", out, SOURCE], cwd=work,
-                                   env=_BUILD_ENV, stdin=subprocess.DEVNULL,
-                                   capture_output=True, timeout=120, check=False)
-            except (OSError, subprocess.SubprocessError) as err:
-                return f"{cc} could not run: {err}"
-            if r.returncode == 0:
-                try:
-                    os.chmod(out, 0o700)
-                    os.replace(out, path)
-                except OSError as err:
-                    return f"it could not be kept: {err.strerror}"
-                return None
+        try:
+            r = subprocess.run([cc, *FLAGS, "-o", out, SOURCE], cwd=work, env=_BUILD_ENV,
+                               stdin=subprocess.DEVNULL, capture_output=True, timeout=120,
+                               check=False)
+        except (OSError, subprocess.SubprocessError) as err:
+            return f"{cc} could not run: {err}"
+        if r.returncode != 0:
             lines = r.stderr.decode(errors="replace").strip().splitlines()
-            why = f"{cc} failed: {lines[-1] if lines else f'exit status {r.returncode}'}"
-        return why
+            return f"{cc} failed: {lines[-1] if lines else f'exit status {r.returncode}'}"
+        try:
+            os.chmod(out, 0o700)
+            os.replace(out, path)
+        except OSError as err:
+            return f"it could not be kept: {err.strerror}"
+        return None
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -130,16 +130,21 @@ def interpreter() -> str:
     return os.path.realpath(sys.executable)
 
 
-def guarded(policy: Policy, bpf: bytes, argv: Sequence[str], launcher: int | None = None
-            ) -> tuple[str, ...]:
+def guarded(policy: Policy, bpf: bytes, argv: Sequence[str], launcher: int | None = None,
+            setenv: Sequence[str] = ()) -> tuple[str, ...]:
     """``argv`` started in a box per run by the guard's launcher, which arms the guard
     and then runs it: the compiled one when ``launcher`` is its descriptor (a sealed
     memfd, :mod:`sandbox.initcache`: ``/proc/self/fd/FD FD PYTHON GUARDMAIN PROGRAM N
     ROOT... M SOCKET... -- ARGV``), else the Python one (``python -I -S guarded.py
-    PROGRAM N ROOT... M SOCKET... -- ARGV``)."""
+    PROGRAM N ROOT... M SOCKET... [--setenv NAME=VALUE]... -- ARGV``, the variables
+    for the command alone)."""
     roots, allowed = guard_roots(policy), guard_allowed(policy)
     python = interpreter()
-    guard = (bpf.hex(), str(len(roots)), *roots, str(len(allowed)), *allowed, "--", *argv)
+    guard = (bpf.hex(), str(len(roots)), *roots, str(len(allowed)), *allowed)
     if launcher is None:
-        return (python, "-I", "-S", GUARDED, *guard)
-    return (f"/proc/self/fd/{launcher}", str(launcher), python, GUARDMAIN, *guard)
+        return (python, "-I", "-S", GUARDED, *guard,
+                *(x for pair in setenv for x in ("--setenv", pair)), "--", *argv)
+    if setenv:
+        raise ValueError("the compiled launcher's command has its variables from bwrap")
+    return (f"/proc/self/fd/{launcher}", str(launcher), python, GUARDMAIN, *guard, "--",
+            *argv)

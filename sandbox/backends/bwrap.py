@@ -145,14 +145,32 @@ def guarded(made: LaunchPlan, policy: Policy, guard: bytes, command_len: int,
     cut = len(made.argv) - command_len - 1
     if made.argv[cut] != "--":
         raise ValueError("a bwrap plan ends with -- and its command")
-    wrapped = wrap(policy, guard, made.argv[cut + 1:], launcher)
+    options: tuple[str, ...] = made.argv[:cut]
+    linker: tuple[str, ...] = ()
+    if launcher is None:
+        # The Python launcher's own start would load what these name, before it arms
+        # the guard: they reach the command through it instead. (The compiled launcher
+        # is linked statically where it can be, and gives its supervisor no variable.)
+        options, linker = _without_linker_vars(options)
+    wrapped = wrap(policy, guard, made.argv[cut + 1:], launcher, linker)
     if launcher is not None:
         made = made._replace(pass_fds=(*made.pass_fds, launcher))
     # The launcher's guard keeps CAP_SYS_PTRACE in the box's user namespace (to take a
     # socket of a caller that is not dumpable); it drops both before the command starts.
     caps = ("--cap-add", "CAP_SYS_PTRACE", "--cap-add", "CAP_SETPCAP")
-    return made._replace(argv=(*made.argv[:cut], *caps, "--as-pid-1", "--", *wrapped)), \
-        len(wrapped)
+    return made._replace(argv=(*options, *caps, "--as-pid-1", "--", *wrapped)), len(wrapped)
+
+
+def _without_linker_vars(options: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """bwrap's options without the ``--setenv`` of :data:`LINKER_VARS` that :func:`plan`
+    puts at their end (before ``--seccomp FD``), and those as ``NAME=VALUE``."""
+    end = len(options) - (2 if options[-2:-1] == ("--seccomp",) else 0)
+    at = end
+    found: list[str] = []
+    while at >= 3 and options[at - 3] == "--setenv" and options[at - 2] in LINKER_VARS:
+        found.insert(0, f"{options[at - 2]}={options[at - 1]}")
+        at -= 3
+    return (*options[:at], *options[end:]), tuple(found)
 
 
 def args_by_fd(made: LaunchPlan, command_len: int) -> LaunchPlan:

@@ -62,8 +62,11 @@
  *     cannot be started, every call that needed it is refused (EACCES): never
  *     through unchecked.
  *
- * Plain C and the C library only: the toolkit builds it with the system's
- * compiler (sandbox/initcache.py).
+ * Plain C and the C library only, linked statically by the system's compiler
+ * (sandbox/initcache.py): no dynamic linker runs in this process, so what the
+ * environment bwrap gave names for one (LD_PRELOAD, LD_AUDIT, LD_LIBRARY_PATH:
+ * the command's, chosen by whoever starts the run) is loaded into the command alone,
+ * never into the guard. The supervisor is started with no environment at all.
  */
 
 #define _GNU_SOURCE

@@ -268,6 +268,35 @@ def test_a_daemon_does_not_outlive_the_run(project: Path, box: str) -> None:
     assert not left
 
 
+PRELOAD = """#include <stdio.h>
+#include <unistd.h>
+__attribute__((constructor)) static void loaded(void) { dprintf(2, "loaded in %d\\n", getpid()); }
+"""
+
+
+@PER_RUN
+def test_a_library_the_run_s_environment_preloads_stays_out_of_the_box_s_pid_1(
+        project: Path, box: str) -> None:
+    # The box's PID 1 arms the guard, and then answers for it: a library of the
+    # project's named by LD_PRELOAD would run there outside the guard's filter.
+    (project / "preload.c").write_text(PRELOAD)
+    subprocess.run(["/usr/bin/cc", "-shared", "-fPIC", "-o", str(project / "preload.so"),
+                    str(project / "preload.c")], check=True)
+    # The command reaches the supervisor too (its own socket): started with the
+    # variable, it would load the library.
+    code = ("import socket; l = socket.socket(socket.AF_UNIX); l.bind('/tmp/own.sock');"
+            "l.listen(); socket.socket(socket.AF_UNIX).connect('/tmp/own.sock');"
+            "print(open('/proc/1/cmdline', 'rb').read().split(b'\\0')[3].rsplit(b'/')[-1])")
+    r = _run(project, box, [PY, "-c", code],
+             env_extra={"LD_PRELOAD": str(project / "preload.so")})
+    assert r.returncode == 0, r.stderr
+    want = b"guarded.py" if box == "per-run-python" else b"guardmain.py"
+    assert r.stdout == b"b'" + want + b"'\n"
+    pids = {int(line.split()[-1]) for line in r.stderr.decode().splitlines()
+            if line.startswith("loaded in ")}
+    assert pids and 1 not in pids, r.stderr
+
+
 # -- building and keeping the compiled launcher ---------------------------------------
 
 
