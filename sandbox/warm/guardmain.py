@@ -50,9 +50,12 @@ def _serve(listener: int, first: bytes, roots: list[bytes], allowed: list[bytes]
     if ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         raise OSError("the supervisor could not be made not dumpable")
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from guardparts import CAP_SYS_PTRACE, drop_capabilities  # type: ignore[import-not-found]
     from unixguard import Guard  # type: ignore[import-not-found]
 
     guard = Guard(b"", roots, allowed)
+    # The ambient and inheritable sets carried it through the exec; no further.
+    drop_capabilities(guard.libc, keep=CAP_SYS_PTRACE)
     guard.listener = listener
     _thread.start_new_thread(guard.serve, (first,))
 

@@ -5,6 +5,7 @@ answers and the supervisor it becomes, and how it is built and kept
 
 from __future__ import annotations
 
+import ast
 import errno
 import os
 import shutil
@@ -182,6 +183,40 @@ print(any(got), len(got) > 100)
 def test_the_supervisor_cannot_be_reached_through_its_start(world: World) -> None:
     assert out(world.run("import os\n" + HANDOFF_REACH, box="per-run", timeout=30)) == \
         "reached guardmain.py\nFalse True\n"
+
+
+STATUS = TRY + """
+def status(pid):
+    keep = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp_filters")
+    with open(f"/proc/{pid}/status") as f:
+        return {k: v.strip() for k, v in (line.split(":", 1) for line in f) if k in keep}
+before = status(1)
+l = socket.socket(socket.AF_UNIX); l.bind("/tmp/own.sock"); l.listen()
+print(connect("/tmp/own.sock"), pid1())
+print(before)
+print(status(1))
+print(status("self"))
+"""
+
+
+def test_the_supervisor_holds_ptrace_alone_outside_the_guard_s_filter(world: World) -> None:
+    got = out(world.run(STATUS, box="per-run")).splitlines()
+    assert got[0] == "reached guardmain.py"
+    ptrace = f"{1 << 19:016x}"
+    # The launcher: CAP_SYS_PTRACE, ambient too (to carry it through the exec).
+    assert ast.literal_eval(got[1]) == {
+        "CapInh": ptrace, "CapPrm": ptrace, "CapEff": ptrace, "CapBnd": ptrace,
+        "CapAmb": ptrace, "NoNewPrivs": "1", "Seccomp_filters": "1"}
+    # The supervisor it became: that alone, under the session's filter and not the
+    # guard's.
+    assert ast.literal_eval(got[2]) == {
+        "CapInh": "0" * 16, "CapPrm": ptrace, "CapEff": ptrace, "CapBnd": ptrace,
+        "CapAmb": "0" * 16, "NoNewPrivs": "1", "Seccomp_filters": "1"}
+    # The command: nothing, under both.
+    zero = "0" * 16
+    assert ast.literal_eval(got[3]) == {
+        "CapInh": zero, "CapPrm": zero, "CapEff": zero, "CapBnd": zero, "CapAmb": zero,
+        "NoNewPrivs": "1", "Seccomp_filters": "2"}
 
 
 def test_a_supervisor_that_cannot_start_leaves_every_call_refused(
