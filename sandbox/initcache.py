@@ -45,7 +45,8 @@ SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "warm", "guard
 COMPILERS = tuple(os.path.join(d, n) for d in ("/usr/bin", "/bin") for n in ("cc", "gcc"))
 # Static: no dynamic linker in PID 1 (see above).
 FLAGS = ("-O2", "-Wall", "-Wextra", "-s", "-static")
-# The compiler's own environment: nothing of the session's.
+# The compiler's own environment: nothing of the session's (its temporary files go in
+# the build's own folder).
 _BUILD_ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C"}
 _MAX = 16 << 20
 MFD_EXEC = 0x10  # linux/memfd.h, Linux 6.3: an executable memfd, asked for as one
@@ -99,11 +100,15 @@ def build(cc: str, root: str, path: str) -> str | None:
     import subprocess
     import tempfile
 
-    work = tempfile.mkdtemp(prefix="guardinit-", dir=root)
+    try:
+        work = tempfile.mkdtemp(prefix="build-", dir=root)
+    except OSError as err:
+        return f"no folder to build it in: {err.strerror}"
     out = os.path.join(work, "guardinit")
     try:
         try:
-            r = subprocess.run([cc, *FLAGS, "-o", out, SOURCE], cwd=work, env=_BUILD_ENV,
+            r = subprocess.run([cc, *FLAGS, "-o", out, SOURCE], cwd=work,
+                               env={**_BUILD_ENV, "TMPDIR": work},
                                stdin=subprocess.DEVNULL, capture_output=True, timeout=120,
                                check=False)
         except (OSError, subprocess.SubprocessError) as err:
