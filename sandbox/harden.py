@@ -38,6 +38,7 @@ from .seccomp import Compiled, reader
 
 if TYPE_CHECKING:
     from .backends import Backend
+    from .initcache import Launcher
     from .policy import Policy
 
 # The supervisor, given what to do at a run's start and (or None) what starts it.
@@ -181,8 +182,16 @@ class Hardening:
         harden = getattr(box, "harden", None)
         self = cls.open(limits, boxed=harden is not None, private_tmp=policy.private_tmp)
         if harden is not None:
-            harden(shm_size=limits.shm_size, seccomp=self.seccomp_reader, guard=self.guard)
+            harden(shm_size=limits.shm_size, seccomp=self.seccomp_reader, guard=self.guard,
+                   launcher=lambda: self.launcher().program)
         return self
+
+    def launcher(self) -> Launcher:
+        """The launcher of each box per run: the compiled one, built at the first use
+        (:mod:`sandbox.initcache`), or the Python one, and why."""
+        from .initcache import load
+
+        return load(os.path.dirname(self.private_tmp))
 
     def supervise(self, plan: LaunchPlan, runner: Runner) -> RunResult:
         """Run ``plan`` through ``runner`` (the supervisor, given what to do at the
@@ -374,6 +383,8 @@ class Hardening:
                          f"tmpfs of {size} on the session's folder", self.tmp_why))
         if self.boxed:
             out.append(Bound("shm", "in force", f"tmpfs of {describe(lim.shm_size)}"))
+            out.append(Bound("unix_guard", "in force", "each box per run's command started "
+                             f"under it by {self.launcher().how}"))
         if self.host_why is None:
             self.host_group_probe()
         out.append(Bound("host_runs", "in force" if self.host_why is None else

@@ -94,8 +94,10 @@ def without_shut_sockets(env: Mapping[str, str], allowed: Iterable[str]) -> dict
     return out
 
 
-# The launcher that starts a box-per-run command under the guard (in the box).
+# The launchers that start a box-per-run command under the guard (in the box): the
+# Python one, and the supervisor the compiled one (warm/guardinit.c) becomes.
 GUARDED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "warm", "guarded.py")
+GUARDMAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "warm", "guardmain.py")
 
 
 def guard_roots(policy: Policy) -> tuple[str, ...]:
@@ -123,9 +125,26 @@ def guard_fields(policy: Policy, bpf: bytes) -> list[bytes]:
             b"\0".join(os.fsencode(p) for p in guard_allowed(policy))]
 
 
-def guarded(policy: Policy, bpf: bytes, argv: Sequence[str]) -> tuple[str, ...]:
+def interpreter() -> str:
+    """The Python the box's launcher runs (the box sees the host's tree)."""
+    return os.path.realpath(sys.executable)
+
+
+def guarded(policy: Policy, bpf: bytes, argv: Sequence[str], launcher: int | None = None,
+            setenv: Sequence[str] = ()) -> tuple[str, ...]:
     """``argv`` started in a box per run by the guard's launcher, which arms the guard
-    and then runs it (``python -I -S guarded.py PROGRAM N ROOT... M SOCKET... -- ARGV``)."""
+    and then runs it: the compiled one when ``launcher`` is its descriptor (a sealed
+    memfd, :mod:`sandbox.initcache`: ``/proc/self/fd/FD FD PYTHON GUARDMAIN PROGRAM N
+    ROOT... M SOCKET... -- ARGV``), else the Python one (``python -I -S guarded.py
+    PROGRAM N ROOT... M SOCKET... [--setenv NAME=VALUE]... -- ARGV``, the variables
+    for the command alone)."""
     roots, allowed = guard_roots(policy), guard_allowed(policy)
-    return (os.path.realpath(sys.executable), "-I", "-S", GUARDED, bpf.hex(),
-            str(len(roots)), *roots, str(len(allowed)), *allowed, "--", *argv)
+    python = interpreter()
+    guard = (bpf.hex(), str(len(roots)), *roots, str(len(allowed)), *allowed)
+    if launcher is None:
+        return (python, "-I", "-S", GUARDED, *guard,
+                *(x for pair in setenv for x in ("--setenv", pair)), "--", *argv)
+    if setenv:
+        raise ValueError("the compiled launcher's command has its variables from bwrap")
+    return (f"/proc/self/fd/{launcher}", str(launcher), python, GUARDMAIN, *guard, "--",
+            *argv)

@@ -12,7 +12,9 @@ hs_say() { printf 'setup: %s\n' "$*" >&2; }
 
 # System packages: bubblewrap (the Linux box), libseccomp2 (the box's system-call filter,
 # loaded by pyseccomp), libcap-dev, gcc and the Python headers (python-prctl compiles
-# against them), python3-venv, git (the tests commit in a box), jq, util-linux's nsenter.
+# against them), the static C library and the kernel's headers (the box per run's
+# launcher, sandbox/warm/guardinit.c, is built with them), python3-venv, git (the tests
+# commit in a box), jq, util-linux's nsenter.
 hs_system_packages() {
     [ "$(uname -s)" = Linux ] || return 0
     local missing=()
@@ -21,6 +23,9 @@ hs_system_packages() {
         missing+=(libseccomp2)
     [ -e /usr/include/sys/capability.h ] || missing+=(libcap-dev)
     command -v gcc >/dev/null 2>&1 || missing+=(gcc)
+    [ -e /usr/include/linux/seccomp.h ] || missing+=(linux-libc-dev)
+    compgen -G '/usr/lib/*/libc.a' >/dev/null || [ -e /usr/lib/libc.a ] ||
+        [ -e /usr/lib64/libc.a ] || missing+=(libc6-dev)
     command -v git >/dev/null 2>&1 || missing+=(git)
     # nsenter: a box started by root (and a box with many binds) starts through it.
     [ -x /usr/bin/nsenter ] || [ -x /bin/nsenter ] || missing+=(util-linux)

@@ -133,23 +133,44 @@ def command(policy: Policy, argv: Sequence[str]) -> tuple[str, ...]:
     return wrap(argv)
 
 
-def guarded(made: LaunchPlan, policy: Policy, guard: bytes, command_len: int
-            ) -> tuple[LaunchPlan, int]:
+def guarded(made: LaunchPlan, policy: Policy, guard: bytes, command_len: int,
+            launcher: int | None = None) -> tuple[LaunchPlan, int]:
     """The same plan with its command started by the Unix-socket guard's launcher
-    (:func:`sandbox.sockets.guarded`), and the new command's length. The launcher is the
-    box's PID 1 (``--as-pid-1``): bwrap's own init would be a process of the box that
-    is under no filter and that the command could trace."""
-    from sandbox.sockets import guarded as launcher
+    (:func:`sandbox.sockets.guarded`: the compiled one when ``launcher`` is its sealed
+    memfd, passed to bwrap), and the new command's length. The launcher is the box's
+    PID 1 (``--as-pid-1``): bwrap's own init would be a process of the box that is
+    under no filter and that the command could trace."""
+    from sandbox.sockets import guarded as wrap
 
     cut = len(made.argv) - command_len - 1
     if made.argv[cut] != "--":
         raise ValueError("a bwrap plan ends with -- and its command")
-    wrapped = launcher(policy, guard, made.argv[cut + 1:])
+    options: tuple[str, ...] = made.argv[:cut]
+    linker: tuple[str, ...] = ()
+    if launcher is None:
+        # The Python launcher's own start would load what these name, before it arms
+        # the guard: they reach the command through it instead. (The compiled launcher
+        # is linked statically where it can be, and gives its supervisor no variable.)
+        options, linker = _without_linker_vars(options)
+    wrapped = wrap(policy, guard, made.argv[cut + 1:], launcher, linker)
+    if launcher is not None:
+        made = made._replace(pass_fds=(*made.pass_fds, launcher))
     # The launcher's guard keeps CAP_SYS_PTRACE in the box's user namespace (to take a
     # socket of a caller that is not dumpable); it drops both before the command starts.
     caps = ("--cap-add", "CAP_SYS_PTRACE", "--cap-add", "CAP_SETPCAP")
-    return made._replace(argv=(*made.argv[:cut], *caps, "--as-pid-1", "--", *wrapped)), \
-        len(wrapped)
+    return made._replace(argv=(*options, *caps, "--as-pid-1", "--", *wrapped)), len(wrapped)
+
+
+def _without_linker_vars(options: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """bwrap's options without the ``--setenv`` of :data:`LINKER_VARS` that :func:`plan`
+    puts at their end (before ``--seccomp FD``), and those as ``NAME=VALUE``."""
+    end = len(options) - (2 if options[-2:-1] == ("--seccomp",) else 0)
+    at = end
+    found: list[str] = []
+    while at >= 3 and options[at - 3] == "--setenv" and options[at - 2] in LINKER_VARS:
+        found.insert(0, f"{options[at - 2]}={options[at - 1]}")
+        at -= 3
+    return (*options[:at], *options[end:]), tuple(found)
 
 
 def args_by_fd(made: LaunchPlan, command_len: int) -> LaunchPlan:
@@ -200,13 +221,36 @@ class BwrapBackend:
         self._unstaged = False
         self._stage_lock = threading.Lock()
         self.guard: bytes | None = None
+        # Where the compiled launcher comes from (sandbox/initcache.py), and its sealed
+        # memfd once made.
+        self._launcher: Callable[[], bytes | None] | None = None
+        self._launcher_fd: int | None = None
 
     def harden(self, *, shm_size: int, seccomp: Callable[[], int | None],
-               guard: bytes | None = None) -> None:
+               guard: bytes | None = None,
+               launcher: Callable[[], bytes | None] | None = None) -> None:
         """Before the first plan: /dev/shm's size, where each run's system-call filter
-        descriptor comes from (each plan gets its own), and the Unix-socket guard's
-        filter (each command is started under it: :func:`guarded`)."""
+        descriptor comes from (each plan gets its own), the Unix-socket guard's filter
+        (each command is started under it: :func:`guarded`) and where the compiled
+        launcher that arms it comes from (built at the first box; None: the Python one)."""
         self._shm_size, self._seccomp, self.guard = shm_size, seccomp, guard
+        self._launcher = launcher
+
+    def launcher(self) -> int | None:
+        """The compiled launcher's sealed memfd, made at the first box and given to
+        each (None: the Python launcher starts each command)."""
+        if self._launcher is None:
+            return None
+        with self._lock:
+            if self._launcher_fd is None:
+                from sandbox.initcache import sealed
+
+                program = self._launcher()
+                if program is None:
+                    self._launcher = None
+                    return None
+                self._launcher_fd = sealed(program)
+            return self._launcher_fd
 
     @property
     def features(self) -> Collection[str] | None:
@@ -244,7 +288,7 @@ class BwrapBackend:
                     pass_fds=self.bind_fds(), seccomp_fd=fd)
         size = len(command(self.policy, argv))
         if self.guard is not None:
-            made, size = guarded(made, self.policy, self.guard, size)
+            made, size = guarded(made, self.policy, self.guard, size, self.launcher())
         made = args_by_fd(made, size)
         if stage is None:
             return made
@@ -314,6 +358,9 @@ class BwrapBackend:
             os.close(fd)
         stage, self._stage = self._stage, None
         self._unstaged = False
+        launcher, self._launcher_fd = self._launcher_fd, None
+        if launcher is not None:
+            os.close(launcher)
         if stage is not None:
             stage.close()
 

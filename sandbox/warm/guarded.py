@@ -1,13 +1,16 @@
 """The launcher of a box per run: its command started under the Unix-socket guard.
 
-``python3 -I -S guarded.py PROGRAM N ROOT... M SOCKET... -- CMD [ARG...]``.
+``python3 -I -S guarded.py PROGRAM N ROOT... M SOCKET... [--setenv NAME=VALUE]... --
+CMD [ARG...]``.
 
 bwrap starts this as the box's command (under the session's filter, which bwrap loads),
 as the box's PID 1 (``--as-pid-1``): no process of the box but this one is outside the
 guard's filter. It arms the guard (:mod:`sandbox.warm.unixguard`: its supervisor thread,
 then the guard's filter, ``PROGRAM`` in hex), starts ``CMD`` with the environment bwrap
-gave it, reaps every orphan of the run, and exits as the command did (a signal N as
-128+N, as bwrap says it). It is not dumpable, so the command can neither trace it nor
+gave it and the ``--setenv`` variables (the dynamic linker's, ``LD_PRELOAD``: given to
+this interpreter, they would be loaded into it before the guard is armed), reaps
+every orphan of the run, and exits as the command did (a signal N as 128+N, as bwrap
+says it). It is not dumpable, so the command can neither trace it nor
 take its listener. A command that cannot be executed is said as bwrap says it
 (``bwrap: execvp CMD: REASON``, status 1).
 
@@ -33,14 +36,22 @@ PR_SET_NO_NEW_PRIVS = 38
 _DEFAULTS = (signal.SIGPIPE, signal.SIGXFSZ)
 
 
-def _args(argv: list[str]) -> tuple[bytes, list[bytes], list[bytes], list[bytes]]:
+def _args(argv: list[str]) -> tuple[bytes, list[bytes], list[bytes], list[bytes],
+                                   dict[bytes, bytes]]:
     n = int(argv[1])
     m = int(argv[2 + n])
     rest = argv[3 + n + m:]
+    setenv = {}
+    while rest[:1] == ["--setenv"] and len(rest) > 1:
+        name, _, value = os.fsencode(rest[1]).partition(b"=")
+        setenv[name] = value
+        rest = rest[2:]
     if rest[:1] != ["--"] or len(rest) < 2:
-        raise ValueError("usage: guarded.py PROGRAM N ROOT... M SOCKET... -- CMD [ARG...]")
+        raise ValueError("usage: guarded.py PROGRAM N ROOT... M SOCKET... "
+                         "[--setenv NAME=VALUE]... -- CMD [ARG...]")
     return (bytes.fromhex(argv[0]), [os.fsencode(a) for a in argv[2:2 + n]],
-            [os.fsencode(a) for a in argv[3 + n:3 + n + m]], [os.fsencode(a) for a in rest[1:]])
+            [os.fsencode(a) for a in argv[3 + n:3 + n + m]], [os.fsencode(a) for a in rest[1:]],
+            setenv)
 
 
 def _environment() -> dict[bytes, bytes]:
@@ -63,15 +74,31 @@ def _spawn(argv: list[bytes], env: dict[bytes, bytes]) -> int:
     except OSError as err:
         if err.errno != errno.ENOEXEC:
             raise
-        return os.posix_spawnp(b"/bin/sh", [b"/bin/sh", *argv], env, setsigdef=_DEFAULTS)
+        # The file that was found, as execvp gives it to sh (a bare name would be
+        # looked for in the working folder).
+        return os.posix_spawn(b"/bin/sh", [b"/bin/sh", _found(argv[0], env), *argv[1:]],
+                              env, setsigdef=_DEFAULTS)
+
+
+def _found(name: bytes, env: dict[bytes, bytes]) -> bytes:
+    """Where execvp finds ``name``: itself when it has a slash, else the first
+    executable file of that name on ``PATH`` (glibc's default without one)."""
+    if b"/" in name:
+        return name
+    for folder in env.get(b"PATH", b"/bin:/usr/bin").split(b":"):
+        path = os.path.join(folder or b".", name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return name
 
 
 def main(argv: list[str]) -> int:
-    bpf, roots, allowed, command = _args(argv)
+    bpf, roots, allowed, command, setenv = _args(argv)
     guard = Guard(bpf, roots, allowed)
     # Read while this process is dumpable: after, its /proc files are root's, which a
     # plain user's box does not map.
     env = _environment()
+    env.update(setenv)  # the dynamic linker's variables: the command's, not this one's
     for option in (PR_SET_DUMPABLE, 0), (PR_SET_CHILD_SUBREAPER, 1), (PR_SET_NO_NEW_PRIVS, 1):
         if guard.libc.prctl(option[0], option[1], 0, 0, 0) != 0:
             os.write(2, b"bwrap: the Unix-socket guard could not be set up\n")

@@ -1,8 +1,8 @@
 """The box's Unix-socket guard: ``connect(2)`` and sends with an address, supervised.
 
 Standard library only, and no import of the toolkit: it runs inside the box, in the
-warm box's starter (:mod:`sandbox.warm.inbox`, each run's PID 1) and in the launcher of a
-box per run (:mod:`sandbox.warm.guarded`).
+warm box's starter (:mod:`sandbox.warm.inbox`, each run's PID 1) and in a box per run
+(:mod:`sandbox.warm.guarded`, or :mod:`sandbox.warm.guardmain` behind ``guardinit.c``).
 
 :meth:`Guard.arm` starts a supervisor thread, then loads in the calling thread a small
 filter (:data:`sandbox.seccomp.UNIX_GUARD`, compiled by libseccomp on the host) with
@@ -181,8 +181,6 @@ class Guard:
 
     def _supervise(self, lock: _thread.LockType, narrowed: _thread.LockType,
                    main_filter: ctypes.Structure | None) -> None:
-        # No signal is handled here: a call made for a caller must not be interrupted.
-        signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
         try:
             narrow(self.libc, main_filter)
         except OSError as err:
@@ -191,10 +189,18 @@ class Guard:
             return
         narrowed.release()
         lock.acquire()
-        if self.listener < 0:
-            return
+        if self.listener >= 0:
+            self.serve()
+
+    def serve(self, first: bytes | None = None) -> None:
+        """Answer each call stopped on the listener (``first``, one already read, before
+        them) until the listener fails; then close it."""
+        # No signal is handled here: a call made for a caller must not be interrupted.
+        signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
         buf = ctypes.create_string_buffer(_NOTIF.size)
         try:
+            if first is not None:
+                self._one(first)
             while True:
                 ctypes.memset(buf, 0, _NOTIF.size)
                 if self.libc.ioctl(self.listener, NOTIF_RECV, buf) != 0:

@@ -300,12 +300,17 @@ def test_doctor_reports_each_protection_in_force_or_why_not() -> None:
     r = subprocess.run([CLI, "doctor", "--json"], capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stderr
     got = {b["name"]: b for b in json.loads(r.stdout)["hardening"]}
-    assert list(got) == ["seccomp", "processes", "memory", "tmp", "shm", "host_runs"]
+    assert list(got) == ["seccomp", "processes", "memory", "tmp", "shm", "unix_guard",
+                         "host_runs"]
     machine = os.uname().machine
     arches = {"x86_64": "x86_64, x86, x32", "aarch64": "aarch64, arm"}.get(machine, "native")
     assert got["seccomp"] == {"name": "seccomp", "in_force": True, "why": None,
                               "how": f"libseccomp filter for {arches}"}
     assert got["shm"]["in_force"] is True
+    # Which launcher starts a box per run's command under the Unix-socket guard, and
+    # why: the compiled one where the system has a compiler (scripts/_setup.sh).
+    assert got["unix_guard"]["how"].startswith(
+        "each box per run's command started under it by the compiled launcher, built by /")
     assert got["processes"]["in_force"] is True  # a cgroup, else RLIMIT_NPROC per box
     for b in got.values():
         assert b["in_force"] == (b["why"] is None), b

@@ -1,6 +1,6 @@
 """The Unix-socket guard (sandbox/warm/unixguard.py): a real box, real host servers on
 pathname sockets in a folder the box can read but not write, and real attempts from
-inside, in the warm box and in a box per run, as root and as a plain user.
+inside, in the warm box and in a box per run (by either launcher), as root and as a plain user.
 
 A read-only mount does not stop ``connect(2)``: without the guard each of these
 attempts reaches the host's server (the last tests show it). With it, a socket outside
@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.launchers import BOXES, EACH_BOX, launcher
 
 from sandbox import harden
 from sandbox.errors import SandboxUnavailable
@@ -34,7 +35,7 @@ pytestmark = [
 ]
 
 PY = sys.executable
-BOTH = pytest.mark.parametrize("warm", [True, False], ids=["warm", "per-run"])
+BOTH = EACH_BOX
 
 
 class Server:
@@ -92,10 +93,11 @@ class World:
         self.servers.append(s)
         return s
 
-    def run(self, code: str, *, warm: bool = True, allowed: tuple[str, ...] = (),
+    def run(self, code: str, *, box: str = "warm", allowed: tuple[str, ...] = (),
             timeout: float = 60) -> RunResult:
         settings = SandboxSettings(hide_defaults=False, allow_unix_sockets=allowed)
-        with Session.open(str(self.project), settings, warm=warm) as session:
+        with launcher(box) as warm, Session.open(str(self.project), settings,
+                                                 warm=warm) as session:
             return session.run([PY, "-c", code], timeout=timeout)
 
 
@@ -144,9 +146,9 @@ def out(r: RunResult) -> str:
 
 
 @BOTH
-def test_a_host_socket_outside_the_box_is_refused_a_connect(world: World, warm: bool) -> None:
+def test_a_host_socket_outside_the_box_is_refused_a_connect(world: World, box: str) -> None:
     server = world.serve("agent.sock")
-    assert out(world.run(CONNECT.format(path=server.path), warm=warm)) == "refused 13\n"
+    assert out(world.run(CONNECT.format(path=server.path), box=box)) == "refused 13\n"
     assert server.seen == 0
     # Host side: the service is there and answers.
     probe = socket.socket(socket.AF_UNIX)
@@ -156,21 +158,21 @@ def test_a_host_socket_outside_the_box_is_refused_a_connect(world: World, warm: 
 
 
 @BOTH
-def test_a_datagram_to_a_host_socket_is_refused(world: World, warm: bool) -> None:
+def test_a_datagram_to_a_host_socket_is_refused(world: World, box: str) -> None:
     server = world.serve("log.sock", socket.SOCK_DGRAM)
-    got = out(world.run(SEND.format(path=server.path), warm=warm))
+    got = out(world.run(SEND.format(path=server.path), box=box))
     assert got == "sendto refused 13\nsendmsg refused 13\n"
     assert server.seen == 0
 
 
 @BOTH
-def test_a_listed_socket_is_reached(world: World, warm: bool) -> None:
+def test_a_listed_socket_is_reached(world: World, box: str) -> None:
     stream = world.serve("agent.sock")
     dgram = world.serve("log.sock", socket.SOCK_DGRAM)
-    assert out(world.run(CONNECT.format(path=stream.path), warm=warm,
+    assert out(world.run(CONNECT.format(path=stream.path), box=box,
                          allowed=(stream.path,))) == "reached hello\n"
     assert stream.seen == 1
-    got = out(world.run(SEND.format(path=dgram.path), warm=warm, allowed=(str(world.host),)))
+    got = out(world.run(SEND.format(path=dgram.path), box=box, allowed=(str(world.host),)))
     assert got == "sendto sent\nsendmsg sent\n"
     assert dgram.got == [b"ping", b"ping"]
 
@@ -203,22 +205,22 @@ for path, s, d in servers:
 
 @BOTH
 def test_the_box_s_own_servers_in_tmp_and_the_project_are_reached(world: World,
-                                                                 warm: bool) -> None:
-    assert out(world.run(OWN, warm=warm)) == "own.sock hi dg\nown.sock hi dg\n"
+                                                                 box: str) -> None:
+    assert out(world.run(OWN, box=box)) == "own.sock hi dg\nown.sock hi dg\n"
 
 
 @BOTH
-def test_a_link_in_the_project_to_a_host_socket_is_refused(world: World, warm: bool) -> None:
+def test_a_link_in_the_project_to_a_host_socket_is_refused(world: World, box: str) -> None:
     server = world.serve("agent.sock")
     code = (f"import os\nos.symlink({server.path!r}, 'made.sock')\n"
             + CONNECT.format(path="made.sock") + CONNECT.format(path="./made.sock"))
-    assert out(world.run(code, warm=warm)) == "refused 13\nrefused 13\n"
+    assert out(world.run(code, box=box)) == "refused 13\nrefused 13\n"
     # A link the host left in the project, and a folder link on the way.
     (world.project / "left.sock").symlink_to(server.path)
     (world.project / "hostdir").symlink_to(world.host)
     code = (CONNECT.format(path=str(world.project / "left.sock"))
             + CONNECT.format(path="hostdir/agent.sock"))
-    assert out(world.run(code, warm=warm)) == "refused 13\nrefused 13\n"
+    assert out(world.run(code, box=box)) == "refused 13\nrefused 13\n"
     assert server.seen == 0
 
 
@@ -261,9 +263,9 @@ print(reached > 0, refused > 0)
 
 @BOTH
 def test_a_race_on_the_address_never_reaches_the_forbidden_server(world: World,
-                                                                 warm: bool) -> None:
+                                                                 box: str) -> None:
     server = world.serve("agent.sock")
-    assert out(world.run(RACE.format(path=server.path), warm=warm)) == "True True\n"
+    assert out(world.run(RACE.format(path=server.path), box=box)) == "True True\n"
     assert server.seen == 0
 
 
@@ -297,9 +299,9 @@ print(0 in errors, 13 in errors)
 
 @BOTH
 def test_a_race_on_the_descriptor_never_reaches_the_forbidden_server(world: World,
-                                                                    warm: bool) -> None:
+                                                                    box: str) -> None:
     server = world.serve("agent.sock")
-    assert out(world.run(SWAP.format(path=server.path), warm=warm)) == "False True\n"
+    assert out(world.run(SWAP.format(path=server.path), box=box)) == "False True\n"
     assert server.seen == 0
 
 
@@ -370,9 +372,9 @@ print()
 
 @BOTH
 def test_calls_the_guard_makes_for_the_box_behave_as_the_kernel_s(world: World,
-                                                                 warm: bool) -> None:
+                                                                 box: str) -> None:
     server = world.serve("agent.sock")
-    got = out(world.run(CALLS.format(path=server.path), warm=warm)).splitlines()
+    got = out(world.run(CALLS.format(path=server.path), box=box)).splitlines()
     assert got == ["x through", "2 [3, 5] one three", "True True", "from a thread", "True 13",
                    "22 111 "]
     assert server.seen == 0
@@ -380,8 +382,8 @@ def test_calls_the_guard_makes_for_the_box_behave_as_the_kernel_s(world: World,
 
 def test_the_guard_s_descriptor_is_not_the_command_s(world: World) -> None:
     code = "import os; print(sorted(int(f) for f in os.listdir('/proc/self/fd')))"
-    for warm in (True, False):
-        assert out(world.run(code, warm=warm)) == "[0, 1, 2, 3]\n"
+    for box in BOXES:
+        assert out(world.run(code, box=box)) == "[0, 1, 2, 3]\n", box
 
 
 REACH = """
@@ -402,16 +404,20 @@ for name in names:
         got.append(True)
     except OSError:
         pass
-print(any(got), open("/proc/1/cmdline", "rb").read().split(b"\\0")[3].rsplit(b"/", 1)[-1])
+cmd = open("/proc/1/cmdline", "rb").read().split(b"\\0")
+print(any(got), cmd[0].startswith(b"/proc/self/fd/"), cmd[3].rsplit(b"/", 1)[-1])
 """
 
 
 @BOTH
-def test_the_guard_s_process_cannot_be_reached_from_the_box(world: World, warm: bool) -> None:
+def test_the_guard_s_process_cannot_be_reached_from_the_box(world: World, box: str) -> None:
     # The run's PID 1 holds the listener and is the one process outside the filter:
     # not traced, its descriptors neither taken nor opened.
-    want = "helper.py" if warm else "guarded.py"
-    assert out(world.run(REACH, warm=warm)) == f"False b'{want}'\n"
+    # (The compiled launcher runs from a sealed memfd; guardmain.py is what it would
+    # become at a call it cannot judge.)
+    want = {"warm": "False b'helper.py'", "per-run": "True b'guardmain.py'",
+            "per-run-python": "False b'guarded.py'"}[box]
+    assert out(world.run(REACH, box=box)) == f"False {want}\n"
 
 
 def test_with_the_guard_off_the_host_socket_is_reached(world: World,
@@ -420,8 +426,8 @@ def test_with_the_guard_off_the_host_socket_is_reached(world: World,
     monkeypatch.setattr(harden, "_guard_program", lambda root: None)
     stream = world.serve("agent.sock")
     dgram = world.serve("log.sock", socket.SOCK_DGRAM)
-    assert out(world.run(CONNECT.format(path=stream.path), warm=False)) == "reached hello\n"
-    assert out(world.run(SEND.format(path=dgram.path), warm=False)) == \
+    assert out(world.run(CONNECT.format(path=stream.path), box="per-run")) == "reached hello\n"
+    assert out(world.run(SEND.format(path=dgram.path), box="per-run")) == \
         "sendto sent\nsendmsg sent\n"
     assert stream.seen == 1 and dgram.seen == 2
 

@@ -1,7 +1,7 @@
 """The Unix-socket guard and a caller that made itself not dumpable (ssh does, before
 it connects): the guard's thread keeps CAP_SYS_PTRACE in the box's user namespace, and
 only that, so it can take such a caller's socket; the command keeps nothing. Real boxes,
-warm and per run; root and plain user alike."""
+warm and per run (by either launcher); root and plain user alike."""
 
 from __future__ import annotations
 
@@ -16,13 +16,14 @@ from pathlib import Path
 
 import psutil
 import pytest
+from helpers.launchers import EACH_BOX, launcher
 
 from sandbox.session import Session
 from sandbox.settings import SandboxSettings
 
 pytestmark = [pytest.mark.isolation]
 
-BOTH = pytest.mark.parametrize("warm", [True, False], ids=["warm", "cold"])
+BOTH = EACH_BOX
 CAP_SYS_PTRACE = 1 << 19
 
 NOT_DUMPABLE = "import ctypes; ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)\n"
@@ -68,23 +69,25 @@ def _connect(path: str, server: bool) -> str:
 
 @BOTH
 def test_a_caller_that_is_not_dumpable_reaches_the_boxs_own_socket(
-        project: Path, warm: bool) -> None:
-    with Session.open(str(project), SandboxSettings(hide_defaults=False), warm=warm) as s:
+        project: Path, box: str) -> None:
+    with launcher(box) as warm, Session.open(
+            str(project), SandboxSettings(hide_defaults=False), warm=warm) as s:
         r = s.run(["python3", "-c", _connect("/tmp/own.sock", server=True)])
     assert r.stdout == b"connected\n", r.stderr
 
 
 @BOTH
 def test_a_caller_that_is_not_dumpable_is_still_refused_a_host_socket(
-        project: Path, host_socket: Path, warm: bool) -> None:
-    with Session.open(str(project), SandboxSettings(hide_defaults=False), warm=warm) as s:
+        project: Path, host_socket: Path, box: str) -> None:
+    with launcher(box) as warm, Session.open(
+            str(project), SandboxSettings(hide_defaults=False), warm=warm) as s:
         r = s.run(["python3", "-c", _connect(str(host_socket), server=False)])
     assert r.stdout == b"refused 13\n", r.stderr
 
 
 @BOTH
-def test_the_command_holds_no_capability_in_any_set(project: Path, warm: bool) -> None:
-    with Session.open(str(project), warm=warm) as s:
+def test_the_command_holds_no_capability_in_any_set(project: Path, box: str) -> None:
+    with launcher(box) as warm, Session.open(str(project), warm=warm) as s:
         r = s.run(["sh", "-c", "grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/self/status"])
     sets = dict(line.split(":\t") for line in r.stdout.decode().splitlines())
     assert set(sets) == {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"}
@@ -92,9 +95,9 @@ def test_the_command_holds_no_capability_in_any_set(project: Path, warm: bool) -
 
 
 @BOTH
-def test_the_guards_thread_holds_ptrace_alone(project: Path, warm: bool) -> None:
+def test_the_guards_thread_holds_ptrace_alone(project: Path, box: str) -> None:
     marker = f"hs-guard-caps-{os.getpid()}-{time.monotonic_ns()}"
-    with Session.open(str(project), warm=warm) as s:
+    with launcher(box) as warm, Session.open(str(project), warm=warm) as s:
         t = threading.Thread(target=s.run, args=(["sh", "-c", "sleep 2; true", marker],))
         t.start()
         init = None
