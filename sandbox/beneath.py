@@ -101,12 +101,38 @@ def find(root: str, rel: str) -> Found:
     except OSError as err:
         return Found("missing" if err.errno == errno.ENOENT else "blocked", path)
     try:
-        st = os.fstat(fd) if not name else os.stat(name, dir_fd=fd, follow_symlinks=False)
-        target = os.readlink(name, dir_fd=fd) if stat.S_ISLNK(st.st_mode) else ""
+        if not name:
+            st = os.fstat(fd)
+            return Found("dir" if stat.S_ISDIR(st.st_mode) else "other", path, "",
+                         (st.st_dev, st.st_ino))
+        return _found_at(fd, name, path)
     except OSError as err:
         return Found("missing" if err.errno == errno.ENOENT else "blocked", path)
     finally:
         os.close(fd)
+
+
+def find_in(root: str, folder: str, names: tuple[str, ...]) -> list[Found]:
+    """:func:`find` of each of ``names`` in the folder ``root/folder``, which is reached
+    once for all of them (a git folder's protected names)."""
+    base = os.path.join(root, folder) if folder else root
+    try:
+        fd = open_dir_beneath(root, folder)
+    except OSError as err:
+        kind: Kind = "missing" if err.errno == errno.ENOENT else "blocked"
+        return [Found(kind, os.path.join(base, n)) for n in names]
+    try:
+        return [_found_at(fd, n, os.path.join(base, n)) for n in names]
+    finally:
+        os.close(fd)
+
+
+def _found_at(fd: int, name: str, path: str) -> Found:
+    try:
+        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        target = os.readlink(name, dir_fd=fd) if stat.S_ISLNK(st.st_mode) else ""
+    except OSError as err:
+        return Found("missing" if err.errno == errno.ENOENT else "blocked", path)
     ino = (st.st_dev, st.st_ino)
     if stat.S_ISLNK(st.st_mode):
         return Found("link", path, target, ino)

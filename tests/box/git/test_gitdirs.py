@@ -52,6 +52,20 @@ def test_a_path_is_found_only_without_links(tmp_path: Path, walk: str) -> None:
 
 
 @linux
+def test_the_names_of_one_folder_are_found_as_one_by_one(tmp_path: Path, walk: str) -> None:
+    root = tmp_path / "root"
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "a" / "b" / "f").write_text("x")
+    (root / "a" / "b" / "l").symlink_to("/etc/passwd")
+    (root / "a" / "b" / "d").mkdir()
+    (root / "link").symlink_to(root / "a")
+    r, names = str(root), ("f", "l", "d", "nothing")
+    for folder in ("a/b", "link/b", "a/none", "a/b/f", ""):
+        assert beneath.find_in(r, folder, names) == [
+            beneath.find(r, os.path.join(folder, n)) for n in names], folder
+
+
+@linux
 def test_nothing_is_made_through_a_link(tmp_path: Path, walk: str) -> None:
     root = tmp_path / "root"
     root.mkdir()
