@@ -178,6 +178,8 @@ def box_args(
 
     ``staged`` leaves out the binds :func:`staged_binds` gives: the session's stage
     (:mod:`sandbox.backends.stage`) has made them, and the read-write binds carry them.
+    The box's ``/`` is then the stage's copy of it from before those binds
+    (:func:`~sandbox.backends.stage.root_copy`), so that they are in the box once.
 
     The order of the mounts, and why: this module's docstring.
     """
@@ -185,7 +187,10 @@ def box_args(
         raise ValueError(f"bwrap must be an absolute path, not {bwrap!r}")
     _require_features(bwrap, features)
     ops, read_only_last = _mount_ops(policy)
-    args: list[str] = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    # A staged box's / is the stage's copy of / made before its binds: they are in the
+    # box once, under the read-write roots (stage.root_copy).
+    top = _root_copy(policy) if staged else "/"
+    args: list[str] = [bwrap, "--ro-bind", top, "/", "--dev", "/dev", "--proc", "/proc"]
     for name in PROC_READ_ONLY if proc_belt else ():
         args += ["--ro-bind-try", name, name]
     for name in KEYRING_LISTS if proc_belt else ():
@@ -200,6 +205,12 @@ def box_args(
         if not (staged and _stageable(_EMPTY_RO, d, rw)):
             args += ["--remount-ro", d]
     return (*args, *_namespace_args(policy, features))
+
+
+def _root_copy(policy: Policy) -> str:
+    from .stage import root_copy
+
+    return root_copy(policy.private_tmp)
 
 
 def _stageable(kind: int, path: str, rw: Sequence[str]) -> bool:

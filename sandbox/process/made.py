@@ -115,7 +115,9 @@ def clean_session(manifest: str) -> None:
         from sandbox.libc import detach
 
         detach(tmp)
-    for folder in (tmp, tmp + ".views") if tmp else ():
+    # The box's /tmp, the module configs' views (sandbox/git/views.py), and the folder of
+    # the stage's copy of / (sandbox/backends/stage.py), empty on the host.
+    for folder in (tmp, tmp + ".views", tmp + ".root") if tmp else ():
         with contextlib.suppress(OSError):
             st = os.lstat(folder)
             if _stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid():
