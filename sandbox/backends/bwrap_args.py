@@ -198,13 +198,22 @@ def box_args(
     if shm_size is not None:
         args += ["--size", str(shm_size), "--tmpfs", "/dev/shm"]
     rw = policy.read_write_paths()
+    views = _views(policy)
     for _, kind, path in ops:
         if not (staged and _stageable(kind, path, rw)):
-            args += _mount_args(policy, kind, path, fds or {})
+            args += _mount_args(policy, kind, path, fds or {}, views)
     for d in read_only_last:
         if not (staged and _stageable(_EMPTY_RO, d, rw)):
             args += ["--remount-ro", d]
     return (*args, *_namespace_args(policy, features))
+
+
+def _views(policy: Policy) -> dict[str, str]:
+    """Each protected path the session made a view of, and the view (the first named)."""
+    out: dict[str, str] = {}
+    for dest, src in policy.views:
+        out.setdefault(dest, src)
+    return out
 
 
 def _root_copy(policy: Policy) -> str:
@@ -227,6 +236,7 @@ def staged_binds(policy: Policy, fds: Mapping[str, int]) -> list[Bind]:
 
     ops, _ = _mount_ops(policy)
     rw = policy.read_write_paths()
+    views = _views(policy)
     out: list[Bind] = []
     for _, kind, path in ops:
         if not _stageable(kind, path, rw):
@@ -242,7 +252,7 @@ def staged_binds(policy: Policy, fds: Mapping[str, int]) -> list[Bind]:
         elif kind == _EMPTY_RO:
             out.append(Bind("empty", path, root))
         else:
-            view = next((src for dest, src in policy.views if dest == path), None)
+            view = views.get(path)
             if view is not None:
                 out.append(Bind("view", path, root, source=view))
             elif fd is not None or os.path.lexists(path) or _could_make(path):
@@ -333,7 +343,8 @@ def _hidden_ops(policy: Policy, rw: Sequence[str]) -> tuple[list[_Op], list[str]
     return ops, hidden_dirs
 
 
-def _mount_args(policy: Policy, kind: int, path: str, fds: Mapping[str, int]) -> list[str]:
+def _mount_args(policy: Policy, kind: int, path: str, fds: Mapping[str, int],
+                views: Mapping[str, str]) -> list[str]:
     if kind == _TMP:
         return ["--bind", policy.private_tmp, "/tmp"]
     if kind == _RUNTIME:
@@ -342,7 +353,7 @@ def _mount_args(policy: Policy, kind: int, path: str, fds: Mapping[str, int]) ->
     if kind in (_RW, _PIN):
         return ["--bind", path, path] if fd is None else ["--bind-fd", str(fd), path]
     if kind == _PROTECT:
-        return _protect_args(policy, path, fd)
+        return _protect_args(path, fd, views.get(path))
     if kind in (_HIDE_DIR, _EMPTY_RO):
         return ["--tmpfs", path]
     return ["--ro-bind", "/dev/null", path]
@@ -364,11 +375,10 @@ def _runtime_args(policy: Policy) -> list[str]:
     return out
 
 
-def _protect_args(policy: Policy, path: str, fd: int | None) -> list[str]:
+def _protect_args(path: str, fd: int | None, view: str | None) -> list[str]:
     """A protected path, read-only: the session's view of it where it made one, else
     the path itself (by its descriptor when pinned)."""
     # A copy the session made outside the box's sight, not a path the box can change.
-    view = next((src for dest, src in policy.views if dest == path), None)
     if view is not None:
         return ["--ro-bind", view, path]
     if fd is None and not os.path.lexists(path) and not _could_make(path):

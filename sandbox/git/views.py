@@ -41,15 +41,23 @@ def module_views(layout: GitLayout, roots: tuple[str, ...], git: str | None,
         if not os.path.isdir(folder):
             os.mkdir(folder, 0o700)
         copy = os.path.join(folder, f"{len(out)}.config")
-        fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with open(fd, "wb") as f:
-            f.write(data)
-        if _unset_worktree(copy, data, git or "git", env):
+        plain = without_worktree(data)
+        # Written once, read-only from the start, where the key could be taken out here.
+        _write_new(copy, data if plain is None else plain, 0o600 if plain is None else 0o400)
+        if plain is None:
+            if not _unset_worktree(copy, git or "git", env):
+                os.unlink(copy)
+                continue
             os.chmod(copy, 0o400)
-            out.append((config, copy))
-        else:
-            os.unlink(copy)
+        out.append((config, copy))
     return tuple(out)
+
+
+def _write_new(path: str, data: bytes, mode: int) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 mode)
+    with open(fd, "wb") as f:
+        f.write(data)
 
 
 # Compiled at their first use (re caches them): most sessions have no module to view.
@@ -82,13 +90,9 @@ def without_worktree(data: bytes) -> bytes | None:
     return b"".join(out)
 
 
-def _unset_worktree(copy: str, data: bytes, git: str, env: Mapping[str, str]) -> bool:
-    """Take ``core.worktree`` out of the file ``copy`` (a copy of ``data``)."""
-    plain = without_worktree(data)
-    if plain is not None:
-        with open(copy, "wb") as f:
-            f.write(plain)
-        return True
+def _unset_worktree(copy: str, git: str, env: Mapping[str, str]) -> bool:
+    """Take ``core.worktree`` out of the file ``copy`` with the host's git (a config
+    :func:`without_worktree` does not read)."""
     done = subprocess.run(gitsafe.argv(git, ["config", "--file", copy, "--unset-all",
                                              "core.worktree"]),
                           env=gitconfig.git_env(env), cwd="/",
