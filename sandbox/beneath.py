@@ -216,6 +216,20 @@ def open_path(root: str, rel: str) -> int:
     """An ``O_PATH`` descriptor of ``root/rel`` itself (a folder or a file), reached
     without following a link; OSError (ELOOP for a link) otherwise. The box binds it by
     descriptor, so that what was checked is what is bound."""
+    global _have_openat2
+    if _have_openat2 is not False and rel.strip("/."):
+        # One call: with no link allowed anywhere, one at the end is ELOOP too.
+        rootfd = os.open(root, _O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            fd = _openat2(rootfd, rel, _O_PATH | os.O_CLOEXEC)
+            _have_openat2 = True
+            return fd
+        except OSError as err:
+            if err.errno not in (errno.ENOSYS, errno.EPERM) or _have_openat2:
+                raise
+            _have_openat2 = False
+        finally:
+            os.close(rootfd)
     parent, name = os.path.split(rel)
     dfd = open_dir_beneath(root, parent)
     try:

@@ -104,13 +104,14 @@ def test_cleaning_up_removes_only_what_is_still_as_made(tmp_path: Path) -> None:
     root = tmp_path / "repo"
     for d in ("a", "b"):
         (root / d).mkdir(parents=True)
-    made = [["a", "dir"], ["a/x", "file", b".\n"], ["a/y", "file", b""],
-            ["b/x", "file", b".\n"], ["b/changed", "file", b""], ["new", "dir"],
-            ["new/z", "file", b""], ["l/x", "file", b".\n"]]
+    made: list[tuple[str, str, bytes]] = [
+        ("a", "dir", b""), ("a/x", "file", b".\n"), ("a/y", "file", b""),
+        ("b/x", "file", b".\n"), ("b/changed", "file", b""), ("new", "dir", b""),
+        ("new/z", "file", b""), ("l/x", "file", b".\n")]
     (root / "new").mkdir()
-    for rel, kind, *content in made:
+    for rel, kind, content in made:
         if kind == "file" and not rel.startswith("l/"):
-            (root / rel).write_bytes(content[0])
+            (root / rel).write_bytes(content)
     (root / "b" / "changed").write_bytes(b"the user's now")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -118,8 +119,7 @@ def test_cleaning_up_removes_only_what_is_still_as_made(tmp_path: Path) -> None:
     (root / "l").symlink_to(elsewhere)
     manifest = tmp_path / f"session-{DEAD}-x.made"
     manifest.write_text(json.dumps({"pid": DEAD, "start": "1", "tmp": "", "made": [
-        [str(root), rel, kind, (content[0] if content else b"").hex()]
-        for rel, kind, *content in made]}))
+        [str(root), rel, kind, content.hex()] for rel, kind, content in made]}))
     clean_session(str(manifest))
     assert sorted(str(p.relative_to(root)) for p in root.rglob("*")) == [
         "b", "b/changed", "l"]

@@ -66,6 +66,36 @@ def test_the_names_of_one_folder_are_found_as_one_by_one(tmp_path: Path, walk: s
 
 
 @linux
+def test_a_path_is_opened_only_without_links(tmp_path: Path, walk: str) -> None:
+    import errno
+    import stat
+
+    root = tmp_path / "root"
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "a" / "b" / "f").write_text("x")
+    (root / "a" / "b" / "l").symlink_to("f")
+    (root / "link").symlink_to(root / "a")
+    (root / "a" / "file").write_text("")
+    r = str(root)
+    for rel, kind in (("a/b/f", stat.S_ISREG), ("a/b", stat.S_ISDIR), ("", stat.S_ISDIR)):
+        fd = beneath.open_path(r, rel)
+        try:
+            assert kind(os.fstat(fd).st_mode), rel
+        finally:
+            os.close(fd)
+    # (A link on the way is ENOTDIR to the component walk, which opens each folder
+    # O_NOFOLLOW | O_DIRECTORY.)
+    for rel, errs in (("a/b/l", {errno.ELOOP}), ("link/b/f", {errno.ELOOP, errno.ENOTDIR}),
+                      ("a/none/f", {errno.ENOENT}), ("a/file/f", {errno.ENOTDIR}),
+                      ("../root/a/b/f", {errno.EXDEV})):
+        with pytest.raises(OSError) as raised:
+            os.close(beneath.open_path(r, rel))
+        assert raised.value.errno in errs, rel
+    with pytest.raises(FileNotFoundError):
+        beneath.open_path(r, "a/b/none")
+
+
+@linux
 def test_nothing_is_made_through_a_link(tmp_path: Path, walk: str) -> None:
     root = tmp_path / "root"
     root.mkdir()
