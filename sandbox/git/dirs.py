@@ -43,6 +43,8 @@ _NAMES: tuple[tuple[str, bytes | None], ...] = (
     ("hooks", None), ("config", b""), ("config.worktree", b""), ("commondir", b".\n"),
 )
 _WORKTREE_NAMES = ("commondir", "gitdir", "config.worktree", "config")
+# The folders in a git folder the walk goes into.
+_HOLDERS = ("modules", "worktrees")
 MAX_DEPTH = 200
 
 
@@ -133,6 +135,9 @@ class _Finder:
         # hundreds of modules has thousands of protected and pinned paths.
         self.seen: dict[str, set[str]] = {
             "pinned": set(), "protected": set(), "make_dirs": set(), "git_dirs": set()}
+        # A git folder's ``modules`` and ``worktrees``, looked at with its protected
+        # names: what the walk finds there when it comes to them.
+        self.holders: dict[str, Found] = {}
 
     def _add(self, kind: str, path: str) -> bool:
         """Append ``path`` to the list ``kind`` unless it is there; whether it was not."""
@@ -218,8 +223,13 @@ class _Finder:
         # The folder is reached once for all its names.
         where = beneath.relative(path, self.roots)
         names = tuple(name for name, _ in _NAMES)
-        found = beneath.find_in(*where, names) if where else [None] * len(names)
-        for (name, make), there in zip(_NAMES, found, strict=True):
+        found: list[Found | None] = [None] * len(names)
+        if where:
+            found = [*beneath.find_in(*where, (*names, *_HOLDERS))]
+            for held in found[len(names):]:
+                if held is not None:
+                    self.holders[held.path] = held
+        for (name, make), there in zip(_NAMES, found[:len(names)], strict=True):
             # A linked worktree takes its hooks from the common dir: none is made.
             skip = linked_own and name == "hooks"
             self.protect(os.path.join(path, name), False if skip else make, found=there)
@@ -247,12 +257,19 @@ class _Finder:
         (a link is recorded in ``skipped``, and reported if it is new)."""
         self._walk_modules(os.path.join(gitdir, "modules"), depth)
 
+    def _found(self, path: str) -> Found | None:
+        """What is at ``path`` (None outside every writable folder); looked at now
+        unless its git folder was just looked at (:meth:`git_dir`)."""
+        where = beneath.relative(path, self.roots)
+        if where is None:
+            return None
+        return self.holders.pop(path, None) or beneath.find(*where)
+
     def _walk_modules(self, folder: str, depth: int) -> None:
         if depth > MAX_DEPTH:
             raise GitLayoutError(f"the git folder {escape(folder)} nests more than "
                               f"{MAX_DEPTH} folders deep; remove it and try again")
-        where = beneath.relative(folder, self.roots)
-        found = beneath.find(*where) if where else None
+        found = self._found(folder)
         if found is not None and found.kind == "link":
             self._module_link(found, depth)
             return
@@ -293,8 +310,8 @@ class _Finder:
         """Each ``worktrees/<id>`` entry's files: another linked worktree's commondir
         could send host git in that worktree to a config the box wrote."""
         holder = os.path.join(gitdir, "worktrees")
-        where = beneath.relative(holder, self.roots)
-        if where is None or beneath.find(*where).kind != "dir":
+        found = self._found(holder)
+        if found is None or found.kind != "dir":
             return
         try:
             entries = sorted(os.scandir(holder), key=lambda e: e.name)

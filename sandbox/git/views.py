@@ -38,7 +38,7 @@ def module_views(layout: GitLayout, roots: tuple[str, ...], git: str | None,
         data = beneath.read_beneath(*where, 1 << 20) if where else None
         if config not in layout.protected or not data or b"worktree" not in data.lower():
             continue
-        if not os.path.isdir(folder):
+        if not out and not os.path.isdir(folder):
             os.mkdir(folder, 0o700)
         copy = os.path.join(folder, f"{len(out)}.config")
         plain = without_worktree(data)
