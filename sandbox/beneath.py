@@ -166,28 +166,56 @@ def read_beneath(root: str, rel: str, limit: int = 1 << 16) -> bytes | None:
         os.close(fd)
 
 
-def create_beneath(root: str, rel: str, *, folder: bool, content: bytes = b"") -> bool:
+def create_beneath(root: str, rel: str, *, folder: bool, content: bytes = b"",
+                   folders: Folders | None = None) -> bool:
     """Make the file (or empty folder) ``root/rel`` if nothing is there, never through a
-    link; True when made. Raises OSError when the place is unusable."""
+    link; True when made. Raises OSError when the place is unusable. ``folders`` keeps
+    the folders reached for a batch of names (closed by its owner)."""
     parent, name = os.path.split(rel)
-    dfd = open_dir_beneath(root, parent)
+    dfd = folders.of(root, parent) if folders is not None else open_dir_beneath(root, parent)
     try:
-        if folder:
-            try:
-                os.mkdir(name, 0o755, dir_fd=dfd)
-            except FileExistsError:
-                return False
-            return True
+        return _create_at(dfd, name, folder, content)
+    finally:
+        if folders is None:
+            os.close(dfd)
+
+
+def _create_at(dfd: int, name: str, folder: bool, content: bytes) -> bool:
+    if folder:
         try:
-            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-                         | os.O_CLOEXEC, 0o644, dir_fd=dfd)
+            os.mkdir(name, 0o755, dir_fd=dfd)
         except FileExistsError:
             return False
-        with open(fd, "wb") as f:
-            f.write(content)
         return True
-    finally:
-        os.close(dfd)
+    try:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                     | os.O_CLOEXEC, 0o644, dir_fd=dfd)
+    except FileExistsError:
+        return False
+    with open(fd, "wb") as f:
+        f.write(content)
+    return True
+
+
+class Folders:
+    """Folders reached with :func:`open_dir_beneath`, each once for all the names made
+    in it (a repository with hundreds of modules has two or three in each of hundreds
+    of git folders). A folder that cannot be reached is tried again at its next name
+    (one made in between may be there now)."""
+
+    def __init__(self) -> None:
+        self._fds: dict[tuple[str, str], int] = {}
+
+    def of(self, root: str, rel: str) -> int:
+        fd = self._fds.get((root, rel))
+        if fd is None:
+            fd = self._fds[(root, rel)] = open_dir_beneath(root, rel)
+        return fd
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
 
 
 def relative(path: str, roots: tuple[str, ...]) -> tuple[str, str] | None:

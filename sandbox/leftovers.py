@@ -53,10 +53,15 @@ def make(manifest: str, tmp: str, roots: tuple[str, ...], *, dirs: Iterable[str]
         [r, rel, k, c.hex()] for r, rel, k, c in _adopted(protected, roots, shared)]
     made += done
     shown = _write(manifest, data, shown)
-    for root, rel, kind, content in entries:
-        with contextlib.suppress(OSError):
-            if beneath.create_beneath(root, rel, folder=kind == "dir", content=content):
-                done.append([root, rel, kind, content.hex()])
+    folders = beneath.Folders()
+    try:
+        for root, rel, kind, content in entries:
+            with contextlib.suppress(OSError):
+                if beneath.create_beneath(root, rel, folder=kind == "dir", content=content,
+                                          folders=folders):
+                    done.append([root, rel, kind, content.hex()])
+    finally:
+        folders.close()
     data["made"] = done
     _write(manifest, data, shown)
 

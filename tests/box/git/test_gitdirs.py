@@ -111,6 +111,32 @@ def test_nothing_is_made_through_a_link(tmp_path: Path, walk: str) -> None:
     assert (root / "made").read_bytes() == b".\n"
 
 
+@linux
+def test_names_made_in_a_batch_of_folders_are_made_as_one_by_one(tmp_path: Path,
+                                                                 walk: str) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (root / "l").symlink_to(outside)
+    folders = beneath.Folders()
+    r = str(root)
+    try:
+        with pytest.raises(OSError):  # not there yet: tried again at the next name
+            beneath.create_beneath(r, "d/x", folder=False, folders=folders)
+        assert beneath.create_beneath(r, "d", folder=True, folders=folders)
+        assert beneath.create_beneath(r, "d/x", folder=False, content=b".\n",
+                                      folders=folders)
+        assert beneath.create_beneath(r, "d/y", folder=False, folders=folders)
+        assert not beneath.create_beneath(r, "d/x", folder=False, folders=folders)
+        with pytest.raises(OSError):
+            beneath.create_beneath(r, "l/x", folder=False, folders=folders)
+    finally:
+        folders.close()
+    assert (root / "d" / "x").read_bytes() == b".\n" and (root / "d" / "y").exists()
+    assert list(outside.iterdir()) == []
+
+
 def test_a_read_write_bind_outside_the_read_write_roots_raises(tmp_path: Path) -> None:
     project = tmp_path / "project"
     project.mkdir()
