@@ -112,6 +112,19 @@ def own_tmp(manifest: str, pid: object) -> str:
     return os.path.join(folder, tmp)
 
 
+SHM = "/dev/shm"
+
+
+def shm_views(tmp: str) -> str:
+    """Where the session whose private temp folder is ``tmp`` may make its views of the
+    module configs (sandbox/git/views.py): in this user's folder on ``/dev/shm``, a
+    tmpfs no box sees (a box's ``/dev`` is its own), where a file is made without the
+    disk's journal. Named after ``tmp``, so that whoever cleans up finds it from the
+    manifest's own name."""
+    return os.path.join(SHM, f"harness-sandbox-{os.getuid()}",
+                        os.path.basename(tmp) + ".views")
+
+
 def clean_session(manifest: str) -> None:
     """Remove what the session of ``manifest`` made and no other live session uses,
     then the manifest."""
@@ -139,7 +152,7 @@ def clean_session(manifest: str) -> None:
         detach(tmp)
     # The box's /tmp, the module configs' views (sandbox/git/views.py), and the folder of
     # the stage's copy of / (sandbox/backends/stage.py), empty on the host.
-    for folder in (tmp, tmp + ".views", tmp + ".root") if tmp else ():
+    for folder in (tmp, tmp + ".views", shm_views(tmp), tmp + ".root") if tmp else ():
         with contextlib.suppress(OSError):
             st = os.lstat(folder)
             if _stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid():
