@@ -138,6 +138,8 @@ class _Finder:
         # A git folder's ``modules`` and ``worktrees``, looked at with its protected
         # names: what the walk finds there when it comes to them.
         self.holders: dict[str, Found] = {}
+        # Folders above a missing name that are there (not to be made).
+        self.there: set[str] = set()
 
     def _add(self, kind: str, path: str) -> bool:
         """Append ``path`` to the list ``kind`` unless it is there; whether it was not."""
@@ -201,9 +203,12 @@ class _Finder:
         parts = rel.split("/")
         for i in range(1, len(parts)):
             d = os.path.join(root, *parts[:i])
-            if d not in self.seen["make_dirs"] and \
-                    beneath.find(root, os.path.join(*parts[:i])).kind == "missing":
+            if d in self.seen["make_dirs"] or d in self.there:
+                continue
+            if beneath.find(root, os.path.join(*parts[:i])).kind == "missing":
                 self._add("make_dirs", d)
+            else:
+                self.there.add(d)  # the folders above the next missing name are too
         path = os.path.join(root, rel)
         if make is None:
             self.make_dirs.append(path)
