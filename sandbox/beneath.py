@@ -240,16 +240,18 @@ def link_on_the_way(path: str, roots: tuple[str, ...]) -> str | None:
     return None
 
 
-def open_path(root: str, rel: str) -> int:
+def open_path(root: str, rel: str, rootfd: int | None = None) -> int:
     """An ``O_PATH`` descriptor of ``root/rel`` itself (a folder or a file), reached
     without following a link; OSError (ELOOP for a link) otherwise. The box binds it by
-    descriptor, so that what was checked is what is bound."""
+    descriptor, so that what was checked is what is bound. ``rootfd``: ``root``, opened
+    already (for many paths below it)."""
     global _have_openat2
     if _have_openat2 is not False and rel.strip("/."):
         # One call: with no link allowed anywhere, one at the end is ELOOP too.
-        rootfd = os.open(root, _O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        fd_root = rootfd if rootfd is not None else os.open(
+            root, _O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            fd = _openat2(rootfd, rel, _O_PATH | os.O_CLOEXEC)
+            fd = _openat2(fd_root, rel, _O_PATH | os.O_CLOEXEC)
             _have_openat2 = True
             return fd
         except OSError as err:
@@ -257,7 +259,8 @@ def open_path(root: str, rel: str) -> int:
                 raise
             _have_openat2 = False
         finally:
-            os.close(rootfd)
+            if rootfd is None:
+                os.close(fd_root)
     parent, name = os.path.split(rel)
     dfd = open_dir_beneath(root, parent)
     try:

@@ -356,23 +356,36 @@ def _idmap(idmaps: Sequence[Idmap]) -> list[str]:  # pragma: no cover - in the c
 
 
 def _bind_all(binds: Sequence[Bind]) -> None:  # pragma: no cover - in the child
-    for b in binds:
-        where = relative(b.path, (b.root,))
-        if where is None:
-            raise _Said("changed", b.path, "not below its root")
-        if b.kind == "empty" and not os.path.lexists(b.path):
-            create_beneath(where[0], where[1], folder=True)
-        try:
-            fd = open_path(*where)
-        except OSError as err:
-            raise _Said("changed", b.path, err.strerror or str(err)) from err
-        try:
-            st = os.fstat(fd)
-            if b.expect is not None and (st.st_dev, st.st_ino) != b.expect:
-                raise _Said("changed", b.path, "it is another file now")
-            _bind_one(b, fd)
-        finally:
+    roots: dict[str, int] = {}  # each root opened once, for every bind below it
+    try:
+        for b in binds:
+            _bind_at(b, roots)
+    finally:
+        for fd in roots.values():
             os.close(fd)
+
+
+def _bind_at(b: Bind, roots: dict[str, int]) -> None:  # pragma: no cover - in the child
+    where = relative(b.path, (b.root,))
+    if where is None:
+        raise _Said("changed", b.path, "not below its root")
+    if b.kind == "empty" and not os.path.lexists(b.path):
+        create_beneath(where[0], where[1], folder=True)
+    try:
+        rootfd = roots.get(b.root)
+        if rootfd is None:
+            rootfd = roots[b.root] = os.open(b.root, os.O_PATH | os.O_DIRECTORY
+                                             | os.O_CLOEXEC)
+        fd = open_path(*where, rootfd=rootfd)
+    except OSError as err:
+        raise _Said("changed", b.path, err.strerror or str(err)) from err
+    try:
+        st = os.fstat(fd)
+        if b.expect is not None and (st.st_dev, st.st_ino) != b.expect:
+            raise _Said("changed", b.path, "it is another file now")
+        _bind_one(b, fd)
+    finally:
+        os.close(fd)
 
 
 def _bind_one(b: Bind, fd: int) -> None:  # pragma: no cover - in the child

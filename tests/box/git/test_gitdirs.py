@@ -93,6 +93,17 @@ def test_a_path_is_opened_only_without_links(tmp_path: Path, walk: str) -> None:
         assert raised.value.errno in errs, rel
     with pytest.raises(FileNotFoundError):
         beneath.open_path(r, "a/b/none")
+    # The same from a descriptor of the root (the stage's, for its many binds).
+    rootfd = os.open(r, os.O_PATH | os.O_DIRECTORY)
+    try:
+        fd = beneath.open_path(r, "a/b/f", rootfd=rootfd)
+        os.close(fd)
+        for rel in ("a/b/l", "link/b/f"):
+            with pytest.raises(OSError):
+                os.close(beneath.open_path(r, rel, rootfd=rootfd))
+        os.fstat(rootfd)  # still open: the caller's
+    finally:
+        os.close(rootfd)
 
 
 @linux
