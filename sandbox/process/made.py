@@ -59,11 +59,13 @@ def _unmake(root: str, rel: str, kind: str, content: bytes, parents: _Parents) -
     if kind == "dir" and _stat.S_ISDIR(st.st_mode):
         os.rmdir(name, dir_fd=fd)  # only if empty
     elif kind == "file" and _stat.S_ISREG(st.st_mode) and st.st_size == len(content):
-        f = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
-        try:
-            same = os.read(f, len(content) + 1) == content
-        finally:
-            os.close(f)
+        same = not content  # an empty file is what was made: nothing to read
+        if content:
+            f = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            try:
+                same = os.read(f, len(content) + 1) == content
+            finally:
+                os.close(f)
         if same:
             os.unlink(name, dir_fd=fd)
 
