@@ -101,12 +101,38 @@ def find(root: str, rel: str) -> Found:
     except OSError as err:
         return Found("missing" if err.errno == errno.ENOENT else "blocked", path)
     try:
-        st = os.fstat(fd) if not name else os.stat(name, dir_fd=fd, follow_symlinks=False)
-        target = os.readlink(name, dir_fd=fd) if stat.S_ISLNK(st.st_mode) else ""
+        if not name:
+            st = os.fstat(fd)
+            return Found("dir" if stat.S_ISDIR(st.st_mode) else "other", path, "",
+                         (st.st_dev, st.st_ino))
+        return _found_at(fd, name, path)
     except OSError as err:
         return Found("missing" if err.errno == errno.ENOENT else "blocked", path)
     finally:
         os.close(fd)
+
+
+def find_in(root: str, folder: str, names: tuple[str, ...]) -> list[Found]:
+    """:func:`find` of each of ``names`` in the folder ``root/folder``, which is reached
+    once for all of them (a git folder's protected names)."""
+    base = os.path.join(root, folder) if folder else root
+    try:
+        fd = open_dir_beneath(root, folder)
+    except OSError as err:
+        kind: Kind = "missing" if err.errno == errno.ENOENT else "blocked"
+        return [Found(kind, os.path.join(base, n)) for n in names]
+    try:
+        return [_found_at(fd, n, os.path.join(base, n)) for n in names]
+    finally:
+        os.close(fd)
+
+
+def _found_at(fd: int, name: str, path: str) -> Found:
+    try:
+        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        target = os.readlink(name, dir_fd=fd) if stat.S_ISLNK(st.st_mode) else ""
+    except OSError as err:
+        return Found("missing" if err.errno == errno.ENOENT else "blocked", path)
     ino = (st.st_dev, st.st_ino)
     if stat.S_ISLNK(st.st_mode):
         return Found("link", path, target, ino)
@@ -140,28 +166,56 @@ def read_beneath(root: str, rel: str, limit: int = 1 << 16) -> bytes | None:
         os.close(fd)
 
 
-def create_beneath(root: str, rel: str, *, folder: bool, content: bytes = b"") -> bool:
+def create_beneath(root: str, rel: str, *, folder: bool, content: bytes = b"",
+                   folders: Folders | None = None) -> bool:
     """Make the file (or empty folder) ``root/rel`` if nothing is there, never through a
-    link; True when made. Raises OSError when the place is unusable."""
+    link; True when made. Raises OSError when the place is unusable. ``folders`` keeps
+    the folders reached for a batch of names (closed by its owner)."""
     parent, name = os.path.split(rel)
-    dfd = open_dir_beneath(root, parent)
+    dfd = folders.of(root, parent) if folders is not None else open_dir_beneath(root, parent)
     try:
-        if folder:
-            try:
-                os.mkdir(name, 0o755, dir_fd=dfd)
-            except FileExistsError:
-                return False
-            return True
+        return _create_at(dfd, name, folder, content)
+    finally:
+        if folders is None:
+            os.close(dfd)
+
+
+def _create_at(dfd: int, name: str, folder: bool, content: bytes) -> bool:
+    if folder:
         try:
-            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-                         | os.O_CLOEXEC, 0o644, dir_fd=dfd)
+            os.mkdir(name, 0o755, dir_fd=dfd)
         except FileExistsError:
             return False
-        with open(fd, "wb") as f:
-            f.write(content)
         return True
-    finally:
-        os.close(dfd)
+    try:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                     | os.O_CLOEXEC, 0o644, dir_fd=dfd)
+    except FileExistsError:
+        return False
+    with open(fd, "wb") as f:
+        f.write(content)
+    return True
+
+
+class Folders:
+    """Folders reached with :func:`open_dir_beneath`, each once for all the names made
+    in it (a repository with hundreds of modules has two or three in each of hundreds
+    of git folders). A folder that cannot be reached is tried again at its next name
+    (one made in between may be there now)."""
+
+    def __init__(self) -> None:
+        self._fds: dict[tuple[str, str], int] = {}
+
+    def of(self, root: str, rel: str) -> int:
+        fd = self._fds.get((root, rel))
+        if fd is None:
+            fd = self._fds[(root, rel)] = open_dir_beneath(root, rel)
+        return fd
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
 
 
 def relative(path: str, roots: tuple[str, ...]) -> tuple[str, str] | None:
@@ -186,10 +240,27 @@ def link_on_the_way(path: str, roots: tuple[str, ...]) -> str | None:
     return None
 
 
-def open_path(root: str, rel: str) -> int:
+def open_path(root: str, rel: str, rootfd: int | None = None) -> int:
     """An ``O_PATH`` descriptor of ``root/rel`` itself (a folder or a file), reached
     without following a link; OSError (ELOOP for a link) otherwise. The box binds it by
-    descriptor, so that what was checked is what is bound."""
+    descriptor, so that what was checked is what is bound. ``rootfd``: ``root``, opened
+    already (for many paths below it)."""
+    global _have_openat2
+    if _have_openat2 is not False and rel.strip("/."):
+        # One call: with no link allowed anywhere, one at the end is ELOOP too.
+        fd_root = rootfd if rootfd is not None else os.open(
+            root, _O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            fd = _openat2(fd_root, rel, _O_PATH | os.O_CLOEXEC)
+            _have_openat2 = True
+            return fd
+        except OSError as err:
+            if err.errno not in (errno.ENOSYS, errno.EPERM) or _have_openat2:
+                raise
+            _have_openat2 = False
+        finally:
+            if rootfd is None:
+                os.close(fd_root)
     parent, name = os.path.split(rel)
     dfd = open_dir_beneath(root, parent)
     try:

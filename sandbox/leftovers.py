@@ -53,10 +53,15 @@ def make(manifest: str, tmp: str, roots: tuple[str, ...], *, dirs: Iterable[str]
         [r, rel, k, c.hex()] for r, rel, k, c in _adopted(protected, roots, shared)]
     made += done
     shown = _write(manifest, data, shown)
-    for root, rel, kind, content in entries:
-        with contextlib.suppress(OSError):
-            if beneath.create_beneath(root, rel, folder=kind == "dir", content=content):
-                done.append([root, rel, kind, content.hex()])
+    folders = beneath.Folders()
+    try:
+        for root, rel, kind, content in entries:
+            with contextlib.suppress(OSError):
+                if beneath.create_beneath(root, rel, folder=kind == "dir", content=content,
+                                          folders=folders):
+                    done.append([root, rel, kind, content.hex()])
+    finally:
+        folders.close()
     data["made"] = done
     _write(manifest, data, shown)
 
@@ -169,25 +174,47 @@ def refuse_linked(protected: Iterable[str]) -> None:
     folder -- that has more than one name, with the fix."""
     import stat as _stat
 
+    for p in protected:
+        try:
+            st = os.lstat(p)
+        except OSError:
+            continue
+        if _stat.S_ISDIR(st.st_mode):
+            _refuse_linked_in(p)
+        else:
+            _refuse_one(p, st)
+
+
+def _refuse_linked_in(folder: str) -> None:
+    """:func:`refuse_linked` for every file in ``folder``, at any depth: each name
+    looked at once (the hooks folders of a repository with hundreds of modules hold
+    thousands of files), no link followed."""
+    import stat as _stat
+
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for e in entries:
+        try:
+            st = e.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if _stat.S_ISDIR(st.st_mode):
+            _refuse_linked_in(e.path)
+        else:
+            _refuse_one(e.path, st)
+
+
+def _refuse_one(path: str, st: os.stat_result) -> None:
+    import stat as _stat
+
     from .errors import PolicyError
     from .text import escape
 
-    def check(path: str) -> None:
-        try:
-            st = os.lstat(path)
-        except OSError:
-            return
-        if _stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
-            shown = escape(path)
-            raise PolicyError(
-                f"{shown} has {st.st_nlink} names (hard links): through another one the "
-                "box could rewrite it while it is read-only here; make it a file of its "
-                f"own and check it: cp -p {shown} {shown}.own && mv {shown}.own {shown}")
-
-    for p in protected:
-        if os.path.isdir(p) and not os.path.islink(p):
-            for top, _dirs, files in os.walk(p):
-                for name in files:
-                    check(os.path.join(top, name))
-        else:
-            check(p)
+    if _stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+        shown = escape(path)
+        raise PolicyError(
+            f"{shown} has {st.st_nlink} names (hard links): through another one the "
+            "box could rewrite it while it is read-only here; make it a file of its "
+            f"own and check it: cp -p {shown} {shown}.own && mv {shown}.own {shown}")

@@ -102,14 +102,22 @@ def open_tree_clone(path: str) -> int:
                                             flags), path)
 
 
-def _setattr(tree: int, flags: int, attr_set: int, userns: int, path: str) -> None:
+@cache
+def _mount_attr() -> Any:
+    """``struct mount_attr``, made once (a stage sets the attributes of every bind)."""
     import ctypes
 
     class _Attr(ctypes.Structure):
         _fields_ = (("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
                     ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64))
 
-    attr = _Attr(attr_set, 0, 0, userns)
+    return _Attr
+
+
+def _setattr(tree: int, flags: int, attr_set: int, userns: int, path: str) -> None:
+    import ctypes
+
+    attr = _mount_attr()(attr_set, 0, 0, userns)
     call("mount_setattr", libc().syscall(SYS_MOUNT_SETATTR, tree, b"", flags,
                                          ctypes.byref(attr), ctypes.sizeof(attr)), path)
 

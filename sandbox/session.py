@@ -25,7 +25,7 @@ from .errors import PolicyError
 from .git.config import find_git
 from .git.dirs import GitLayout, find_layout
 from .git.report import report
-from .git.views import module_views
+from .git.views import module_views, views_folder
 from .plan import LaunchPlan, RunResult
 from .policy import (
     DEFAULT_OUTPUT_CAP,
@@ -304,7 +304,8 @@ class Session:
                 _leftovers.make(manifest, tmp, roots, dirs=layout.make_dirs,
                                 files=layout.make_files, protected=layout.protected)
                 layout = layout._replace(views=module_views(
-                    layout, roots, find_git(scrubbed, roots), scrubbed, tmp + ".views"))
+                    layout, roots, find_git(scrubbed, roots), scrubbed,
+                    views_folder(tmp, roots)))
             policy = Policy.from_settings(project, settings, boxed=boxed, private_tmp=tmp,
                                           env=env, git=layout)._replace(output_cap=output_cap)
             if policy.boxed:

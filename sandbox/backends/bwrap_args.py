@@ -178,6 +178,8 @@ def box_args(
 
     ``staged`` leaves out the binds :func:`staged_binds` gives: the session's stage
     (:mod:`sandbox.backends.stage`) has made them, and the read-write binds carry them.
+    The box's ``/`` is then the stage's copy of it from before those binds
+    (:func:`~sandbox.backends.stage.root_copy`), so that they are in the box once.
 
     The order of the mounts, and why: this module's docstring.
     """
@@ -185,7 +187,10 @@ def box_args(
         raise ValueError(f"bwrap must be an absolute path, not {bwrap!r}")
     _require_features(bwrap, features)
     ops, read_only_last = _mount_ops(policy)
-    args: list[str] = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    # A staged box's / is the stage's copy of / made before its binds: they are in the
+    # box once, under the read-write roots (stage.root_copy).
+    top = _root_copy(policy) if staged else "/"
+    args: list[str] = [bwrap, "--ro-bind", top, "/", "--dev", "/dev", "--proc", "/proc"]
     for name in PROC_READ_ONLY if proc_belt else ():
         args += ["--ro-bind-try", name, name]
     for name in KEYRING_LISTS if proc_belt else ():
@@ -193,13 +198,28 @@ def box_args(
     if shm_size is not None:
         args += ["--size", str(shm_size), "--tmpfs", "/dev/shm"]
     rw = policy.read_write_paths()
+    views = _views(policy)
     for _, kind, path in ops:
         if not (staged and _stageable(kind, path, rw)):
-            args += _mount_args(policy, kind, path, fds or {})
+            args += _mount_args(policy, kind, path, fds or {}, views)
     for d in read_only_last:
         if not (staged and _stageable(_EMPTY_RO, d, rw)):
             args += ["--remount-ro", d]
     return (*args, *_namespace_args(policy, features))
+
+
+def _views(policy: Policy) -> dict[str, str]:
+    """Each protected path the session made a view of, and the view (the first named)."""
+    out: dict[str, str] = {}
+    for dest, src in policy.views:
+        out.setdefault(dest, src)
+    return out
+
+
+def _root_copy(policy: Policy) -> str:
+    from .stage import root_copy
+
+    return root_copy(policy.private_tmp)
 
 
 def _stageable(kind: int, path: str, rw: Sequence[str]) -> bool:
@@ -216,6 +236,7 @@ def staged_binds(policy: Policy, fds: Mapping[str, int]) -> list[Bind]:
 
     ops, _ = _mount_ops(policy)
     rw = policy.read_write_paths()
+    views = _views(policy)
     out: list[Bind] = []
     for _, kind, path in ops:
         if not _stageable(kind, path, rw):
@@ -231,7 +252,7 @@ def staged_binds(policy: Policy, fds: Mapping[str, int]) -> list[Bind]:
         elif kind == _EMPTY_RO:
             out.append(Bind("empty", path, root))
         else:
-            view = next((src for dest, src in policy.views if dest == path), None)
+            view = views.get(path)
             if view is not None:
                 out.append(Bind("view", path, root, source=view))
             elif fd is not None or os.path.lexists(path) or _could_make(path):
@@ -322,7 +343,8 @@ def _hidden_ops(policy: Policy, rw: Sequence[str]) -> tuple[list[_Op], list[str]
     return ops, hidden_dirs
 
 
-def _mount_args(policy: Policy, kind: int, path: str, fds: Mapping[str, int]) -> list[str]:
+def _mount_args(policy: Policy, kind: int, path: str, fds: Mapping[str, int],
+                views: Mapping[str, str]) -> list[str]:
     if kind == _TMP:
         return ["--bind", policy.private_tmp, "/tmp"]
     if kind == _RUNTIME:
@@ -331,7 +353,7 @@ def _mount_args(policy: Policy, kind: int, path: str, fds: Mapping[str, int]) ->
     if kind in (_RW, _PIN):
         return ["--bind", path, path] if fd is None else ["--bind-fd", str(fd), path]
     if kind == _PROTECT:
-        return _protect_args(policy, path, fd)
+        return _protect_args(path, fd, views.get(path))
     if kind in (_HIDE_DIR, _EMPTY_RO):
         return ["--tmpfs", path]
     return ["--ro-bind", "/dev/null", path]
@@ -353,11 +375,10 @@ def _runtime_args(policy: Policy) -> list[str]:
     return out
 
 
-def _protect_args(policy: Policy, path: str, fd: int | None) -> list[str]:
+def _protect_args(path: str, fd: int | None, view: str | None) -> list[str]:
     """A protected path, read-only: the session's view of it where it made one, else
     the path itself (by its descriptor when pinned)."""
     # A copy the session made outside the box's sight, not a path the box can change.
-    view = next((src for dest, src in policy.views if dest == path), None)
     if view is not None:
         return ["--ro-bind", view, path]
     if fd is None and not os.path.lexists(path) and not _could_make(path):

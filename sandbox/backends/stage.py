@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Callable, Sequence
 from typing import Literal, NamedTuple
 
@@ -39,6 +40,19 @@ from . import standin
 
 # A plain user's box is staged from this many binds on (pins, protected names, covers).
 STAGE_AT = 64
+
+# Beside the session's private temp folder: where the stage mounts its copy of ``/``
+# without the stage's binds (see :func:`root_copy`).
+ROOT_SUFFIX = ".root"
+
+
+def root_copy(private: str) -> str:
+    """The folder where the stage of the session whose private temp folder is
+    ``private`` mounts its copy of ``/`` as it was before its binds: a staged box's
+    ``/`` comes from there, so that the binds are in the box once, under the read-write
+    roots bwrap binds from the stage's own tree, and not again under a ``/`` that those
+    cover. Empty on the host (the mount is the stage's); removed with the session."""
+    return private + ROOT_SUFFIX
 
 BindKind = Literal["pin", "ro", "view", "empty"]
 
@@ -80,15 +94,16 @@ class Stage:
         :class:`SandboxUnavailable`, or :class:`PolicyError` for a path that changed."""
         program = standin.nsenter()
         libc.libc()  # loaded before any fork
+        private = roots[0] if roots else ""
+        copy = _made_folder(root_copy(private)) if private else ""
         if stand_in:
-            private = roots[0] if roots else ""
             # The private temp folder's folder is a mount of the stage's own (see
             # _detach_others), mapped as the top folders are.
             userns, mntns = standin.open_spaces(
-                roots, lambda idmaps: _stage(idmaps, binds, private),
+                roots, lambda idmaps: _stage(idmaps, binds, private, copy),
                 also=(os.path.dirname(private),) if private else ())
         else:
-            userns, mntns = _own_stage(binds)
+            userns, mntns = _own_stage(binds, copy)
         return cls(userns, mntns, program, stand_in)
 
     def argv(self) -> tuple[str, ...]:
@@ -115,7 +130,34 @@ class Stage:
 Idmap = standin.Idmap
 
 
-def _stage(idmaps: Sequence[Idmap], binds: Sequence[Bind], private: str) -> int:
+def _made_folder(path: str) -> str:
+    """``path``, an empty folder of ours (mode 700): made, or found so (a session's
+    stage made again). Anything else refuses the stage."""
+    try:
+        os.mkdir(path, 0o700)
+        return path
+    except FileExistsError:
+        pass
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or os.listdir(path):
+        raise PolicyError(f"{escape(path)} is not the empty folder of this session's "
+                          "stage; remove it and try again")
+    return path
+
+
+def _copy_root(copy: str) -> None:  # pragma: no cover - in the child
+    """Mount on ``copy`` a copy of this namespace's ``/``, every mount below it with it,
+    before any of the stage's binds is made."""
+    if copy:
+        tree = libc.open_tree_clone("/")
+        try:
+            libc.attach(tree, copy)
+        finally:
+            os.close(tree)
+
+
+def _stage(idmaps: Sequence[Idmap], binds: Sequence[Bind], private: str,
+           copy: str) -> int:
     """Root's mount namespace: copied from this one, with ``idmaps`` and ``binds``
     made in it; as a descriptor. A child makes it (see :func:`_run_child`).
 
@@ -129,6 +171,7 @@ def _stage(idmaps: Sequence[Idmap], binds: Sequence[Bind], private: str) -> int:
         if private:
             _detach_others(private)
         skipped = _idmap(idmaps)
+        _copy_root(copy)
         _bind_all(binds)
         return os.fsencode("\0".join(skipped))
 
@@ -140,9 +183,10 @@ def _stage(idmaps: Sequence[Idmap], binds: Sequence[Bind], private: str) -> int:
         finish()
 
 
-def _own_stage(binds: Sequence[Bind]) -> tuple[int, int]:
+def _own_stage(binds: Sequence[Bind], copy: str) -> tuple[int, int]:
     """A plain user's stage: a user namespace mapping this user to itself, and a mount
-    namespace with ``binds`` made in it; as descriptors."""
+    namespace with ``binds`` made in it (and ``/`` copied on ``copy`` before them); as
+    descriptors."""
     uid, gid = os.getuid(), os.getgid()
     maps_r, maps_w = os.pipe()
 
@@ -157,6 +201,7 @@ def _own_stage(binds: Sequence[Bind]) -> tuple[int, int]:
             raise OSError(0, "the session did not map the stage's user namespace")
         libc.unshare(libc.CLONE_NEWNS)
         libc.make_rslave("/")
+        _copy_root(copy)
         _bind_all(binds)
         return b""
 
@@ -311,23 +356,36 @@ def _idmap(idmaps: Sequence[Idmap]) -> list[str]:  # pragma: no cover - in the c
 
 
 def _bind_all(binds: Sequence[Bind]) -> None:  # pragma: no cover - in the child
-    for b in binds:
-        where = relative(b.path, (b.root,))
-        if where is None:
-            raise _Said("changed", b.path, "not below its root")
-        if b.kind == "empty" and not os.path.lexists(b.path):
-            create_beneath(where[0], where[1], folder=True)
-        try:
-            fd = open_path(*where)
-        except OSError as err:
-            raise _Said("changed", b.path, err.strerror or str(err)) from err
-        try:
-            st = os.fstat(fd)
-            if b.expect is not None and (st.st_dev, st.st_ino) != b.expect:
-                raise _Said("changed", b.path, "it is another file now")
-            _bind_one(b, fd)
-        finally:
+    roots: dict[str, int] = {}  # each root opened once, for every bind below it
+    try:
+        for b in binds:
+            _bind_at(b, roots)
+    finally:
+        for fd in roots.values():
             os.close(fd)
+
+
+def _bind_at(b: Bind, roots: dict[str, int]) -> None:  # pragma: no cover - in the child
+    where = relative(b.path, (b.root,))
+    if where is None:
+        raise _Said("changed", b.path, "not below its root")
+    if b.kind == "empty" and not os.path.lexists(b.path):
+        create_beneath(where[0], where[1], folder=True)
+    try:
+        rootfd = roots.get(b.root)
+        if rootfd is None:
+            rootfd = roots[b.root] = os.open(b.root, os.O_PATH | os.O_DIRECTORY
+                                             | os.O_CLOEXEC)
+        fd = open_path(*where, rootfd=rootfd)
+    except OSError as err:
+        raise _Said("changed", b.path, err.strerror or str(err)) from err
+    try:
+        st = os.fstat(fd)
+        if b.expect is not None and (st.st_dev, st.st_ino) != b.expect:
+            raise _Said("changed", b.path, "it is another file now")
+        _bind_one(b, fd)
+    finally:
+        os.close(fd)
 
 
 def _bind_one(b: Bind, fd: int) -> None:  # pragma: no cover - in the child

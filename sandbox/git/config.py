@@ -327,6 +327,13 @@ def wanted(entries: list[Entry], top: str, home: str) -> list[Wanted]:
     return out
 
 
+def naming(entries: list[Entry]) -> list[Entry]:
+    """The entries that name a hooks folder or a program (not an include): those
+    :func:`wanted` turns into paths that depend on the work tree's top."""
+    return [e for e in entries if e.key == "core.hookspath" or (
+        not _includes(e.key) and names_program(e.key))]
+
+
 def programs(entries: list[Entry]) -> list[str]:
     """``key = value`` for each entry that names a program or hooks folder (messages)."""
     return [f"{e.key} = {e.value}" for e in entries

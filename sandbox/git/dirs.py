@@ -43,6 +43,8 @@ _NAMES: tuple[tuple[str, bytes | None], ...] = (
     ("hooks", None), ("config", b""), ("config.worktree", b""), ("commondir", b".\n"),
 )
 _WORKTREE_NAMES = ("commondir", "gitdir", "config.worktree", "config")
+# The folders in a git folder the walk goes into.
+_HOLDERS = ("modules", "worktrees")
 MAX_DEPTH = 200
 
 
@@ -129,23 +131,41 @@ class _Finder:
         # The other work trees host git may run in: submodules' and linked worktrees'
         # tops, where a relative core.hooksPath (or program) means another folder.
         self.tops: list[str] = []
+        # What the lists above hold, looked up without walking them: a repository with
+        # hundreds of modules has thousands of protected and pinned paths.
+        self.seen: dict[str, set[str]] = {
+            "pinned": set(), "protected": set(), "make_dirs": set(), "git_dirs": set()}
+        # A git folder's ``modules`` and ``worktrees``, looked at with its protected
+        # names: what the walk finds there when it comes to them.
+        self.holders: dict[str, Found] = {}
+        # Folders above a missing name that are there (not to be made).
+        self.there: set[str] = set()
+
+    def _add(self, kind: str, path: str) -> bool:
+        """Append ``path`` to the list ``kind`` unless it is there; whether it was not."""
+        seen = self.seen[kind]
+        if path in seen:
+            return False
+        seen.add(path)
+        getattr(self, kind).append(path)
+        return True
 
     def _pin_above(self, root: str, rel: str) -> None:
         parts = rel.split("/")[:-1]
         for i in range(1, len(parts) + 1):
-            d = os.path.join(root, *parts[:i])
-            if d not in self.pinned:
-                self.pinned.append(d)
+            self._add("pinned", os.path.join(root, *parts[:i]))
 
     def protect(self, path: str, make: bytes | bool | None = False, why: str = "",
-                hops: int = 0) -> None:
+                hops: int = 0, found: Found | None = None) -> None:
         """Make ``path`` read-only in the box (if it is in a writable folder). ``make``:
-        False leave it missing, None make a folder, bytes make a file with them."""
+        False leave it missing, None make a folder, bytes make a file with them.
+        ``found``: what :func:`beneath.find` says is there, when already asked."""
         where = beneath.relative(path, self.roots)
         if where is None:
             return  # outside every writable folder: the whole host is read-only
         root, rel = where
-        found = beneath.find(root, rel)
+        if found is None:
+            found = beneath.find(root, rel)
         if found.kind == "blocked":
             self._blocker(root, rel, why)
             return
@@ -161,8 +181,7 @@ class _Finder:
             if make is False:
                 return
             self._make(root, rel, make)
-        if path not in self.protected:
-            self.protected.append(path)
+        if self._add("protected", path):
             self._pin_above(root, rel)
 
     def _blocker(self, root: str, rel: str, why: str) -> None:
@@ -184,12 +203,16 @@ class _Finder:
         parts = rel.split("/")
         for i in range(1, len(parts)):
             d = os.path.join(root, *parts[:i])
-            if beneath.find(root, os.path.join(*parts[:i])).kind == "missing" and \
-                    d not in self.make_dirs:
-                self.make_dirs.append(d)
+            if d in self.seen["make_dirs"] or d in self.there:
+                continue
+            if beneath.find(root, os.path.join(*parts[:i])).kind == "missing":
+                self._add("make_dirs", d)
+            else:
+                self.there.add(d)  # the folders above the next missing name are too
         path = os.path.join(root, rel)
         if make is None:
             self.make_dirs.append(path)
+            self.seen["make_dirs"].add(path)
         elif isinstance(make, bytes):
             self.make_files.append((path, make))
 
@@ -200,13 +223,21 @@ class _Finder:
                 "with the folder it names (or set [sandbox] protect = false)")
 
     def git_dir(self, path: str, *, linked_own: bool = False) -> None:
-        if path in self.git_dirs:
+        if not self._add("git_dirs", path):
             return
-        self.git_dirs.append(path)
-        for name, make in _NAMES:
+        # The folder is reached once for all its names.
+        where = beneath.relative(path, self.roots)
+        names = tuple(name for name, _ in _NAMES)
+        found: list[Found | None] = [None] * len(names)
+        if where:
+            found = [*beneath.find_in(*where, (*names, *_HOLDERS))]
+            for held in found[len(names):]:
+                if held is not None:
+                    self.holders[held.path] = held
+        for (name, make), there in zip(_NAMES, found[:len(names)], strict=True):
             # A linked worktree takes its hooks from the common dir: none is made.
             skip = linked_own and name == "hooks"
-            self.protect(os.path.join(path, name), False if skip else make)
+            self.protect(os.path.join(path, name), False if skip else make, found=there)
 
     def checkout(self, path: str) -> None:
         """A submodule's (or a staged nested repository's) ``.git`` in the work tree:
@@ -231,12 +262,19 @@ class _Finder:
         (a link is recorded in ``skipped``, and reported if it is new)."""
         self._walk_modules(os.path.join(gitdir, "modules"), depth)
 
+    def _found(self, path: str) -> Found | None:
+        """What is at ``path`` (None outside every writable folder); looked at now
+        unless its git folder was just looked at (:meth:`git_dir`)."""
+        where = beneath.relative(path, self.roots)
+        if where is None:
+            return None
+        return self.holders.pop(path, None) or beneath.find(*where)
+
     def _walk_modules(self, folder: str, depth: int) -> None:
         if depth > MAX_DEPTH:
             raise GitLayoutError(f"the git folder {escape(folder)} nests more than "
                               f"{MAX_DEPTH} folders deep; remove it and try again")
-        where = beneath.relative(folder, self.roots)
-        found = beneath.find(*where) if where else None
+        found = self._found(folder)
         if found is not None and found.kind == "link":
             self._module_link(found, depth)
             return
@@ -277,8 +315,8 @@ class _Finder:
         """Each ``worktrees/<id>`` entry's files: another linked worktree's commondir
         could send host git in that worktree to a config the box wrote."""
         holder = os.path.join(gitdir, "worktrees")
-        where = beneath.relative(holder, self.roots)
-        if where is None or beneath.find(*where).kind != "dir":
+        found = self._found(holder)
+        if found is None or found.kind != "dir":
             return
         try:
             entries = sorted(os.scandir(holder), key=lambda e: e.name)
@@ -289,6 +327,7 @@ class _Finder:
                 self.skipped.append(e.path)
             elif e.is_dir(follow_symlinks=False):
                 self.git_dirs.append(e.path)
+                self.seen["git_dirs"].add(e.path)
                 for name in _WORKTREE_NAMES:
                     make = b"" if name == "config.worktree" else False
                     self.protect(os.path.join(e.path, name), make)
@@ -359,11 +398,13 @@ def _from_host_git(f: _Finder, project: str, git: str, env: Mapping[str, str],
     for link in f.gitlinks:
         f.checkout(link)
     # What a relative hooks folder or program means in each other work tree: git
-    # resolves it against the top of the one it runs in.
+    # resolves it against the top of the one it runs in. Only the entries that name a
+    # hooks folder or a program are read again for each (a repository with hundreds of
+    # modules has hundreds of tops, and a config with an entry or two per module).
+    named = gitconfig.naming(entries)
     for other in f.tops:
-        if other != top:
-            wants += [w for w in gitconfig.wanted(entries, other, home)
-                      if not w.key.startswith("include")]
+        if other != top and named:
+            wants += gitconfig.wanted(named, other, home)
     _protect_wanted(f, wants, seen, lambda path: gitconfig.wanted(
         gitconfig.ask_file(git, path, env), top, home))
 

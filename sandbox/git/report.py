@@ -204,15 +204,23 @@ def _restore(path: str, text: str) -> str | None:
         os.close(fd)
 
 
+# The folders of an operation left in progress, where _exec_lines and _strategies read.
+_IN_PROGRESS = ("rebase-merge", "rebase-apply", "sequencer")
+
+
 def _todos(project: str, now: GitLayout) -> list[str]:
+    # Only the git folders with one of those folders (or anything else by that name)
+    # are read: most of a repository's hundreds of module folders have none.
+    busy = [g for g in now.git_dirs
+            if any(f.kind != "missing" for f in beneath.find_in(g, "", _IN_PROGRESS))]
     runs = [f"{escape(todo)} asks git to run {escape(command)}; git rebase --continue (or "
             f"cherry-pick, revert) on the host in {escape(project)} would run it; check "
-            "it before you do" for g in now.git_dirs for todo, command in _exec_lines(g)]
+            "it before you do" for g in busy for todo, command in _exec_lines(g)]
     return runs + [
         f"{escape(file)} names the merge strategy {escape(name)}; git rebase --continue "
         f"(or cherry-pick, revert) on the host in {escape(project)} would run "
         f"git-merge-{escape(name)}; check it before you do"
-        for g in now.git_dirs for file, name in _strategies(g)]
+        for g in busy for file, name in _strategies(g)]
 
 
 def _new_gitlinks(project: str, now: GitLayout, git: str | None, env: Mapping[str, str],

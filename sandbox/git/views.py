@@ -5,8 +5,9 @@
 the file is read-only in the box, so the update would fail. Git in the box is shown a
 copy without that key instead (it finds a submodule's work tree from the ``.git`` file
 in it, without the key), and leaves the file alone. The copy is made once per session,
-in a folder beside the private temp folder, outside the box's sight, and bound
-read-only over the file; the host's file is unchanged.
+outside the box's sight (in a folder of the user's alone on ``/dev/shm``, a tmpfs, or
+else beside the private temp folder: :func:`views_folder`), and bound read-only over
+the file; the host's file is unchanged.
 
 A config in the plain form git itself writes (section lines, ``key = value`` lines with
 no quotes, escapes or comments) loses its ``core.worktree`` lines here; any other is
@@ -26,6 +27,37 @@ from sandbox.git import config as gitconfig
 from sandbox.git import safe as gitsafe
 from sandbox.git.dirs import GitLayout
 
+READ = 0o444
+
+
+def views_folder(tmp: str, roots: tuple[str, ...]) -> str:
+    """Where the session whose private temp folder is ``tmp`` makes its views: on
+    ``/dev/shm`` (:func:`~sandbox.process.made.shm_views`), in a folder of this user's
+    alone (made mode 700, or found a real folder of ours with that mode), unless one of
+    ``roots`` (the folders the box writes) holds it; else beside ``tmp``."""
+    import stat
+
+    from sandbox.process.made import SHM, shm_views
+
+    folder = shm_views(tmp)
+    mine = os.path.dirname(folder)
+    if not os.path.isdir(SHM) or beneath.relative(mine, roots) is not None:
+        return tmp + ".views"
+    try:
+        os.mkdir(mine, 0o700)
+    except FileExistsError:
+        pass
+    except OSError:
+        return tmp + ".views"
+    try:
+        st = os.lstat(mine)
+    except OSError:
+        return tmp + ".views"
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or \
+            stat.S_IMODE(st.st_mode) != 0o700:
+        return tmp + ".views"  # not ours alone: the folder beside tmp is
+    return folder
+
 
 def module_views(layout: GitLayout, roots: tuple[str, ...], git: str | None,
                  env: Mapping[str, str], folder: str) -> tuple[tuple[str, str], ...]:
@@ -38,18 +70,28 @@ def module_views(layout: GitLayout, roots: tuple[str, ...], git: str | None,
         data = beneath.read_beneath(*where, 1 << 20) if where else None
         if config not in layout.protected or not data or b"worktree" not in data.lower():
             continue
-        if not os.path.isdir(folder):
+        if not out and not os.path.isdir(folder):
             os.mkdir(folder, 0o700)
         copy = os.path.join(folder, f"{len(out)}.config")
-        fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with open(fd, "wb") as f:
-            f.write(data)
-        if _unset_worktree(copy, data, git or "git", env):
-            os.chmod(copy, 0o400)
-            out.append((config, copy))
-        else:
-            os.unlink(copy)
+        plain = without_worktree(data)
+        # Written once, read-only from the start, where the key could be taken out here.
+        # Readable by all: a box started by root runs as its stand-in, which reaches the
+        # copy through its bind alone (the folder is this user's, mode 700).
+        _write_new(copy, data if plain is None else plain, 0o600 if plain is None else READ)
+        if plain is None:
+            if not _unset_worktree(copy, git or "git", env):
+                os.unlink(copy)
+                continue
+            os.chmod(copy, READ)
+        out.append((config, copy))
     return tuple(out)
+
+
+def _write_new(path: str, data: bytes, mode: int) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 mode)
+    with open(fd, "wb") as f:
+        f.write(data)
 
 
 # Compiled at their first use (re caches them): most sessions have no module to view.
@@ -82,13 +124,9 @@ def without_worktree(data: bytes) -> bytes | None:
     return b"".join(out)
 
 
-def _unset_worktree(copy: str, data: bytes, git: str, env: Mapping[str, str]) -> bool:
-    """Take ``core.worktree`` out of the file ``copy`` (a copy of ``data``)."""
-    plain = without_worktree(data)
-    if plain is not None:
-        with open(copy, "wb") as f:
-            f.write(plain)
-        return True
+def _unset_worktree(copy: str, git: str, env: Mapping[str, str]) -> bool:
+    """Take ``core.worktree`` out of the file ``copy`` with the host's git (a config
+    :func:`without_worktree` does not read)."""
     done = subprocess.run(gitsafe.argv(git, ["config", "--file", copy, "--unset-all",
                                              "core.worktree"]),
                           env=gitconfig.git_env(env), cwd="/",

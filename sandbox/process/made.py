@@ -27,27 +27,47 @@ def _open_parent(root: str, rel: str) -> int:
     return fd
 
 
-def _unmake(root: str, rel: str, kind: str, content: bytes) -> None:
+class _Parents:
+    """The folders things are removed from, each opened once (without following a
+    link) for all the names in it: a repository with hundreds of modules has two or
+    three made names in each of hundreds of git folders."""
+
+    def __init__(self) -> None:
+        self._fds: dict[tuple[str, str], int] = {}
+
+    def of(self, root: str, rel: str) -> int:
+        key = (root, rel.rsplit("/", 1)[0] if "/" in rel else "")
+        fd = self._fds.get(key)
+        if fd is None:
+            fd = self._fds[key] = _open_parent(root, rel)
+        return fd
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+
+
+def _unmake(root: str, rel: str, kind: str, content: bytes, parents: _Parents) -> None:
     import stat as _stat
 
-    fd = _open_parent(root, rel)
+    fd = parents.of(root, rel)
     name = rel.rsplit("/", 1)[-1]
-    try:
-        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-        if st.st_uid != os.getuid():
-            return
-        if kind == "dir" and _stat.S_ISDIR(st.st_mode):
-            os.rmdir(name, dir_fd=fd)  # only if empty
-        elif kind == "file" and _stat.S_ISREG(st.st_mode) and st.st_size == len(content):
+    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+    if st.st_uid != os.getuid():
+        return
+    if kind == "dir" and _stat.S_ISDIR(st.st_mode):
+        os.rmdir(name, dir_fd=fd)  # only if empty
+    elif kind == "file" and _stat.S_ISREG(st.st_mode) and st.st_size == len(content):
+        same = not content  # an empty file is what was made: nothing to read
+        if content:
             f = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
             try:
                 same = os.read(f, len(content) + 1) == content
             finally:
                 os.close(f)
-            if same:
-                os.unlink(name, dir_fd=fd)
-    finally:
-        os.close(fd)
+        if same:
+            os.unlink(name, dir_fd=fd)
 
 
 def start_time(pid: int) -> str | None:
@@ -94,6 +114,19 @@ def own_tmp(manifest: str, pid: object) -> str:
     return os.path.join(folder, tmp)
 
 
+SHM = "/dev/shm"
+
+
+def shm_views(tmp: str) -> str:
+    """Where the session whose private temp folder is ``tmp`` may make its views of the
+    module configs (sandbox/git/views.py): in this user's folder on ``/dev/shm``, a
+    tmpfs no box sees (a box's ``/dev`` is its own), where a file is made without the
+    disk's journal. Named after ``tmp``, so that whoever cleans up finds it from the
+    manifest's own name."""
+    return os.path.join(SHM, f"harness-sandbox-{os.getuid()}",
+                        os.path.basename(tmp) + ".views")
+
+
 def clean_session(manifest: str) -> None:
     """Remove what the session of ``manifest`` made and no other live session uses,
     then the manifest."""
@@ -103,11 +136,15 @@ def clean_session(manifest: str) -> None:
     with open(manifest, encoding="utf-8") as f:
         data = json.load(f)
     busy = live_made(os.path.dirname(manifest), manifest)
-    for root, rel, kind, content in reversed(data.get("made", [])):
-        if (root, rel) in busy:
-            continue
-        with contextlib.suppress(OSError):
-            _unmake(root, rel, kind, bytes.fromhex(content))
+    parents = _Parents()
+    try:
+        for root, rel, kind, content in reversed(data.get("made", [])):
+            if (root, rel) in busy:
+                continue
+            with contextlib.suppress(OSError):
+                _unmake(root, rel, kind, bytes.fromhex(content), parents)
+    finally:
+        parents.close()
     tmp = own_tmp(manifest, data.get("pid"))
     if tmp and os.path.ismount(tmp):
         # A root session's /tmp is a tmpfs on its folder (sandbox/harden.py): a mount
@@ -115,7 +152,9 @@ def clean_session(manifest: str) -> None:
         from sandbox.libc import detach
 
         detach(tmp)
-    for folder in (tmp, tmp + ".views") if tmp else ():
+    # The box's /tmp, the module configs' views (sandbox/git/views.py), and the folder of
+    # the stage's copy of / (sandbox/backends/stage.py), empty on the host.
+    for folder in (tmp, tmp + ".views", shm_views(tmp), tmp + ".root") if tmp else ():
         with contextlib.suppress(OSError):
             st = os.lstat(folder)
             if _stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid():

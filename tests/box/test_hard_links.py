@@ -43,6 +43,23 @@ def test_a_hard_link_to_the_git_config_refuses_the_session(project: Path,
         f"cp -p {config} {config}.own && mv {config}.own {config}")
 
 
+@pytest.mark.parametrize("where", ["pre-commit", "deeper/pre-push"])
+def test_a_hard_link_to_a_file_in_a_protected_folder_refuses_the_session(
+        project: Path, where: str) -> None:
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    hook = project / ".git" / "hooks" / where
+    hook.parent.mkdir(exist_ok=True)
+    hook.write_text("#!/bin/sh\n")
+    (project / ".git" / "hooks" / "elsewhere").symlink_to("/etc/passwd")  # not followed
+    os.link(hook, project / "notes.txt")
+    with pytest.raises(PolicyError, match="has 2 names"), \
+            Session.open(str(project), SETTINGS):
+        pass
+    os.unlink(project / "notes.txt")
+    with Session.open(str(project), SETTINGS) as s:
+        assert s.run(["true"]).returncode == 0
+
+
 def test_a_hard_link_to_a_trusted_openharness_file_refuses_the_session(
         project: Path) -> None:
     (project / ".oh").mkdir()

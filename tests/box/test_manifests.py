@@ -93,3 +93,34 @@ def test_tmpdir_inside_the_project_refuses_the_session(
             Session.open(str(project), SandboxSettings(hide_defaults=False)):
         pass
     assert not any(inside.iterdir())  # nothing was made there
+
+
+def test_cleaning_up_removes_only_what_is_still_as_made(tmp_path: Path) -> None:
+    """Names in one folder and in several, a folder made for them, a file changed since,
+    and a folder that is a link now: only what is still as the session made it goes,
+    and nothing through a link."""
+    from sandbox.process.made import clean_session
+
+    root = tmp_path / "repo"
+    for d in ("a", "b"):
+        (root / d).mkdir(parents=True)
+    made: list[tuple[str, str, bytes]] = [
+        ("a", "dir", b""), ("a/x", "file", b".\n"), ("a/y", "file", b""),
+        ("b/x", "file", b".\n"), ("b/changed", "file", b""), ("new", "dir", b""),
+        ("new/z", "file", b""), ("l/x", "file", b".\n")]
+    (root / "new").mkdir()
+    for rel, kind, content in made:
+        if kind == "file" and not rel.startswith("l/"):
+            (root / rel).write_bytes(content)
+    (root / "b" / "changed").write_bytes(b"the user's now")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "x").write_bytes(b".\n")
+    (root / "l").symlink_to(elsewhere)
+    manifest = tmp_path / f"session-{DEAD}-x.made"
+    manifest.write_text(json.dumps({"pid": DEAD, "start": "1", "tmp": "", "made": [
+        [str(root), rel, kind, content.hex()] for rel, kind, content in made]}))
+    clean_session(str(manifest))
+    assert sorted(str(p.relative_to(root)) for p in root.rglob("*")) == [
+        "b", "b/changed", "l"]
+    assert (elsewhere / "x").read_bytes() == b".\n" and not manifest.exists()

@@ -92,6 +92,24 @@ def test_a_link_in_place_of_a_protected_path_refuses_the_stage(project: Path,
     assert str(err.value).startswith(f"{config} changed while the session opened (")
 
 
+@BOTH
+def test_a_staged_box_has_each_bind_once(project: Path, warm: bool) -> None:
+    """The box's / is the stage's copy of / from before its binds: they are not in the
+    box a second time, under a / the project's own bind covers (each run's mount
+    namespace copies every mount there is)."""
+    _repo(project)
+    git = str(project / ".git")
+    with Session.open(str(project), SETTINGS, warm=warm) as s:
+        assert isinstance(s._box, BwrapBackend) and s._box.stage() is not None
+        r = s.run(["cat", "/proc/self/mountinfo"])
+        copy = stage_mod.root_copy(s.policy.private_tmp)
+        assert os.path.isdir(copy) and not os.listdir(copy)  # the mount is the stage's
+    points = [line.split()[4] for line in r.stdout.decode().splitlines()]
+    assert points.count(git) == 1, points
+    assert points.count(f"{git}/config") == 1
+    assert not os.path.exists(copy)  # removed with the session
+
+
 def test_a_repository_with_many_modules_is_staged_at_the_real_threshold(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(stage_mod, "STAGE_AT", 64)

@@ -349,3 +349,27 @@ def test_a_file_a_module_config_includes_is_read_only(w: World) -> None:
     host_git_runs_nothing(w)
     w.git("status", cwd=w.project / "lib")
     assert not w.marker.exists()
+
+
+def test_a_modules_config_is_seen_in_the_box_without_its_worktree(w: World) -> None:
+    """The box sees a copy of the module's config without core.worktree (git submodule
+    update would rewrite the read-only file), made on /dev/shm where no box looks, and
+    removed with the session; the host's file is unchanged."""
+    from sandbox.process.made import shm_views
+
+    _with_submodule(w)
+    config = w.project / ".git" / "modules" / "lib" / "config"
+    before = config.read_bytes()
+    assert b"worktree" in before
+    with w.session() as s:
+        seen = s.run(["cat", str(config)])
+        views = dict(s.policy.views)
+        shm = shm_views(s.policy.private_tmp)
+        wrote = s.run(["sh", "-c", f"echo x >> {config}"])
+    assert seen.returncode == 0 and b"worktree" not in seen.stdout
+    assert b"[remote" in seen.stdout
+    assert wrote.returncode != 0
+    if os.path.isdir("/dev/shm"):
+        assert os.path.dirname(views[str(config)]) == shm
+    assert not os.path.exists(views[str(config)]) and not os.path.exists(shm)
+    assert config.read_bytes() == before

@@ -52,6 +52,61 @@ def test_a_path_is_found_only_without_links(tmp_path: Path, walk: str) -> None:
 
 
 @linux
+def test_the_names_of_one_folder_are_found_as_one_by_one(tmp_path: Path, walk: str) -> None:
+    root = tmp_path / "root"
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "a" / "b" / "f").write_text("x")
+    (root / "a" / "b" / "l").symlink_to("/etc/passwd")
+    (root / "a" / "b" / "d").mkdir()
+    (root / "link").symlink_to(root / "a")
+    r, names = str(root), ("f", "l", "d", "nothing")
+    for folder in ("a/b", "link/b", "a/none", "a/b/f", ""):
+        assert beneath.find_in(r, folder, names) == [
+            beneath.find(r, os.path.join(folder, n)) for n in names], folder
+
+
+@linux
+def test_a_path_is_opened_only_without_links(tmp_path: Path, walk: str) -> None:
+    import errno
+    import stat
+
+    root = tmp_path / "root"
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "a" / "b" / "f").write_text("x")
+    (root / "a" / "b" / "l").symlink_to("f")
+    (root / "link").symlink_to(root / "a")
+    (root / "a" / "file").write_text("")
+    r = str(root)
+    for rel, kind in (("a/b/f", stat.S_ISREG), ("a/b", stat.S_ISDIR), ("", stat.S_ISDIR)):
+        fd = beneath.open_path(r, rel)
+        try:
+            assert kind(os.fstat(fd).st_mode), rel
+        finally:
+            os.close(fd)
+    # (A link on the way is ENOTDIR to the component walk, which opens each folder
+    # O_NOFOLLOW | O_DIRECTORY.)
+    for rel, errs in (("a/b/l", {errno.ELOOP}), ("link/b/f", {errno.ELOOP, errno.ENOTDIR}),
+                      ("a/none/f", {errno.ENOENT}), ("a/file/f", {errno.ENOTDIR}),
+                      ("../root/a/b/f", {errno.EXDEV})):
+        with pytest.raises(OSError) as raised:
+            os.close(beneath.open_path(r, rel))
+        assert raised.value.errno in errs, rel
+    with pytest.raises(FileNotFoundError):
+        beneath.open_path(r, "a/b/none")
+    # The same from a descriptor of the root (the stage's, for its many binds).
+    rootfd = os.open(r, os.O_PATH | os.O_DIRECTORY)
+    try:
+        fd = beneath.open_path(r, "a/b/f", rootfd=rootfd)
+        os.close(fd)
+        for rel in ("a/b/l", "link/b/f"):
+            with pytest.raises(OSError):
+                os.close(beneath.open_path(r, rel, rootfd=rootfd))
+        os.fstat(rootfd)  # still open: the caller's
+    finally:
+        os.close(rootfd)
+
+
+@linux
 def test_nothing_is_made_through_a_link(tmp_path: Path, walk: str) -> None:
     root = tmp_path / "root"
     root.mkdir()
@@ -65,6 +120,32 @@ def test_nothing_is_made_through_a_link(tmp_path: Path, walk: str) -> None:
     assert list(outside.iterdir()) == []
     assert beneath.create_beneath(str(root), "made", folder=False, content=b".\n")
     assert (root / "made").read_bytes() == b".\n"
+
+
+@linux
+def test_names_made_in_a_batch_of_folders_are_made_as_one_by_one(tmp_path: Path,
+                                                                 walk: str) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (root / "l").symlink_to(outside)
+    folders = beneath.Folders()
+    r = str(root)
+    try:
+        with pytest.raises(OSError):  # not there yet: tried again at the next name
+            beneath.create_beneath(r, "d/x", folder=False, folders=folders)
+        assert beneath.create_beneath(r, "d", folder=True, folders=folders)
+        assert beneath.create_beneath(r, "d/x", folder=False, content=b".\n",
+                                      folders=folders)
+        assert beneath.create_beneath(r, "d/y", folder=False, folders=folders)
+        assert not beneath.create_beneath(r, "d/x", folder=False, folders=folders)
+        with pytest.raises(OSError):
+            beneath.create_beneath(r, "l/x", folder=False, folders=folders)
+    finally:
+        folders.close()
+    assert (root / "d" / "x").read_bytes() == b".\n" and (root / "d" / "y").exists()
+    assert list(outside.iterdir()) == []
 
 
 def test_a_read_write_bind_outside_the_read_write_roots_raises(tmp_path: Path) -> None:

@@ -74,3 +74,28 @@ def test_a_plain_config_loses_its_worktree_as_git_would_take_it(tmp_path: Path,
 @pytest.mark.parametrize("data", OTHER)
 def test_any_other_form_is_left_to_git(data: bytes) -> None:
     assert without_worktree(data) is None
+
+
+def test_views_go_to_a_folder_of_this_users_alone_on_dev_shm(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from sandbox.git.views import views_folder
+    from sandbox.process import made
+
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    monkeypatch.setattr(made, "SHM", str(shm))
+    tmp = str(tmp_path / "root" / "session-1-abc")
+    mine = shm / f"harness-sandbox-{os.getuid()}"
+    assert views_folder(tmp, ()) == str(mine / "session-1-abc.views")
+    assert mine.stat().st_mode & 0o777 == 0o700
+    # A folder the box writes holds it, or it is not this user's alone: beside tmp.
+    assert views_folder(tmp, (str(shm),)) == tmp + ".views"
+    mine.chmod(0o755)
+    assert views_folder(tmp, ()) == tmp + ".views"
+    mine.rmdir()
+    mine.symlink_to(tmp_path)
+    assert views_folder(tmp, ()) == tmp + ".views"
+    monkeypatch.setattr(made, "SHM", str(tmp_path / "none"))
+    assert views_folder(tmp, ()) == tmp + ".views"
