@@ -281,7 +281,8 @@ class BwrapBackend:
         if self._prefix is None:
             self._prefix = box_args(self.policy, bwrap=self.program(), features=self._features,
                                     fds=self._fds, shm_size=self._shm_size,
-                                    staged=stage is not None)
+                                    staged=stage is not None,
+                                    root=stage.root if stage else "/")
         fd = None if self._seccomp is None else self._seccomp()
         made = plan(self.policy, argv, bwrap=self.program(), features=self._features,
                     env_extra=env_extra, prefix=self._prefix,

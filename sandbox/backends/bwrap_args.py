@@ -161,6 +161,7 @@ def box_args(
     shm_size: int | None = None,
     proc_belt: bool = True,
     staged: bool = False,
+    root: str = "/",
 ) -> tuple[str, ...]:
     """bwrap and its options for the session's box, up to the command.
 
@@ -178,8 +179,9 @@ def box_args(
 
     ``staged`` leaves out the binds :func:`staged_binds` gives: the session's stage
     (:mod:`sandbox.backends.stage`) has made them, and the read-write binds carry them.
-    The box's ``/`` is then the stage's copy of it from before those binds
-    (:func:`~sandbox.backends.stage.root_copy`), so that they are in the box once.
+    ``root`` is the box's ``/``: a stage with many binds makes a copy of its ``/`` from
+    before them (:func:`~sandbox.backends.stage.root_copy`), so that they are in the
+    box once (:attr:`~sandbox.backends.stage.Stage.root`).
 
     The order of the mounts, and why: this module's docstring.
     """
@@ -187,10 +189,7 @@ def box_args(
         raise ValueError(f"bwrap must be an absolute path, not {bwrap!r}")
     _require_features(bwrap, features)
     ops, read_only_last = _mount_ops(policy)
-    # A staged box's / is the stage's copy of / made before its binds: they are in the
-    # box once, under the read-write roots (stage.root_copy).
-    top = _root_copy(policy) if staged else "/"
-    args: list[str] = [bwrap, "--ro-bind", top, "/", "--dev", "/dev", "--proc", "/proc"]
+    args: list[str] = [bwrap, "--ro-bind", root, "/", "--dev", "/dev", "--proc", "/proc"]
     for name in PROC_READ_ONLY if proc_belt else ():
         args += ["--ro-bind-try", name, name]
     for name in KEYRING_LISTS if proc_belt else ():
@@ -214,12 +213,6 @@ def _views(policy: Policy) -> dict[str, str]:
     for dest, src in policy.views:
         out.setdefault(dest, src)
     return out
-
-
-def _root_copy(policy: Policy) -> str:
-    from .stage import root_copy
-
-    return root_copy(policy.private_tmp)
 
 
 def _stageable(kind: int, path: str, rw: Sequence[str]) -> bool:

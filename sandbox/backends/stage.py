@@ -79,11 +79,15 @@ class Refused(SandboxUnavailable):
 class Stage:
     """One session's stage. Build with :meth:`open`; :meth:`close` gives it back."""
 
-    def __init__(self, userns: int, mntns: int, program: str, stand_in: bool) -> None:
+    def __init__(self, userns: int, mntns: int, program: str, stand_in: bool,
+                 root: str = "/") -> None:
         self._userns = userns
         self._mntns = mntns
         self.program = program
         self.stand_in = stand_in
+        # What a box of the stage binds as its /: the stage's own, or its copy from
+        # before its binds (:func:`root_copy`).
+        self.root = root
 
     @classmethod
     def open(cls, roots: Sequence[str], binds: Sequence[Bind], *, stand_in: bool
@@ -95,7 +99,11 @@ class Stage:
         program = standin.nsenter()
         libc.libc()  # loaded before any fork
         private = roots[0] if roots else ""
-        copy = _made_folder(root_copy(private)) if private else ""
+        # The copy doubles the mount table every bwrap of the stage reads for each of
+        # its mounts (about 5 ms a box as root): made only where the binds are many,
+        # and so would be in the box twice at a cost.
+        copy = _made_folder(root_copy(private)) if private and len(binds) >= STAGE_AT \
+            else ""
         if stand_in:
             # The private temp folder's folder is a mount of the stage's own (see
             # _detach_others), mapped as the top folders are.
@@ -104,7 +112,7 @@ class Stage:
                 also=(os.path.dirname(private),) if private else ())
         else:
             userns, mntns = _own_stage(binds, copy)
-        return cls(userns, mntns, program, stand_in)
+        return cls(userns, mntns, program, stand_in, copy or "/")
 
     def argv(self) -> tuple[str, ...]:
         """What goes before bwrap's own argv: ``nsenter`` into the stage's namespaces,

@@ -86,7 +86,7 @@ class WarmBoxDown(SandboxUnavailable):
 
 def box_options(policy: Policy, *, bwrap: str, features: Collection[str] | None = None,
                 fds: Mapping[str, int] | None = None, shm_size: int | None = None,
-                staged: bool = False) -> tuple[str, ...]:
+                staged: bool = False, root: str = "/") -> tuple[str, ...]:
     """bwrap and the session's box options for a warm box: the cold box's
     (:func:`~sandbox.backends.bwrap.box_args`) with a pristine ``/proc``, which each run
     covers on its own fresh one.
@@ -103,7 +103,7 @@ def box_options(policy: Policy, *, bwrap: str, features: Collection[str] | None 
     from sandbox.backends.bwrap import box_args
 
     args = box_args(policy, bwrap=bwrap, features=features, fds=fds, shm_size=shm_size,
-                    proc_belt=False, staged=staged)
+                    proc_belt=False, staged=staged, root=root)
     return tuple(a for a in args if a != "--disable-userns")
 
 

@@ -57,7 +57,7 @@ def open_box(backend: BwrapBackend, hardening: Hardening) -> WarmBox:
     stage = backend.stage()
     options = box_options(backend.policy, bwrap=backend.program(),
                           features=backend.features, fds=backend.held, shm_size=shm,
-                          staged=stage is not None)
+                          staged=stage is not None, root=stage.root if stage else "/")
     try:
         box = WarmBox.start(options, bpf=os.pread(flt.fd, flt.size, 0), shm_size=shm,
                             read_only=PROC_READ_ONLY, nulled=KEYRING_LISTS,

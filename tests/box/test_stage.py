@@ -110,6 +110,22 @@ def test_a_staged_box_has_each_bind_once(project: Path, warm: bool) -> None:
     assert not os.path.exists(copy)  # removed with the session
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root's boxes are staged with few binds")
+def test_a_stage_with_few_binds_keeps_its_own_root(project: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A copy of / doubles the mount table each bwrap of the stage reads for every
+    mount: root's stage of a small repository (few binds, so few in the box twice)
+    makes none, and its boxes bind the stage's own /."""
+    monkeypatch.setattr(stage_mod, "STAGE_AT", 64)
+    _repo(project)
+    with Session.open(str(project), SETTINGS, warm=False) as s:
+        assert isinstance(s._box, BwrapBackend)
+        stage = s._box.stage()
+        assert stage is not None and stage.root == "/"
+        assert not os.path.exists(stage_mod.root_copy(s.policy.private_tmp))
+        assert s.run(["sh", "-c", "test -d .git && echo ok"]).stdout == b"ok\n"
+
+
 def test_a_repository_with_many_modules_is_staged_at_the_real_threshold(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(stage_mod, "STAGE_AT", 64)
