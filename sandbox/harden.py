@@ -14,6 +14,12 @@
   (:mod:`sandbox.process.reaper`): what a host run leaves behind outside its group comes
   here, and what hides from the marker sweep is killed.
 
+The box that owns it makes it (:class:`~sandbox.backends.linux.LinuxBox`, with
+``boxed=True``, and hands the filter, the guard and the launcher to its backend;
+:class:`~sandbox.backends.macos.MacBox`), and the session's host runs share it; a session
+with no box makes its own, for host runs only. Which run is a box run is said by the
+caller of :meth:`Hardening.supervise`, never guessed from the plan.
+
 Whatever cannot be had is reported by :meth:`Hardening.bounds`, never pretended.
 """
 
@@ -37,9 +43,7 @@ from .process.hostseat import Seat, Seats
 from .seccomp import Compiled, reader
 
 if TYPE_CHECKING:
-    from .backends import Backend
     from .initcache import Launcher
-    from .policy import Policy
 
 # The supervisor, given what to do at a run's start and (or None) what starts it.
 Runner = Callable[[Callable[[int], None] | None, "cgroup.Spawn[Any] | None"], RunResult]
@@ -118,8 +122,9 @@ def _guard_program(root: str) -> bytes:
 
 
 class Hardening:
-    """The session's filter, bounds and groups. Build with :meth:`open`; :meth:`close`
-    gives everything back."""
+    """The session's filter, bounds and groups. Build with :meth:`open` (``boxed``: a
+    Linux box's, with the filter, the guard and the box's bounds; else host runs' alone);
+    :meth:`close` gives everything back."""
 
     def __init__(self, limits: Limits, *, boxed: bool, private_tmp: str) -> None:
         self.limits = limits
@@ -174,18 +179,6 @@ class Hardening:
         self._mover.start()
         return self
 
-    @classmethod
-    def for_session(cls, policy: Policy, box: Backend | None) -> Hardening:
-        """The session's hardening, to the policy's bounds; the box backend (bwrap's) is
-        told the /dev/shm size and where each run's filter descriptor comes from."""
-        limits = policy.limits
-        harden = getattr(box, "harden", None)
-        self = cls.open(limits, boxed=harden is not None, private_tmp=policy.private_tmp)
-        if harden is not None:
-            harden(shm_size=limits.shm_size, seccomp=self.seccomp_reader, guard=self.guard,
-                   launcher=lambda: self.launcher().program)
-        return self
-
     def launcher(self) -> Launcher:
         """The launcher of each box per run: the compiled one, built at the first use
         (:mod:`sandbox.initcache`), or the Python one, and why."""
@@ -193,12 +186,13 @@ class Hardening:
 
         return load(os.path.dirname(self.private_tmp))
 
-    def supervise(self, plan: LaunchPlan, runner: Runner) -> RunResult:
+    def supervise(self, plan: LaunchPlan, runner: Runner, *, box: bool) -> RunResult:
         """Run ``plan`` through ``runner`` (the supervisor, given what to do at the
-        start): a box run is bounded, a host run grouped; the plan's descriptors are
-        closed after it, and what it orphaned here is reaped."""
-        # The Linux box's plans are the unwatched ones (its PID namespace ends it).
-        box = self.boxed and not plan.watched
+        start): a run in a Linux box of its own (``box``, said by the box that planned
+        it) is bounded, a host run grouped; the plan's descriptors are closed after it,
+        and what it orphaned here is reaped."""
+        if box and not self.boxed:
+            raise ValueError("a box run needs the hardening of a Linux box")
         # A host run is born in a group made ahead when one is ready (hostseat.py).
         seat = None if box else self._take_seat()
         group = None if box else seat.group if seat is not None else self.host_group()
@@ -221,19 +215,25 @@ class Hardening:
         finally:
             for fd in plan.run_fds:
                 os.close(fd)
-            if seat is not None and cgroup.members(group or seat.group):
-                # Leftovers to kill: the seat's thread leaves the group first, so the
-                # freezer never stops a thread of ours (it may hold the interpreter).
-                seat.spawn.stop()
-                seat.spawn.join()
-            if group is not None:
-                self.host_ended(group, removed=seat is None)
-            if seat is not None and self._seats is not None:
-                self._seats.give_back(seat)
-        if box and pids:
-            return self.box_ended(pids[0], result)
-        self.reap()  # and what hides from the marker sweep (sandbox/process/reaper.py)
+            if not box:
+                self._host_run_ended(seat, group)
+        if not box:
+            self.reap()  # and what hides from the marker sweep (sandbox/process/reaper.py)
+        elif pids:
+            self._later(0)  # off this thread: bwrap's init ends a moment after the run
         return result
+
+    def _host_run_ended(self, seat: Seat | None, group: cgroup.Group | None) -> None:
+        """Kill what a host run left in its group, and give its seat back."""
+        if seat is not None and cgroup.members(group or seat.group):
+            # Leftovers to kill: the seat's thread leaves the group first, so the
+            # freezer never stops a thread of ours (it may hold the interpreter).
+            seat.spawn.stop()
+            seat.spawn.join()
+        if group is not None:
+            self.host_ended(group, removed=seat is None)
+        if seat is not None and self._seats is not None:
+            self._seats.give_back(seat)
 
     def _take_seat(self) -> Seat | None:
         """A ready host seat (sandbox/process/hostseat.py), the seats started at the
@@ -312,13 +312,9 @@ class Hardening:
         if self._subreaper:
             reaper.reap_orphans(_ours)
 
-    def box_ended(self, pid: int, result: RunResult, *, orphaned: bool = True
-                  ) -> RunResult:
-        """Reap what the run orphaned (off this thread: bwrap's init ends a moment after
-        the run; a warm box's run orphans nothing here, ``orphaned=False``); a run the
-        memory bound killed says so."""
-        if self._subreaper and orphaned:
-            self._later(0)
+    def memory_killed(self, result: RunResult) -> RunResult:
+        """``result`` of a box run, said as killed at the memory bound when the bound
+        killed it (its init then reports 128+9)."""
         if (self.box_group is not None and result.outcome == "exited"
                 and result.returncode == 128 + 9 and self._new_oom_kill()):
             return result._replace(

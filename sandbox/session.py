@@ -18,8 +18,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
 from . import leftovers as _leftovers
-from .backends import Backend, choose
-from .backends.bwrap import BwrapBackend
+from .backends import Box, choose, supervised
 from .backends.host import HostBackend
 from .errors import PolicyError
 from .git.config import find_git
@@ -46,7 +45,6 @@ if TYPE_CHECKING:
     from .network.session import Network
     from .process.pipes import Pipes
     from .warm.client import WarmBox
-    from .warm.seat import Forwarder
 
 
 def make_private_root(path: str) -> str:
@@ -166,9 +164,7 @@ def _git_layout(project: str, named: tuple[str, ...], env: Mapping[str, str] | N
 def _end(session: Session | None, manifest: str | None, tmp: str) -> None:
     """Remove what the session made, and tell the watchdog it need not."""
     if session is not None:
-        session.close()  # the filter, the bounds and the /tmp tmpfs first
-    if session is not None and isinstance(session._box, BwrapBackend):
-        session._box.release()
+        session.close()  # the box (its filter, bounds, /tmp tmpfs and binds) first
     if manifest is not None:
         clean_session(manifest)
         forget_session(manifest)
@@ -218,19 +214,28 @@ class Session:
                  features: tuple[str, ...] | None = None) -> None:
         self.policy = policy
         self._host = HostBackend(policy)
-        self._box: Backend | None = (
+        # The platform's box (sandbox/backends/): it holds what the box holds.
+        self._box: Box | None = (
             choose(policy, bwrap=bwrap, features=features) if policy.boxed else None)
         # Said when the session ends (see :meth:`open`); read them after the with-block.
         self.warnings: list[str] = []
-        # The filter, bounds and groups (sandbox/harden.py); set by open().
-        self.hardening: Hardening | None = None
+        # A session with no box: its host runs' groups and reaping, set by open().
+        self._host_hardening: Hardening | None = None
         self._plan_fds: list[int] = []
         # The allow-list's proxy (sandbox/network/), when the policy has one.
         self.network: Network | None = None
-        # The session's warm box (sandbox/warm/), where boxed runs start; set by open().
-        self.warm: WarmBox | None = None
-        # The allow-list's forwarder in the warm box (a run that lasts the session).
-        self._forwarder: Forwarder | None = None
+
+    @property
+    def hardening(self) -> Hardening | None:
+        """The session's filter, bounds and groups (:mod:`sandbox.harden`): the box's,
+        which host runs share, or a session with no box's own; None before
+        :meth:`open`."""
+        return self._box.hardening if self._box is not None else self._host_hardening
+
+    @property
+    def warm(self) -> WarmBox | None:
+        """The session's warm box (:mod:`sandbox.warm`), where boxed runs start."""
+        return self._box.warm if self._box is not None else None
 
     @classmethod
     def open(
@@ -330,10 +335,10 @@ class Session:
             _end(session, manifest, tmp)
 
     def _start(self, held: tuple[str, ...] | None, warm: bool = False) -> None:
-        """Make sure the box can be built (fail now, before anything runs), hold the
-        binds below ``held`` (the git layout's roots), and start the allow-list's proxy,
-        the filter, the bounds and (``warm``) the warm box, whose bwrap binds the
-        proxy's socket."""
+        """Start the allow-list's proxy, then open the box (fail now, before anything
+        runs): it holds the binds below ``held`` (the git layout's roots) and makes the
+        filter, the bounds and (``warm``) the warm box, whose bwrap binds the proxy's
+        socket. A session with no box gets its host runs' hardening."""
         if self.policy.network_allow is not None:
             from .network.session import Network
 
@@ -343,31 +348,21 @@ class Session:
                 self.policy = self.policy._replace(proxy_port=self.network.port)
                 self._box = choose(self.policy) if self.policy.boxed else None
         if self._box is not None:
-            self._box.check()
-            if held is not None and isinstance(self._box, BwrapBackend):
-                self._box.hold(held)
+            self._box.open(held=held, warm=warm, network=self.network)
+            return
         from .harden import Hardening
 
-        self.hardening = Hardening.for_session(self.policy, self._box)
-        if warm and isinstance(self._box, BwrapBackend):
-            from .warm import seat
-
-            if seat.wanted(self.policy):
-                self.warm = seat.open_box(self._box, self.hardening)
-                if self.policy.network_allow is not None:
-                    self._forwarder = seat.Forwarder.start(self)
+        self._host_hardening = Hardening.open(self.policy.limits, boxed=False,
+                                              private_tmp=self.policy.private_tmp)
 
     def close(self) -> None:
-        """Give back what :meth:`open` took: the warm box, the filter and the bounds."""
-        if self._forwarder is not None:
-            self._forwarder.close()
-            self._forwarder = None
-        if self.warm is not None:
-            self.warm.close()
-            self.warm = None
-        if self.hardening is not None:
-            self.hardening.close()
-            self.hardening = None
+        """Give back what :meth:`open` took: the box (with its warm box, filter, bounds
+        and held binds), the host runs' hardening, the proxy."""
+        if self._box is not None:
+            self._box.close()
+        if self._host_hardening is not None:
+            self._host_hardening.close()
+            self._host_hardening = None
         if self.network is not None:
             self.network.close()
             self.network = None
@@ -379,9 +374,6 @@ class Session:
         in a boxed session), computed once: pruning PATH walks every entry."""
         return self._host.env()
 
-    def _backend(self, boxed: bool) -> Backend:
-        return self._box if boxed and self._box is not None else self._host
-
     def plan(self, argv: Sequence[str], *, boxed: bool = True,
              env_extra: Mapping[str, str] | None = None) -> LaunchPlan:
         """The plan that runs ``argv``: in the box (``argv[0]`` may be a bare name, looked
@@ -390,7 +382,8 @@ class Session:
 
         A box plan may hold a descriptor of the session's system-call filter
         (``pass_fds``), which serves one run and is closed when the session ends."""
-        made = self._backend(boxed).plan(argv, env_extra)
+        made = (self._box.plan(argv, env_extra) if boxed and self._box is not None
+                else self._host.plan(argv, env_extra))
         self._plan_fds += made.run_fds
         return made
 
@@ -415,34 +408,16 @@ class Session:
         A command the box could not start is ``failed_to_start`` with the OS error.
         Raises :class:`SandboxUnavailable` when the box itself cannot be built.
         """
-        from .process import supervisor
         from .process.pipes import Pipes
 
         if isinstance(argv, (str, bytes)):
             raise TypeError("Session.run takes the command as a list of words, "
                             f"such as [{argv!r}], not as one string")
         reader = pipes or Pipes
-        if boxed and self.warm is not None:
-            from .warm import seat
-
-            return seat.run(self, argv, env_extra=env_extra, stdin=stdin,
-                            timeout=timeout, cancel=cancel, pipes=reader)
-        backend = self._backend(boxed)
-        plan = backend.plan(argv, env_extra)
-        net = self.network if boxed and self._box is not None else None
-        mark = net.proxy.mark() if net is not None else 0
-        if self.hardening is None:
-            try:
-                result = supervisor.run(plan, stdin=stdin, timeout=timeout, cancel=cancel,
-                                        output_cap=self.policy.output_cap, pipes=reader)
-            finally:
-                for fd in plan.run_fds:  # this run's own (bwrap's options)
-                    os.close(fd)
-        else:
-            result = self.hardening.supervise(plan, lambda start, spawn: supervisor.run(
-                plan, stdin=stdin, timeout=timeout, cancel=cancel,
-                output_cap=self.policy.output_cap, on_start=start, spawn=spawn,
-                pipes=reader))
-        if net is not None:
-            result = result._replace(refused=net.proxy.since(mark))
-        return backend.read(result)
+        if boxed and self._box is not None:
+            return self._box.run(argv, env_extra=env_extra, stdin=stdin, timeout=timeout,
+                                 cancel=cancel, pipes=reader)
+        plan = self._host.plan(argv, env_extra)
+        result = supervised(plan, self.hardening, box=False, stdin=stdin, timeout=timeout,
+                            cancel=cancel, output_cap=self.policy.output_cap, pipes=reader)
+        return self._host.read(result)

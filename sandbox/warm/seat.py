@@ -32,15 +32,9 @@ from sandbox.startenv import box_env
 from sandbox.warm.client import WarmBox, WarmBoxDown, box_options
 
 if TYPE_CHECKING:
+    from sandbox.backends.linux import LinuxBox
     from sandbox.harden import Hardening
     from sandbox.policy import Policy
-    from sandbox.session import Session
-
-
-def wanted(policy: Policy) -> bool:
-    """Whether this session's boxed runs go through a warm box (when asked for): every
-    Linux box session's can."""
-    return policy.boxed
 
 
 def open_box(backend: BwrapBackend, hardening: Hardening) -> WarmBox:
@@ -104,36 +98,30 @@ def _diagnosed(err: SandboxUnavailable) -> SandboxUnavailable:
     return diagnose_start_failure(error) if error is not None else err
 
 
-def run(session: Session, argv: Sequence[str], *, env_extra: Mapping[str, str] | None,
+def run(owner: LinuxBox, argv: Sequence[str], *, env_extra: Mapping[str, str] | None,
         stdin: bytes, timeout: float | None, cancel: threading.Event | None,
         pipes: type[Pipes] = Pipes) -> RunResult:
-    """One boxed command in the session's warm box, from the project, with the
-    environment a cold box's command gets (:func:`~sandbox.startenv.box_env`), its output read
-    by ``pipes``; a run the memory bound killed says so. The result's plan describes the
-    command (there is no bwrap command line)."""
-    box, policy = session.warm, session.policy
+    """One command in ``owner``'s warm box, from the project, with the environment a
+    cold box's command gets (:func:`~sandbox.startenv.box_env`), its output read by
+    ``pipes``. The result's plan describes the command (there is no bwrap command
+    line); the box's :meth:`~sandbox.backends.linux.LinuxBox.read` reads it."""
+    box, policy = owner.warm, owner.policy
     if box is None:
         raise ValueError("this session has no warm box")
     if not argv:
         raise ValueError("an empty command cannot run in the box")
     env = box_env(policy, env_extra)
-    net = session.network
     if policy.network_allow is not None:
         # The allow-list: the proxy's variables win over any the caller gave.
         from sandbox.network.box import proxy_env
 
         env.update(proxy_env(policy.network_allow))
-    mark = net.proxy.mark() if net is not None else 0
     plan = LaunchPlan("bwrap", tuple(argv), env, policy.project, shlex.join(argv),
                       watched=False)
     result = box.run(argv, env, policy.project, stdin=stdin, timeout=timeout,
                      cancel=cancel, output_cap=policy.output_cap, pipes=pipes)
-    result = result._replace(plan=plan)
-    if net is not None:
-        result = result._replace(refused=net.proxy.since(mark))
     # Nothing of the run is orphaned here: its processes end inside the warm box.
-    h = session.hardening
-    return result if h is None else h.box_ended(0, result, orphaned=False)
+    return result._replace(plan=plan)
 
 
 class _Ready(Pipes):
@@ -156,8 +144,8 @@ class Forwarder:
 
     START_LIMIT = 10.0
 
-    def __init__(self, session: Session) -> None:
-        self._session = session
+    def __init__(self, owner: LinuxBox) -> None:
+        self._owner = owner
         self._cancel = threading.Event()
         self._ready = threading.Event()
         self._result: RunResult | None = None
@@ -166,9 +154,9 @@ class Forwarder:
                                         name="harness-sandbox-forwarder")
 
     @classmethod
-    def start(cls, session: Session) -> Forwarder:
-        """Start it in ``session``'s warm box. Raises :class:`SandboxUnavailable`."""
-        self = cls(session)
+    def start(cls, owner: LinuxBox) -> Forwarder:
+        """Start it in ``owner``'s warm box. Raises :class:`SandboxUnavailable`."""
+        self = cls(owner)
         self._thread.start()
         if not self._ready.wait(self.START_LIMIT):
             self.close()
@@ -194,11 +182,11 @@ class Forwarder:
         # Said once the forwarder listens: it starts the command only then.
         command = wrap(["/bin/sh", "-c", "echo up; exec sleep 2147483647"])
         try:
-            self._result = run(self._session, command, env_extra=None, stdin=b"",
+            self._result = run(self._owner, command, env_extra=None, stdin=b"",
                                timeout=None, cancel=self._cancel, pipes=ready)
         except BaseException as err:  # said to whoever waits
             self._error = err
-        box = self._session.warm
+        box = self._owner.warm
         if not self._cancel.is_set() and box is not None:
             box.fail(f"the network allow-list's forwarder ended: {self._why()}")
         self._ready.set()

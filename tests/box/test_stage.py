@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from sandbox.backends import stage as stage_mod
-from sandbox.backends.bwrap import BwrapBackend
+from sandbox.backends.linux import LinuxBox
 from sandbox.backends.stage import Bind, Stage
 from sandbox.errors import PolicyError
 from sandbox.session import Session
@@ -52,7 +52,7 @@ def test_a_staged_box_keeps_gits_inputs_read_only(project: Path, outside: Path,
         f"mkdir -p .git/hooks; printf '#!/bin/sh\\ntouch {marker}\\n' > .git/hooks/pre-commit; "
         "mv .git .moved; mv .git/hooks .git/h2; echo done")
     with Session.open(str(project), SETTINGS, warm=warm) as s:
-        assert isinstance(s._box, BwrapBackend) and s._box.stage() is not None
+        assert isinstance(s._box, LinuxBox) and s._box.backend.stage() is not None
         r = s.run(["sh", "-c", attempt])
         fds = s.run(["sh", "-c", "ls /proc/self/fd"])
     assert r.stdout == b"done\n"
@@ -100,7 +100,7 @@ def test_a_staged_box_has_each_bind_once(project: Path, warm: bool) -> None:
     _repo(project)
     git = str(project / ".git")
     with Session.open(str(project), SETTINGS, warm=warm) as s:
-        assert isinstance(s._box, BwrapBackend) and s._box.stage() is not None
+        assert isinstance(s._box, LinuxBox) and s._box.backend.stage() is not None
         r = s.run(["cat", "/proc/self/mountinfo"])
         copy = stage_mod.root_copy(s.policy.private_tmp)
         assert os.path.isdir(copy) and not os.listdir(copy)  # the mount is the stage's
@@ -119,8 +119,8 @@ def test_a_stage_with_few_binds_keeps_its_own_root(project: Path,
     monkeypatch.setattr(stage_mod, "STAGE_AT", 64)
     _repo(project)
     with Session.open(str(project), SETTINGS, warm=False) as s:
-        assert isinstance(s._box, BwrapBackend)
-        stage = s._box.stage()
+        assert isinstance(s._box, LinuxBox)
+        stage = s._box.backend.stage()
         assert stage is not None and stage.root == "/"
         assert not os.path.exists(stage_mod.root_copy(s.policy.private_tmp))
         assert s.run(["sh", "-c", "test -d .git && echo ok"]).stdout == b"ok\n"
@@ -143,7 +143,7 @@ def test_a_repository_with_many_modules_is_staged_at_the_real_threshold(
                         "submodule", "add", "-q", str(sub), f"m{i}"], check=True,
                        capture_output=True)
     with Session.open(str(repo), SETTINGS) as s:
-        assert isinstance(s._box, BwrapBackend) and s._box.stage() is not None
+        assert isinstance(s._box, LinuxBox) and s._box.backend.stage() is not None
         r = s.run(["sh", "-c", "echo x >> .git/modules/m3/config; echo x >> m3/.git; "
                                "git -C m3 status --short >/dev/null && echo ok"])
     assert r.stdout == b"ok\n", r.stderr
@@ -181,7 +181,7 @@ def test_without_a_stage_bwrap_makes_the_same_binds(project: Path, outside: Path
     _refuse_user_namespaces(monkeypatch)
     config = (project / ".git" / "config").read_text()
     with Session.open(str(project), SETTINGS) as s:
-        assert isinstance(s._box, BwrapBackend) and s._box.stage() is None
+        assert isinstance(s._box, LinuxBox) and s._box.backend.stage() is None
         r = s.run(["sh", "-c", "echo x >> .git/config; mkdir .git/hooks/x"])
     assert r.stderr.decode().count("Read-only file system") == 2
     assert (project / ".git" / "config").read_text() == config

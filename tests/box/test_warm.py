@@ -20,7 +20,8 @@ import psutil
 import pytest
 from helpers.procs import fds_settle, left_after, running_with, spares_made
 
-from sandbox.backends.bwrap import KEYRING_LISTS, PROC_READ_ONLY, BwrapBackend
+from sandbox.backends.bwrap import KEYRING_LISTS, PROC_READ_ONLY
+from sandbox.backends.linux import LinuxBox
 from sandbox.errors import SandboxUnavailable
 from sandbox.plan import RunResult
 from sandbox.session import Session
@@ -50,8 +51,8 @@ class World:
 
 
 def start(session: Session) -> WarmBox:
-    backend = session._box
-    assert isinstance(backend, BwrapBackend) and session.hardening is not None
+    assert isinstance(session._box, LinuxBox) and session.hardening is not None
+    backend = session._box.backend
     flt = session.hardening.filter
     assert flt is not None
     stage = backend.stage()  # root's boxes run as the stand-in

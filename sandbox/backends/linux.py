@@ -1,0 +1,134 @@
+"""The Linux box of one session: what it holds from the session's open to its end, and
+how one command runs in it.
+
+A :class:`LinuxBox` owns
+
+- the bwrap backend (:mod:`.bwrap`): bwrap's path, the box's options, the descriptors
+  of the pinned and protected paths it binds by, and the session's stage;
+- the session's hardening (:mod:`sandbox.harden`): the system-call filter's
+  descriptor, the Unix-socket guard, the control group, the ``/tmp`` tmpfs; it is
+  handed to the backend here, once, and nowhere else;
+- the warm box (:mod:`sandbox.warm`) and the allow-list's forwarder in it.
+
+A run is plan, supervisor, read: in the warm box when the session has one, else in a box
+of its own (``warm=False``), which the supervisor starts and reaps. :meth:`read` is the
+one place a run's result is rewritten (bwrap's own failures taken out of it, a run the
+memory bound killed said so).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from sandbox.plan import BackendName, LaunchPlan, RunResult
+
+from . import supervised
+from .bwrap import BwrapBackend
+
+if TYPE_CHECKING:
+    from collections.abc import Collection
+
+    from sandbox.harden import Hardening
+    from sandbox.network.session import Network
+    from sandbox.policy import Policy
+    from sandbox.process.pipes import Pipes
+    from sandbox.warm.client import WarmBox
+    from sandbox.warm.seat import Forwarder
+
+
+class LinuxBox:
+    """One session's box on Linux. :meth:`open` holds, hardens and (``warm``) starts it;
+    :meth:`close` gives everything back. Built and never opened (a bare
+    :class:`~sandbox.session.Session`), each run is a plain box of its own, with no
+    filter and no bounds."""
+
+    name: BackendName = "bwrap"
+
+    def __init__(self, policy: Policy, *, bwrap: str | None = None,
+                 features: Collection[str] | None = None) -> None:
+        self.policy = policy
+        self.backend = BwrapBackend(policy, bwrap=bwrap, features=features)
+        self.hardening: Hardening | None = None
+        self.warm: WarmBox | None = None
+        self.network: Network | None = None
+        self._forwarder: Forwarder | None = None
+
+    def check(self) -> None:
+        """Raise :class:`~sandbox.errors.SandboxUnavailable` now if bwrap is not here."""
+        self.backend.check()
+
+    def open(self, *, held: tuple[str, ...] | None, warm: bool,
+             network: Network | None) -> None:
+        """Make the session's box: hold the binds below ``held`` (the git layout's
+        roots), the filter, the guard and the bounds, and (``warm``) the warm box, with
+        the allow-list's forwarder in it when ``network`` is the session's proxy.
+        Raises :class:`~sandbox.errors.SandboxUnavailable`; what was made is then given
+        back by :meth:`close`."""
+        from sandbox.harden import Hardening
+
+        self.network = network
+        self.backend.check()
+        if held is not None:
+            self.backend.hold(held)
+        limits = self.policy.limits
+        self.hardening = h = Hardening.open(limits, boxed=True,
+                                            private_tmp=self.policy.private_tmp)
+        self.backend.harden(shm_size=limits.shm_size, seccomp=h.seccomp_reader,
+                            guard=h.guard, launcher=lambda: h.launcher().program)
+        if warm:
+            from sandbox.warm import seat
+
+            self.warm = seat.open_box(self.backend, h)
+            if self.policy.network_allow is not None:
+                self._forwarder = seat.Forwarder.start(self)
+
+    def close(self) -> None:
+        """The forwarder, the warm box, the hardening, then the held descriptors and the
+        stage (the box's last users are gone by then)."""
+        if self._forwarder is not None:
+            self._forwarder.close()
+            self._forwarder = None
+        if self.warm is not None:
+            self.warm.close()
+            self.warm = None
+        if self.hardening is not None:
+            self.hardening.close()
+            self.hardening = None
+        self.backend.release()
+
+    def plan(self, argv: Sequence[str], env_extra: Mapping[str, str] | None = None
+             ) -> LaunchPlan:
+        """The plan of a box of its own for ``argv`` (see :meth:`BwrapBackend.plan`)."""
+        return self.backend.plan(argv, env_extra)
+
+    def run(self, argv: Sequence[str], *, env_extra: Mapping[str, str] | None,
+            stdin: bytes, timeout: float | None, cancel: threading.Event | None,
+            pipes: type[Pipes]) -> RunResult:
+        """Run ``argv`` in the box to its end, and everything it started."""
+        net = self.network
+        mark = net.proxy.mark() if net is not None else 0
+        warm = self.warm is not None
+        if warm:
+            from sandbox.warm import seat
+
+            result = seat.run(self, argv, env_extra=env_extra, stdin=stdin,
+                              timeout=timeout, cancel=cancel, pipes=pipes)
+        else:
+            result = supervised(self.backend.plan(argv, env_extra), self.hardening,
+                                box=True, stdin=stdin, timeout=timeout, cancel=cancel,
+                                output_cap=self.policy.output_cap, pipes=pipes)
+        if net is not None:
+            result = result._replace(refused=net.proxy.since(mark))
+        return self.read(result, own_box=not warm)
+
+    def read(self, result: RunResult, *, own_box: bool) -> RunResult:
+        """``result`` as the command's own: a run in a box of its own (``own_box``) has
+        bwrap's failures taken out of it (:meth:`BwrapBackend.read`, which raises for a
+        box that could not be built; a warm run's start is said by the warm box's own
+        PID 1, so its ``failed_to_start`` is the command's); a run the memory bound
+        killed says so."""
+        if own_box:
+            result = self.backend.read(result)
+        return result if self.hardening is None else self.hardening.memory_killed(result)

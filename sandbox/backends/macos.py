@@ -1,0 +1,78 @@
+"""The macOS box of one session: nothing to keep warm.
+
+Seatbelt applies a profile to the process ``sandbox-exec`` starts; there are no
+namespaces to build, so there is nothing a later run could start inside (each run is one
+``sandbox-exec``, a few milliseconds). What a :class:`MacBox` holds between runs is the
+profile (computed at the first run, :class:`~.seatbelt.SeatbeltBackend`) and the
+session's hardening, which on macOS is the reaping of what a run leaves (no filter, no
+control group: a run is watched by its process group, as a host run).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from sandbox.plan import BackendName, LaunchPlan, RunResult
+
+from . import supervised
+from .seatbelt import SeatbeltBackend
+
+if TYPE_CHECKING:
+    from sandbox.harden import Hardening
+    from sandbox.network.session import Network
+    from sandbox.policy import Policy
+    from sandbox.process.pipes import Pipes
+    from sandbox.warm.client import WarmBox
+
+
+class MacBox:
+    """One session's box on macOS. The same life as :class:`~.linux.LinuxBox`:
+    :meth:`open`, runs, :meth:`close`."""
+
+    name: BackendName = "seatbelt"
+    warm: WarmBox | None = None  # nothing to keep warm
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self.backend = SeatbeltBackend(policy)
+        self.hardening: Hardening | None = None
+        self.network: Network | None = None
+
+    def check(self) -> None:
+        self.backend.check()
+
+    def open(self, *, held: tuple[str, ...] | None, warm: bool,
+             network: Network | None) -> None:
+        """Check ``sandbox-exec``; ``held`` and ``warm`` mean nothing here (Seatbelt's
+        rules name paths, which its profile resolves at the first run)."""
+        from sandbox.harden import Hardening
+
+        del held, warm
+        self.network = network
+        self.backend.check()
+        self.hardening = Hardening.open(self.policy.limits, boxed=False,
+                                        private_tmp=self.policy.private_tmp)
+
+    def close(self) -> None:
+        if self.hardening is not None:
+            self.hardening.close()
+            self.hardening = None
+
+    def plan(self, argv: Sequence[str], env_extra: Mapping[str, str] | None = None
+             ) -> LaunchPlan:
+        return self.backend.plan(argv, env_extra)
+
+    def run(self, argv: Sequence[str], *, env_extra: Mapping[str, str] | None,
+            stdin: bytes, timeout: float | None, cancel: threading.Event | None,
+            pipes: type[Pipes]) -> RunResult:
+        """Run ``argv`` under ``sandbox-exec``, watched by its process group."""
+        net = self.network
+        mark = net.proxy.mark() if net is not None else 0
+        result = supervised(self.backend.plan(argv, env_extra), self.hardening, box=False,
+                            stdin=stdin, timeout=timeout, cancel=cancel,
+                            output_cap=self.policy.output_cap, pipes=pipes)
+        if net is not None:
+            result = result._replace(refused=net.proxy.since(mark))
+        return self.backend.read(result)
