@@ -222,8 +222,6 @@ class Session:
         # A session with no box: its host runs' groups and reaping, set by open().
         self._host_hardening: Hardening | None = None
         self._plan_fds: list[int] = []
-        # The allow-list's proxy (sandbox/network/), when the policy has one.
-        self.network: Network | None = None
 
     @property
     def hardening(self) -> Hardening | None:
@@ -231,6 +229,11 @@ class Session:
         which host runs share, or a session with no box's own; None before
         :meth:`open`."""
         return self._box.hardening if self._box is not None else self._host_hardening
+
+    @property
+    def network(self) -> Network | None:
+        """The allow-list's proxy (:mod:`sandbox.network`), when the policy has one."""
+        return self._box.network if self._box is not None else None
 
     @property
     def warm(self) -> WarmBox | None:
@@ -335,20 +338,14 @@ class Session:
             _end(session, manifest, tmp)
 
     def _start(self, held: tuple[str, ...] | None, warm: bool = False) -> None:
-        """Start the allow-list's proxy, then open the box (fail now, before anything
-        runs): it holds the binds below ``held`` (the git layout's roots) and makes the
-        filter, the bounds and (``warm``) the warm box, whose bwrap binds the proxy's
-        socket. A session with no box gets its host runs' hardening."""
-        if self.policy.network_allow is not None:
-            from .network.session import Network
-
-            self.network = Network.open(self.policy)
-            if self.network is not None and self.network.port:
-                # A box on the host's network is told the proxy's port (macOS).
-                self.policy = self.policy._replace(proxy_port=self.network.port)
-                self._box = choose(self.policy) if self.policy.boxed else None
+        """Open the box (fail now, before anything runs): the allow-list's proxy where
+        the box reaches it, then the binds below ``held`` (the git layout's roots), the
+        filter, the bounds and (``warm``) the warm box. A session with no box gets its
+        host runs' hardening."""
         if self._box is not None:
-            self._box.open(held=held, warm=warm, network=self.network)
+            self._box.proxy()
+            self.policy = self._box.policy  # with the proxy's port, on macOS
+            self._box.open(held=held, warm=warm)
             return
         from .harden import Hardening
 
@@ -356,16 +353,13 @@ class Session:
                                               private_tmp=self.policy.private_tmp)
 
     def close(self) -> None:
-        """Give back what :meth:`open` took: the box (with its warm box, filter, bounds
-        and held binds), the host runs' hardening, the proxy."""
+        """Give back what :meth:`open` took: the box (with its proxy, warm box, filter,
+        bounds and held binds), or the host runs' hardening."""
         if self._box is not None:
             self._box.close()
         if self._host_hardening is not None:
             self._host_hardening.close()
             self._host_hardening = None
-        if self.network is not None:
-            self.network.close()
-            self.network = None
         while self._plan_fds:
             os.close(self._plan_fds.pop())
 

@@ -71,13 +71,22 @@ class Box(Protocol):
         """Raise :class:`~sandbox.errors.SandboxUnavailable` now if the box cannot be
         built here."""
 
-    def open(self, *, held: tuple[str, ...] | None, warm: bool,
-             network: Network | None) -> None:
+    # The session's proxy (sandbox/network/), from proxy() on, when it has an allow-list.
+    network: Network | None
+    # The policy the box was built for, with the proxy's port once proxy() started it.
+    policy: Policy
+
+    def proxy(self) -> Network | None:
+        """Start the session's allow-list proxy where this box reaches it (None for a
+        policy without an allow-list), before :meth:`open`. Raises
+        :class:`~sandbox.errors.SandboxUnavailable`."""
+
+    def open(self, *, held: tuple[str, ...] | None, warm: bool) -> None:
         """Make what the session's box holds: the binds below ``held``, the hardening,
         the warm box (``warm``, where the platform has one)."""
 
     def close(self) -> None:
-        """Give back everything :meth:`open` made."""
+        """Give back everything :meth:`proxy` and :meth:`open` made."""
 
     def plan(self, argv: Sequence[str], env_extra: Mapping[str, str] | None = None
              ) -> LaunchPlan:

@@ -59,16 +59,31 @@ class LinuxBox:
         """Raise :class:`~sandbox.errors.SandboxUnavailable` now if bwrap is not here."""
         self.backend.check()
 
-    def open(self, *, held: tuple[str, ...] | None, warm: bool,
-             network: Network | None) -> None:
+    def proxy(self) -> Network | None:
+        """The allow-list's proxy on a Unix socket in the session's folder, which the
+        warm box's forwarder relays to (the box has no network of its own to reach a
+        port). Refused on a platform where this box is not Linux's."""
+        if self.policy.network_allow is None:
+            return None
+        from sandbox.network.session import Network
+
+        if self.policy.platform != "linux":
+            from sandbox.errors import SandboxUnavailable
+
+            raise SandboxUnavailable(  # refused, not run with no network or all of it
+                f"[sandbox] network as a list has no box on {self.policy.platform}",
+                "write network = false (no network) or true (all of it)")
+        self.network = Network.open(self.policy, loopback=False)
+        return self.network
+
+    def open(self, *, held: tuple[str, ...] | None, warm: bool) -> None:
         """Make the session's box: hold the binds below ``held`` (the git layout's
         roots), the filter, the guard and the bounds, and (``warm``) the warm box, with
-        the allow-list's forwarder in it when ``network`` is the session's proxy.
-        Raises :class:`~sandbox.errors.SandboxUnavailable`; what was made is then given
-        back by :meth:`close`."""
+        the allow-list's forwarder in it when :meth:`proxy` started the session's
+        proxy. Raises :class:`~sandbox.errors.SandboxUnavailable`; what was made is then
+        given back by :meth:`close`."""
         from sandbox.harden import Hardening
 
-        self.network = network
         self.backend.check()
         if held is not None:
             self.backend.hold(held)
@@ -86,7 +101,7 @@ class LinuxBox:
 
     def close(self) -> None:
         """The forwarder, the warm box, the hardening, then the held descriptors and the
-        stage (the box's last users are gone by then)."""
+        stage (the box's last users are gone by then), and the proxy."""
         if self._forwarder is not None:
             self._forwarder.close()
             self._forwarder = None
@@ -97,6 +112,9 @@ class LinuxBox:
             self.hardening.close()
             self.hardening = None
         self.backend.release()
+        if self.network is not None:
+            self.network.close()
+            self.network = None
 
     def plan(self, argv: Sequence[str], env_extra: Mapping[str, str] | None = None
              ) -> LaunchPlan:

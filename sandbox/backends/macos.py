@@ -43,14 +43,25 @@ class MacBox:
     def check(self) -> None:
         self.backend.check()
 
-    def open(self, *, held: tuple[str, ...] | None, warm: bool,
-             network: Network | None) -> None:
+    def proxy(self) -> Network | None:
+        """The allow-list's proxy on 127.0.0.1: the box shares the host's network, and
+        its profile opens the proxy's one port, which the box's policy now says."""
+        if self.policy.network_allow is None:
+            return None
+        from sandbox.network.session import Network
+
+        self.network = Network.open(self.policy, loopback=True)
+        if self.network is not None and self.network.port:
+            self.policy = self.policy._replace(proxy_port=self.network.port)
+            self.backend = SeatbeltBackend(self.policy)
+        return self.network
+
+    def open(self, *, held: tuple[str, ...] | None, warm: bool) -> None:
         """Check ``sandbox-exec``; ``held`` and ``warm`` mean nothing here (Seatbelt's
         rules name paths, which its profile resolves at the first run)."""
         from sandbox.harden import Hardening
 
         del held, warm
-        self.network = network
         self.backend.check()
         self.hardening = Hardening.open(self.policy.limits, boxed=False,
                                         private_tmp=self.policy.private_tmp)
@@ -59,6 +70,9 @@ class MacBox:
         if self.hardening is not None:
             self.hardening.close()
             self.hardening = None
+        if self.network is not None:
+            self.network.close()
+            self.network = None
 
     def plan(self, argv: Sequence[str], env_extra: Mapping[str, str] | None = None
              ) -> LaunchPlan:

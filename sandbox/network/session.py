@@ -22,7 +22,12 @@ class Network:
         self.proxy = proxy
 
     @classmethod
-    def open(cls, policy: Policy) -> Network | None:
+    def open(cls, policy: Policy, *, loopback: bool) -> Network | None:
+        """The session's proxy, started: on 127.0.0.1 at a port of its own for a box on
+        the host's network (``loopback``: macOS, whose profile opens that one port,
+        sandbox/backends/seatbelt.py), else on a Unix socket in the session's folder,
+        which the box's forwarder reaches (sandbox/warm/seat.py). The box says which
+        (:meth:`~sandbox.backends.Box.proxy`). Raises :class:`SandboxUnavailable`."""
         if policy.network_allow is None or not policy.boxed:
             return None
         from sandbox.errors import SandboxUnavailable
@@ -32,19 +37,13 @@ class Network:
         from .proxy import Proxy
 
         entries = allow.parse_all(policy.network_allow)
-        if policy.platform == "darwin":
-            # A box that shares the host's network reaches the proxy on 127.0.0.1, at
-            # the one port its profile opens (sandbox/backends/seatbelt.py).
+        if loopback:
             try:
                 return cls(Proxy.start(entries, port=0))
             except OSError as err:
                 raise SandboxUnavailable(f"the session's network proxy could not start: "
                                          f"{err}", "check that 127.0.0.1 can be listened "
                                          "on") from err
-        if policy.platform != "linux":
-            raise SandboxUnavailable(  # refused, not run with no network or all of it
-                f"[sandbox] network as a list has no box on {policy.platform}",
-                "write network = false (no network) or true (all of it)")
         path = host_socket(policy)
         # What a killed session with this name left (the name holds a fresh folder).
         shutil.rmtree(os.path.dirname(path), ignore_errors=True)

@@ -340,14 +340,16 @@ def test_doctor_and_audit_say_the_network_mode(tmp_path: Path, project: Path) ->
 
 
 def test_a_platform_without_a_box_for_the_list_refuses_it(project: Path) -> None:
+    from sandbox.backends import choose
     from sandbox.errors import SandboxUnavailable
-    from sandbox.network.session import Network
     from sandbox.policy import Policy
 
     policy = Policy.from_settings(str(project), listed("pypi.org"), private_tmp="/nonexistent",
                                   platform="freebsd14")
+    box = choose(policy)
     with pytest.raises(SandboxUnavailable, match="has no box on freebsd14"):
-        Network.open(policy)
+        box.proxy()
+    assert box.network is None
 
 
 # -- the macOS box: the proxy on 127.0.0.1, one port in its profile ------------------
@@ -356,15 +358,20 @@ def test_a_platform_without_a_box_for_the_list_refuses_it(project: Path) -> None
 def test_a_box_on_the_hosts_network_gets_the_proxy_on_a_loopback_port(
         project: Path, site: tuple[Path, int]) -> None:
     # The proxy itself is the same on every platform: tried for real here, from the
-    # host, as the macOS box's clients reach it.
-    from sandbox.network.session import Network
+    # host, as the macOS box's clients reach it. The box's policy, and so its profile,
+    # then names the proxy's port.
+    from sandbox.backends import choose
     from sandbox.policy import Policy
 
     _, port = site
     policy = Policy.from_settings(str(project), listed(f"127.0.0.1:{port}"),
                                   private_tmp="/nonexistent", platform="darwin")
-    net = Network.open(policy)
+    box = choose(policy)
+    net = box.proxy()
     assert net is not None and net.port > 0 and net.proxy.path == ""
+    assert box.policy.proxy_port == net.port
+    assert box.backend.plan(["/usr/bin/true"]).env["HTTPS_PROXY"] == \
+        f"http://127.0.0.1:{net.port}"
     try:
         proxy = f"http://127.0.0.1:{net.port}"
         ok = subprocess.run([*CURL, "-x", proxy, f"http://127.0.0.1:{port}/hello.txt"],
