@@ -436,6 +436,10 @@ def warm_cases(project: Path, hook_dir: Path, rounds: int) -> Results:
             Session.open(str(project), warm=False) as cold:
         assert warm.warm is not None and cold.warm is None
         runner = HookRunner(Config(path=None, hooks=(spec,)), warm, session_id="bench")
+        # The same round-trip with a hook that is one program (it reads nothing and
+        # answers nothing: allowed), so the runner's cost stands over one spawn.
+        one = HookSpec(name="one", event="PreToolUse", command=(TRUE,), tools=("bash",))
+        one_runner = HookRunner(Config(path=None, hooks=(one,)), warm, session_id="bench")
 
         def bare() -> None:
             subprocess.run([TRUE], check=False)
@@ -457,10 +461,15 @@ def warm_cases(project: Path, hook_dir: Path, rounds: int) -> Results:
             d = runner.pre_tool_use("bash", {"command": "ls"}, tool_use_id="bench")
             assert d.outcome == "allowed", d
 
+        def warm_one_hook() -> None:
+            d = one_runner.pre_tool_use("bash", {"command": "ls"}, tool_use_id="bench")
+            assert d.outcome == "allowed", d
+
         results = interleave({"w_bare_spawn": bare, "w_bare_hook_script": bare_hook_script,
                               "w_warm_session_run_true": warm_true,
                               "w_cold_session_run_true": cold_true,
-                              "w_warm_pretooluse_boxed_hook": warm_hook}, rounds)
+                              "w_warm_pretooluse_boxed_hook": warm_hook,
+                              "w_warm_pretooluse_one_program_hook": warm_one_hook}, rounds)
         settled(warm)
         fds = len(os.listdir("/proc/self/fd"))
         t0 = time.perf_counter()
@@ -575,6 +584,8 @@ DERIVED = {
     "w_cold_over_bare": _ratio("w_cold_session_run_true", "w_bare_spawn"),
     "w_cold_over_warm": _ratio("w_cold_session_run_true", "w_warm_session_run_true"),
     "w_warm_hook_over_bare": _ratio("w_warm_pretooluse_boxed_hook", "w_bare_spawn"),
+    "w_warm_one_program_hook_over_bare": _ratio("w_warm_pretooluse_one_program_hook",
+                                                "w_bare_spawn"),
     "w_warm_hook_over_its_script": _ratio("w_warm_pretooluse_boxed_hook",
                                           "w_bare_hook_script"),
     "f_run_over_raw_bwrap": _ratio("f_cli_run_true", "f_raw_bwrap_true"),
@@ -601,6 +612,9 @@ TARGETS: dict[str, tuple[tuple[str, ...], Callable[[Callable[[str], float]], boo
                                                lambda v: v("w_warm_over_bare") < 2),
     "warm boxed hook < 3x a bare spawn": (("w_warm_hook_over_bare",),
                                           lambda v: v("w_warm_hook_over_bare") < 3),
+    "warm boxed hook of one program < 3x a bare spawn": (
+        ("w_warm_one_program_hook_over_bare",),
+        lambda v: v("w_warm_one_program_hook_over_bare") < 3),
     "CLI run <= 4x a raw bwrap (paired)": (
         ("f_run_over_raw_bwrap_paired",), lambda v: v("f_run_over_raw_bwrap_paired") <= 4),
     "CLI hook <= CLI run + 5 ms (paired)": (
