@@ -153,14 +153,19 @@ def _manifest_of(pid: int) -> Path | None:
     return None
 
 
+# What a session makes in the git folder of the world's repository, where nothing was.
+MADE = ["commondir", "config.worktree"]
+
+
 def test_nothing_is_left_when_the_harness_is_killed(w: World) -> None:
     driver = box_driver(w.project, "sleep", "60")
     try:
         deadline = time.monotonic() + 20
-        while not _leftovers(w) and time.monotonic() < deadline:
+        # Until both are made (one at a time: a look between them sees one).
+        while _leftovers(w) != MADE and time.monotonic() < deadline:
             time.sleep(0.01)
         # Killed as the session has made its files: the box may not even run.
-        assert _leftovers(w) == ["commondir", "config.worktree"]
+        assert _leftovers(w) == MADE
         manifest = _manifest_of(driver.pid)
         assert manifest is not None
         tmp = Path(str(manifest)[: -len(".made")])
@@ -286,10 +291,10 @@ def test_the_next_session_cleans_up_when_harness_and_watchdog_were_both_killed(
     try:
         deadline = time.monotonic() + 20
         manifest = None
-        while (manifest is None or not _leftovers(w)) and time.monotonic() < deadline:
+        while (manifest is None or _leftovers(w) != MADE) and time.monotonic() < deadline:
             manifest = _manifest_of(driver.pid)
             time.sleep(0.01)
-        assert manifest is not None and _leftovers(w) == ["commondir", "config.worktree"]
+        assert manifest is not None and _leftovers(w) == MADE
         tmp = Path(str(manifest)[: -len(".made")])
         # Stopped first: with its box gone, a harness left running would end its session
         # (and clean up) before its own kill arrived.
