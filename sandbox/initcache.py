@@ -13,12 +13,15 @@ with an environment of its own (a compiler reads variables that would have it ta
 other headers, libraries or programs). It is linked statically: no variable of the
 box's (``LD_PRELOAD``) then has a dynamic linker load anything into the box's PID 1
 (where the C library cannot be linked statically, the Python launcher is used, which
-gives those variables to the command alone). It is kept in the per-user private temp root beside the
-cached filter (:mod:`sandbox.filtercache`), named by a digest of the source, the
-compiler (the file it leads to: device, inode, size, change time) and the machine. A
-kept launcher is used only when it is a regular file (not a link) owned by this user,
-of mode 0700, with one link, in that root; anything else is built again over it, never
-executed.
+gives those variables to the command alone). It is kept in the per-user private temp
+root beside the cached filter (:mod:`sandbox.filtercache`), named by a digest of the
+source, the compiler and the static C library it links in (for each, the file it leads
+to: device, inode, size, change time) and the machine: an update of the C library (its
+fixes are in the launcher's own code) builds it again. A kept launcher is used only when
+it is a regular file (not a link) owned by this user, of mode 0700, with one link, in
+that root; anything else is built again over it, never executed. A new build removes
+the builds kept under other names (each session reads its launcher once, at its first
+box; one whose file went builds it again).
 
 Each box gets it as a sealed memfd (no write, shrink or grow, and no new seal), which
 bwrap executes as ``/proc/self/fd/N``: the box cannot see the private temp root, and
@@ -35,6 +38,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import sys
 import threading
 from typing import NamedTuple
 
@@ -65,15 +69,32 @@ def compiler() -> str | None:
     return next((c for c in COMPILERS if os.path.isfile(c) and os.access(c, os.X_OK)), None)
 
 
-def key(source: bytes, cc: str) -> str | None:
-    """The digest that names the launcher built from ``source`` by ``cc`` here."""
-    real = os.path.realpath(cc)
+def static_libc() -> str | None:
+    """The static C library the compiler links in, where a Debian or Fedora system
+    keeps it (asking the compiler would cost a process on every box's path)."""
+    arch = getattr(sys.implementation, "_multiarch", "")
+    for d in ((f"/usr/lib/{arch}",) if arch else ()) + ("/usr/lib64", "/usr/lib"):
+        path = os.path.join(d, "libc.a")
+        if os.path.isfile(path):
+            return path
+    return None
+
+
+def _identity(path: str) -> tuple[object, ...]:
+    """What says that the file ``path`` leads to changed."""
+    real = os.path.realpath(path)
+    st = os.stat(real)
+    return (real, st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns)
+
+
+def key(source: bytes, cc: str, libc: str | None = None) -> str | None:
+    """The digest that names the launcher built from ``source`` by ``cc`` against the
+    static C library ``libc`` here."""
     try:
-        st = os.stat(real)
+        made_by = (_identity(cc), _identity(libc) if libc is not None else None)
     except OSError:
         return None
-    text = repr((sha256_hex(source), real, st.st_dev, st.st_ino, st.st_size,
-                 st.st_ctime_ns, os.uname().machine, FLAGS))
+    text = repr((sha256_hex(source), made_by, os.uname().machine, FLAGS))
     return sha256_hex(text.encode())[:32]
 
 
@@ -126,6 +147,26 @@ def build(cc: str, root: str, path: str) -> str | None:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _remove_others(root: str, path: str) -> None:
+    """Remove the launchers kept in ``root`` under another name than ``path`` (built
+    by another compiler or C library, or from another source): this user's files,
+    never through a link."""
+    keep = os.path.basename(path)
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return
+    for name in names:
+        if name.startswith("guardinit-") and name != keep:
+            other = os.path.join(root, name)
+            try:
+                st = os.lstat(other)
+                if stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid():
+                    os.unlink(other)
+            except OSError:
+                continue
+
+
 def _private(root: str) -> bool:
     try:
         st = os.lstat(root)
@@ -176,7 +217,7 @@ def _made(root: str) -> Launcher:
                         f"({err.strerror})")
     try:
         with open(SOURCE, "rb") as f:
-            name = key(f.read(), cc)
+            name = key(f.read(), cc, static_libc())
     except OSError as err:
         return Launcher(None, f"the Python launcher: no source to build the compiled one "
                         f"from ({err.strerror})")
@@ -190,6 +231,7 @@ def _made(root: str) -> Launcher:
         if why is not None:
             return Launcher(None, f"the Python launcher: the compiled one could not be "
                             f"built ({why})")
+        _remove_others(root, path)
         program = read_kept(path)
     if program is None:
         return Launcher(None, "the Python launcher: the compiled one was not as built")

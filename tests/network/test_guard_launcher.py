@@ -346,7 +346,7 @@ def private() -> Iterator[Path]:
 
 
 def _kept(root: Path) -> Path:
-    (found,) = root.glob("guardinit-*")
+    (found,) = (p for p in root.glob("guardinit-*") if not p.is_symlink())
     return found
 
 
@@ -358,6 +358,28 @@ def test_the_compiled_launcher_is_built_once_and_kept(private: Path) -> None:
     assert (oct(st.st_mode & 0o7777), st.st_uid, st.st_nlink) == ("0o700", os.getuid(), 1)
     again = initcache._made(str(private))
     assert again.program == first.program and _kept(private).lstat().st_ino == st.st_ino
+
+
+def test_an_update_of_the_c_library_builds_it_again_and_removes_the_old(
+        private: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The launcher links the C library in: its fixes reach the box only by a new build.
+    assert initcache.static_libc() is not None  # what this machine's compiler links
+    libc = tmp_path / "libc.a"
+    libc.write_bytes(b"the C library as it was")
+    monkeypatch.setattr(initcache, "static_libc", lambda: str(libc))
+    assert initcache._made(str(private)).program is not None
+    old = _kept(private)
+    stray = private / "guardinit-0123"  # a build of another source, long gone
+    stray.write_bytes(b"old")
+    outside = tmp_path / "keep"
+    outside.write_text("x")
+    (private / "guardinit-link").symlink_to(outside)
+    libc.write_bytes(b"the C library with its fixes")  # an update: a new file's identity
+    assert initcache._made(str(private)).program is not None
+    names = sorted(p.name for p in private.glob("guardinit-*"))
+    assert old.name not in names and stray.name not in names
+    assert "guardinit-link" in names and outside.read_text() == "x"  # never followed
+    assert len(names) == 2
 
 
 def _evil(private: Path, marker: Path) -> Path:
