@@ -93,6 +93,10 @@ def _found(name: bytes, env: dict[bytes, bytes]) -> bytes:
 
 
 def main(argv: list[str]) -> int:
+    # PID 1 takes no signal from inside the box but one it handles: the interpreter's
+    # own for SIGINT (KeyboardInterrupt) would let the command end it, its guard with
+    # it. At the default the kernel drops it. (Nothing of the box runs before this.)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     bpf, roots, allowed, command, setenv = _args(argv)
     guard = Guard(bpf, roots, allowed)
     # Read while this process is dumpable: after, its /proc files are root's, which a

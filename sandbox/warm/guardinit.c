@@ -537,11 +537,21 @@ static void become_supervisor(struct state *s, const struct seccomp_notif *n)
 	 * trace the new program before it makes itself not dumpable again.
 	 */
 	if (s->ptrace && fcntl(s->listener, F_SETFD, 0) == 0) {
+		struct sigaction ignore = { .sa_handler = SIG_IGN }, was;
+
+		/*
+		 * SIGINT ignored through the exec: an interpreter that starts with
+		 * it at the default takes it as KeyboardInterrupt until the
+		 * supervisor sets it back, and a command could end its own guard,
+		 * and so its box, by sending it then.
+		 */
+		sigaction(SIGINT, &ignore, &was);
 		sigprocmask(SIG_SETMASK, &s->mask, NULL);
 		/* No environment: nothing of the command's reaches the interpreter. */
 		execve(a->python, argv, env);
 		err = errno;
 		sigprocmask(SIG_BLOCK, &s->chld, NULL);
+		sigaction(SIGINT, &was, NULL);
 		fcntl(s->listener, F_SETFD, FD_CLOEXEC);
 	}
 	say("harness-sandbox: the Unix-socket guard's supervisor could not start (",

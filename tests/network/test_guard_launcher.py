@@ -92,6 +92,34 @@ def test_a_call_that_needs_judgement_starts_the_supervisor(world: World, how: st
     assert out(world.run(code, box="per-run")) == f"{want}\nguardmain.py\n"
 
 
+def test_a_command_cannot_interrupt_the_supervisor_s_start(world: World) -> None:
+    # The interpreter the launcher becomes would take SIGINT as KeyboardInterrupt from
+    # its start until the supervisor set it back: a command sending SIGINT to PID 1
+    # meanwhile ended its own guard, and so its box. Ignored from the exec on, the
+    # signal is dropped, as the kernel drops it for an init at the default.
+    code = TRY + """
+import os, signal, time
+pid = os.fork()
+if pid == 0:
+    end = time.monotonic() + 1.5
+    while time.monotonic() < end:
+        try:
+            os.kill(1, signal.SIGINT)
+        except OSError:
+            pass
+    os._exit(0)
+time.sleep(0.05)  # the signals are flying
+l = socket.socket(socket.AF_UNIX); l.bind('\\0hs-sigint'); l.listen()
+got = [connect('\\0hs-sigint'), pid1()]
+os.waitpid(pid, 0)
+got.append(connect('\\0hs-sigint'))
+print(got)
+"""
+    for _ in range(3):
+        r = world.run(code, box="per-run")
+        assert out(r) == "['reached', 'guardmain.py', 'reached']\n", r.stderr
+
+
 def test_the_supervisor_started_late_still_refuses_a_host_socket(world: World) -> None:
     stream = world.serve("agent.sock")
     dgram = world.serve("log.sock", socket.SOCK_DGRAM)
@@ -275,6 +303,16 @@ def test_a_bare_name_is_found_on_the_command_s_path_and_a_script_run_by_sh(
     r = _run(project, box, ["hs-tool", "arg"],
              env_extra={"PATH": f"{tool.parent}:/usr/bin:/bin"})
     assert (r.returncode, r.stdout) == (0, f"run by sh: {tool} arg\n".encode()), r.stderr
+
+
+@PER_RUN
+def test_a_command_cannot_signal_its_pid_1(project: Path, box: str) -> None:
+    # The kernel drops every signal a process of the namespace sends its init at the
+    # default; the Python launcher's interpreter caught SIGINT (KeyboardInterrupt),
+    # so a command could end its own PID 1, its guard with it.
+    r = _run(project, box, ["sh", "-c", "for s in INT TERM HUP QUIT USR1 USR2 PIPE ALRM;"
+                            " do kill -$s 1; done; sleep 0.1; echo alive; exit 3"])
+    assert (r.outcome, r.returncode, r.stdout) == ("exited", 3, b"alive\n"), r.stderr
 
 
 @PER_RUN
