@@ -44,10 +44,17 @@ def detach(path: str) -> bool:
     return bool(libc().umount2(os.fsencode(path), MNT_DETACH) == 0)
 
 
-# Namespaces (sched.h) and the new mount API (linux/mount.h); the system-call numbers
-# are the same on every architecture since 5.1's unified table.
+# clone(2)/unshare(2) flags that make a namespace (linux/sched.h), and the new mount API
+# (linux/mount.h); the system-call numbers are the same on every architecture since
+# 5.1's unified table.
+CLONE_NEWTIME = 0x00000080
 CLONE_NEWNS = 0x00020000
+CLONE_NEWCGROUP = 0x02000000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
 MS_REC = 0x4000
 MS_SLAVE = 1 << 19
 MS_PRIVATE = 1 << 18

@@ -22,17 +22,19 @@ import threading
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from .libc import (
+    CLONE_NEWCGROUP,
+    CLONE_NEWIPC,
+    CLONE_NEWNET,
+    CLONE_NEWNS,
+    CLONE_NEWPID,
+    CLONE_NEWTIME,
+    CLONE_NEWUSER,
+    CLONE_NEWUTS,
+)
+
 SONAME = "libseccomp.so.2"
 
-# clone(2)/unshare(2) flags that make a namespace (linux/sched.h).
-CLONE_NEWTIME = 0x00000080
-CLONE_NEWNS = 0x00020000
-CLONE_NEWCGROUP = 0x02000000
-CLONE_NEWUTS = 0x04000000
-CLONE_NEWIPC = 0x08000000
-CLONE_NEWUSER = 0x10000000
-CLONE_NEWPID = 0x20000000
-CLONE_NEWNET = 0x40000000
 NAMESPACE_FLAGS = (CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER,
                    CLONE_NEWPID, CLONE_NEWNET)
 # ioctl requests (asm-generic/ioctls.h; the same numbers on x86 and arm).
