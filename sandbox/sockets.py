@@ -107,14 +107,24 @@ def guard_roots(policy: Policy) -> tuple[str, ...]:
     return ("/tmp", "/dev/shm", *policy.read_write_paths())
 
 
+# Said to the guard among the allowed sockets: abstract addresses may be reached.
+ABSTRACT = "@"
+
+
 def guard_allowed(policy: Policy) -> tuple[str, ...]:
     """``[sandbox] allow_unix_sockets`` where each leads (the box sees the host's tree at
-    the same paths), and the session's proxy socket with a network allow-list."""
+    the same paths), the session's proxy socket with a network allow-list, and
+    :data:`ABSTRACT` where the box's network namespace is its own (``network`` false
+    or a list): with ``network = true`` it is the host's, and an abstract address there
+    is a host service's (an X server's ``@/tmp/.X11-unix/X0`` takes keystrokes, a
+    D-Bus bus starts programs), which the guard then refuses."""
     out = [os.path.realpath(p) for p in policy.allow_unix_sockets]
     if policy.network_allow is not None:
         from .network.box import BOX_SOCKET
 
         out.append(BOX_SOCKET)
+    if not policy.network:
+        out.append(ABSTRACT)
     return tuple(out)
 
 

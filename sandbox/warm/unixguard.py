@@ -84,6 +84,9 @@ SOL_SOCKET, SO_TYPE, SO_DOMAIN, SCM_RIGHTS = 1, 3, 39, 1
 SOCK_STREAM = 1
 MSG_DONTWAIT, MSG_NOSIGNAL = 0x40, 0x4000
 SUN_PATH = 108            # sizeof(sockaddr_un.sun_path)
+# In the list of allowed sockets: abstract addresses may be reached (the box has a
+# network namespace of its own; sandbox/sockets.py).
+ABSTRACT = b"@"
 SOCKADDR_MAX = 128        # sizeof(struct sockaddr_storage)
 UIO_MAXIOV = 1024
 # The most one call carries through the supervisor: a stream send of more is sent in
@@ -136,6 +139,8 @@ class Guard:
         self.arch, self.sys_seccomp, self.calls = known
         self.roots = tuple(r for r in roots if r.startswith(b"/"))
         self.allowed = tuple(a for a in allowed if a.startswith(b"/"))
+        # Abstract addresses are the box's own only in a network namespace of its own.
+        self.abstract = ABSTRACT in allowed
         self.libc = ctypes.CDLL(None, use_errno=True)
         self.libc.syscall.restype = ctypes.c_long
         self.libc.ioctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p)
@@ -279,10 +284,15 @@ class Guard:
         """The address the call is made with: ``name`` itself, unless it is a pathname
         on a Unix socket, which becomes ``/proc/self/fd/N`` of the checked socket. Every
         other address is one the kernel reads as no path (another family's, abstract,
-        or one it refuses as malformed: a wrong family, too short or too long)."""
+        or one it refuses as malformed: a wrong family, too short or too long). An
+        abstract one is refused where the box shares the host's network namespace, and
+        with it the host's abstract sockets (an X server's, a D-Bus bus)."""
         if (self._sockopt(sock, SO_DOMAIN) != AF_UNIX or len(name) <= 2
-                or len(name) > 2 + SUN_PATH or struct.unpack_from("=H", name)[0] != AF_UNIX
-                or name[2] == 0):
+                or len(name) > 2 + SUN_PATH or struct.unpack_from("=H", name)[0] != AF_UNIX):
+            return name
+        if name[2] == 0:
+            if not self.abstract:
+                raise Refused(errno.EACCES)
             return name
         path = name[2:].split(b"\0", 1)[0]
         for own in (b"/proc/self/", b"/proc/thread-self/"):

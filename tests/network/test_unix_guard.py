@@ -9,6 +9,7 @@ the box's own folders is reached only when ``[sandbox] allow_unix_sockets`` list
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import socket
@@ -94,8 +95,9 @@ class World:
         return s
 
     def run(self, code: str, *, box: str = "warm", allowed: tuple[str, ...] = (),
-            timeout: float = 60) -> RunResult:
-        settings = SandboxSettings(hide_defaults=False, allow_unix_sockets=allowed)
+            timeout: float = 60, network: bool = False) -> RunResult:
+        settings = SandboxSettings(hide_defaults=False, allow_unix_sockets=allowed,
+                                   network=network)
         with launcher(box) as warm, Session.open(str(self.project), settings,
                                                  warm=warm) as session:
             return session.run([PY, "-c", code], timeout=timeout)
@@ -163,6 +165,77 @@ def test_a_datagram_to_a_host_socket_is_refused(world: World, box: str) -> None:
     got = out(world.run(SEND.format(path=server.path), box=box))
     assert got == "sendto refused 13\nsendmsg refused 13\n"
     assert server.seen == 0
+
+
+class AbstractServer(Server):
+    """A host service on an abstract address, in the host's network namespace (an X
+    server's ``@/tmp/.X11-unix/X0``, a D-Bus bus)."""
+
+    def __init__(self, kind: int = socket.SOCK_STREAM) -> None:
+        name = f"\0hs-host-service-{os.getpid()}-{next(_abstract_names)}"
+        self.path = name
+        self.kind = kind
+        self.sock = socket.socket(socket.AF_UNIX, kind)
+        self.sock.bind(name)
+        if kind == socket.SOCK_STREAM:
+            self.sock.listen(128)
+        self.sock.settimeout(0.1)
+        self.seen = 0
+        self.got = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+
+_abstract_names = itertools.count()
+
+OWN_ABSTRACT = """
+import socket
+l = socket.socket(socket.AF_UNIX); l.bind("\\0hs-own-abstract"); l.listen()
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect("\\0hs-own-abstract")
+    print("reached")
+except OSError as err:
+    print("refused", err.errno)
+"""
+
+
+@BOTH
+def test_a_host_abstract_socket_is_refused_when_the_box_shares_the_host_network(
+        world: World, box: str) -> None:
+    # With network = true the box is in the host's network namespace, where abstract
+    # addresses name the host's services: reaching an X server's is typing into the
+    # user's terminals.
+    stream, dgram = AbstractServer(), AbstractServer(socket.SOCK_DGRAM)
+    world.servers += [stream, dgram]
+    got = out(world.run(CONNECT.format(path=stream.path) + SEND.format(path=dgram.path),
+                        box=box, network=True))
+    assert got == "refused 13\nsendto refused 13\nsendmsg refused 13\n"
+    assert stream.seen == 0 and dgram.seen == 0
+    # So is the box's own there: the guard cannot tell it from the host's.
+    assert out(world.run(OWN_ABSTRACT, box=box, network=True)) == "refused 13\n"
+    # In a network namespace of its own the box's abstract addresses are its own.
+    assert out(world.run(OWN_ABSTRACT, box=box)) == "reached\n"
+    # Host side: the services are there and answer.
+    probe = socket.socket(socket.AF_UNIX)
+    probe.connect(stream.path)
+    assert probe.recv(6) == b"hello\n"
+    probe.close()
+
+
+def test_with_abstract_addresses_allowed_the_host_s_is_reached(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The attempt above is real: let abstract addresses through and it reaches the host.
+    from sandbox import sockets
+
+    real = sockets.guard_allowed
+    monkeypatch.setattr(sockets, "guard_allowed",
+                        lambda policy: (*real(policy), sockets.ABSTRACT))
+    stream = AbstractServer()
+    world.servers.append(stream)
+    got = out(world.run(CONNECT.format(path=stream.path), box="per-run", network=True))
+    assert got == "reached hello\n" and stream.seen == 1
 
 
 @BOTH
