@@ -44,12 +44,11 @@ The host closing its end ends this process; a run's PID 1 dies with it
 
 from __future__ import annotations
 
-import contextlib
+import _signal as signal  # type: ignore[import-not-found]  # not signal, socket: inbox.py
+import _socket as socket
 import errno
 import os
 import select
-import signal
-import socket
 import sys
 
 if __package__:  # imported by the host, for the tests
@@ -58,6 +57,7 @@ if __package__:  # imported by the host, for the tests
         Box,
         outer,
         pack,
+        send_fds,
         unpack,
     )
 else:  # the box's command: python3 -I -S puts no folder on the path
@@ -67,6 +67,7 @@ else:  # the box's command: python3 -I -S puts no folder on the path
         Box,
         outer,
         pack,
+        send_fds,
         unpack,
     )
 
@@ -99,7 +100,7 @@ class Helper:
 
     def send(self, fields: list[bytes], fds: list[int] | None = None) -> None:
         if fds:
-            socket.send_fds(self.sock, [pack(fields)], fds)
+            send_fds(self.sock, pack(fields), fds)
         else:
             self.sock.send(pack(fields))
 
@@ -193,8 +194,10 @@ class Helper:
             else:
                 # The init: its end kills the rest of its namespace before it is reaped.
                 self.killed.add(req[1])
-                with contextlib.suppress(ProcessLookupError):
+                try:  # noqa: SIM105 (contextlib costs the box's start an import)
                     os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
         return True
 
     def serve(self) -> None:
@@ -223,8 +226,10 @@ def main(argv: list[str]) -> int:
         return 2
     helper = Helper(sock, Box(fields))
     helper.send([b"ready"])
-    with contextlib.suppress(ConnectionError, BrokenPipeError):
+    try:  # noqa: SIM105 (contextlib costs the box's start an import)
         helper.serve()
+    except (ConnectionError, BrokenPipeError):
+        pass
     for pid in (*helper.inits, *helper.making):
         os.kill(pid, signal.SIGKILL)
     return 0
