@@ -269,6 +269,13 @@ class Hardening:
 
     # -- box runs ----------------------------------------------------------------------
 
+    def spawner(self, *, wait: float = 0.0) -> cgroup.Spawner | None:
+        """The thread that starts a box's processes inside the box's control group
+        (cgroup v1), once it has joined it (waiting up to ``wait`` seconds); None
+        where there is none."""
+        sp = self._spawner
+        return sp if sp is not None and sp.joined.wait(wait) else None
+
     def seccomp_reader(self) -> int | None:
         return None if self.filter is None else reader(self.filter)
 

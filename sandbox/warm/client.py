@@ -54,6 +54,7 @@ from sandbox.warm.inbox import MAX_MESSAGE, pack, unpack
 
 if TYPE_CHECKING:
     from sandbox.policy import Policy
+    from sandbox.process.cgroup import Spawn
 
 HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "helper.py")
 # What the starter needs in the box's user namespace: new namespaces and mounts per run
@@ -146,7 +147,8 @@ class WarmBox:
               read_only: Sequence[str], nulled: Sequence[str],
               pass_fds: tuple[int, ...] = (), processes: int = 0,
               launcher: Sequence[str] = (), guard: Sequence[bytes] = (),
-              own_network: bool = False) -> WarmBox:
+              own_network: bool = False,
+              spawn: Spawn[subprocess.Popen[bytes]] | None = None) -> WarmBox:
         """Start the box: ``options`` is bwrap and its options up to the command (the
         session's :func:`~sandbox.backends.bwrap.box_args` with a pristine ``/proc``).
         ``bpf`` is the compiled filter each command loads; ``read_only`` and ``nulled``
@@ -158,6 +160,8 @@ class WarmBox:
         :mod:`sandbox.backends.stage`). ``guard`` is what each run's Unix-socket guard
         needs (:func:`sandbox.sockets.guard_fields`); ``own_network`` gives each run a
         network namespace of its own, with only its loopback (a box without network).
+        ``spawn`` starts bwrap (a thread in the session's control group, where bwrap is
+        then born: :class:`~sandbox.process.cgroup.Spawner`).
         Raises
         :class:`SandboxUnavailable` when the box or its starter does not come up."""
         self = cls()
@@ -172,7 +176,8 @@ class WarmBox:
         self._keeper = threading.Thread(
             # bwrap starts on the host with an empty environment: a linker variable
             # would load a library into it before any namespace exists.
-            target=self._keep, args=((*launcher, *made.argv), {}, made.pass_fds, spawned),
+            target=self._keep, args=((*launcher, *made.argv), {}, made.pass_fds, spawned,
+                                     spawn),
             daemon=True, name="harness-sandbox-warm-box")
         self._keeper.start()
         spawned.wait()
@@ -208,14 +213,17 @@ class WarmBox:
     # -- the keeper thread ---------------------------------------------------------------
 
     def _keep(self, argv: tuple[str, ...], env: dict[str, str], fds: tuple[int, ...],
-              spawned: threading.Event) -> None:
+              spawned: threading.Event,
+              spawn: Spawn[subprocess.Popen[bytes]] | None) -> None:
+        def popen() -> subprocess.Popen[bytes]:
+            return subprocess.Popen(argv, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                    env=env, pass_fds=fds, close_fds=True,
+                                    start_new_session=True)
         try:
             # Registered before any session reap can see it exit (sandbox.process.reaper).
             with reaper.lock:
-                proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                        env=env, pass_fds=fds, close_fds=True,
-                                        start_new_session=True)
+                proc = popen() if spawn is None else spawn(popen)
                 reaper.running.add(proc.pid)
         except OSError as err:
             self._fail(f"{escape(argv[0])} could not start: {err.strerror}")

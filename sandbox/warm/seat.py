@@ -49,6 +49,9 @@ def open_box(backend: BwrapBackend, hardening: Hardening) -> WarmBox:
     # The session's stage (root's stand-in, or a box with many binds): bwrap starts in
     # its namespaces, where its git binds are made already.
     stage = backend.stage()
+    # Born in the session's control group (cgroup v1: the spawner's thread joined it
+    # while the stage was made), not moved there after: a move waits for the kernel.
+    born_in = hardening.spawner(wait=JOIN_WAIT)
     options = box_options(backend.policy, bwrap=backend.program(),
                           features=backend.features, fds=backend.held, shm_size=shm,
                           staged=stage is not None, root=stage.root if stage else "/")
@@ -59,12 +62,17 @@ def open_box(backend: BwrapBackend, hardening: Hardening) -> WarmBox:
                             processes=hardening.limits.processes,
                             launcher=stage.argv() if stage else (),
                             guard=guard_fields(backend.policy, hardening.guard),
-                            own_network=_own_network(backend.policy))
+                            own_network=_own_network(backend.policy), spawn=born_in)
     except SandboxUnavailable as err:
         raise _diagnosed(err) from err
     assert box.proc is not None
-    _bound(box, box.proc.pid, hardening)
+    _bound(box, box.proc.pid, hardening, moved=born_in is None)
     return box
+
+
+# How long the warm box's start waits for the spawner's thread to have joined the
+# session's group, before it starts bwrap outside and moves it in (the same end).
+JOIN_WAIT = 0.05
 
 
 def _own_network(policy: Policy) -> bool:
@@ -74,12 +82,13 @@ def _own_network(policy: Policy) -> bool:
     return not policy.network and policy.network_allow is None
 
 
-def _bound(box: WarmBox, pid: int, hardening: Hardening) -> None:
+def _bound(box: WarmBox, pid: int, hardening: Hardening, *, moved: bool) -> None:
     """The whole box into the session's control group now, before any run (a run's
-    processes are born inside), and its process bound on every process of it."""
+    processes are born inside), unless it was born there (not ``moved``), and its
+    process bound on every process of it."""
     from sandbox.process import cgroup
 
-    if hardening.box_group is not None:
+    if hardening.box_group is not None and moved:
         try:
             cgroup.adopt(hardening.box_group, pid)
         except OSError as err:
