@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from typing import Any, Literal, NamedTuple, cast
+from typing import Any, Literal, cast
 
 from launchers.claude.tools import lower_map
 
@@ -20,6 +20,7 @@ from launchers.values import Error as _Error
 from launchers.values import a_type as _a
 from launchers.values import as_toml as _q
 from launchers.values import strings as _strings
+from pathguard.records import NamedTuple
 from sandbox.settings import SandboxSettings as SandboxSettings
 
 Event = Literal["PreToolUse", "UserPromptSubmit"]

@@ -36,7 +36,8 @@ import errno
 import os
 import stat
 import threading
-from typing import NamedTuple
+
+from pathguard.records import NamedTuple
 
 from .digest import sha256_hex
 

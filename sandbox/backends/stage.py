@@ -27,7 +27,9 @@ import os
 import re
 import stat
 from collections.abc import Callable, Sequence
-from typing import Literal, NamedTuple
+from typing import Literal
+
+from pathguard.records import NamedTuple
 
 # Imported here, not in the child: a forked child of a process with threads imports
 # nothing.

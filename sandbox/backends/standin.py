@@ -39,8 +39,8 @@ import errno
 import os
 import stat
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
 
+from pathguard.records import NamedTuple
 from sandbox import libc
 from sandbox.errors import SandboxUnavailable
 from sandbox.text import escape
