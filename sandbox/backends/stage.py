@@ -85,8 +85,9 @@ class Stage:
                  root: str = "/", *, children: Sequence[int] = ()) -> None:
         self._userns = userns
         self._mntns = mntns
-        # The children that made the namespaces, let go and reaped at close: each
-        # exits at once, and waiting for its exit would wait for its memory's release.
+        # The children that made the namespaces, let go: each exits at once, and is
+        # reaped when the first box's plan is made (waiting at the open would wait for
+        # its memory's release), or at the close.
         self._children = list(children)
         self.program = program
         self.stand_in = stand_in
@@ -134,6 +135,7 @@ class Stage:
         could not enter the host's) and becomes the stand-in's uid and gid 0 with no
         supplementary group; anyone else enters the user namespace first and stays who
         they are."""
+        self._reap()
         me = f"/proc/{os.getpid()}/fd"
         ns = (f"--mount={me}/{self._mntns}", f"--user={me}/{self._userns}")
         if self.stand_in:
@@ -145,6 +147,9 @@ class Stage:
             if fd >= 0:
                 os.close(fd)
         self._userns = self._mntns = -1
+        self._reap()
+
+    def _reap(self) -> None:
         children, self._children = self._children, []
         standin.reap(children)
 
@@ -299,10 +304,13 @@ def _run_child(work: Callable[[int], bytes]
             said = os.fsencode(f"no\0{err.filename or ''}\0{err.strerror or err}")
         except BaseException as err:
             said = os.fsencode(f"no\0\0{err}")
-        os.write(out_w, said)
-        os.close(out_w)
-        os.read(go_r, 1)
-        os._exit(0)
+        try:
+            # The session may have stopped listening (it failed first): nothing to say.
+            os.write(out_w, said)
+            os.close(out_w)
+            os.read(go_r, 1)
+        finally:
+            os._exit(0)
     os.close(out_w)
     os.close(go_r)
 

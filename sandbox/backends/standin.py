@@ -252,14 +252,16 @@ class _Space:
         go_r, go_w = os.pipe()
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child's side
-            os.close(go_w)
             try:
-                libc.unshare(libc.CLONE_NEWUSER)
-                os.write(ready_w, b"\0")
-            except OSError as err:
-                os.write(ready_w, b"%d" % (err.errno or 1))
-            os.read(go_r, 1)
-            os._exit(0)
+                os.close(go_w)
+                try:
+                    libc.unshare(libc.CLONE_NEWUSER)
+                    os.write(ready_w, b"\0")
+                except OSError as err:
+                    os.write(ready_w, b"%d" % (err.errno or 1))
+                os.read(go_r, 1)
+            finally:
+                os._exit(0)
         for fd in (ready_w, go_r):
             os.close(fd)
         self.pid, self._ready, self._go = pid, ready_r, go_w
