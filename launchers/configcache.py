@@ -1,4 +1,4 @@
-"""The user config's TOML, parsed once per content and kept between commands.
+"""The user config's TOML: its last parse, kept between commands with its digest.
 
 ``run`` and ``hook`` read the user config at every tool call, and importing ``tomllib``
 (with ``datetime``, ``string`` and its patterns) costs each about 3 ms, where parsing a
