@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 from pathguard.argv import CommandVerdict, Refusal, check_command, prune_path
 from pathguard.guard import Guard
 from pathguard.identity import Pins
+from pathguard.records import NamedTuple
 from sandbox.plan import RunResult
 from sandbox.policy import Policy
 

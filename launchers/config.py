@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from typing import Any, Literal, NamedTuple, cast
+from typing import Any, Literal, cast
 
 from launchers.claude.tools import lower_map
 
@@ -20,6 +20,7 @@ from launchers.values import Error as _Error
 from launchers.values import a_type as _a
 from launchers.values import as_toml as _q
 from launchers.values import strings as _strings
+from pathguard.records import NamedTuple
 from sandbox.settings import SandboxSettings as SandboxSettings
 
 Event = Literal["PreToolUse", "UserPromptSubmit"]
@@ -171,21 +172,24 @@ def load(path: str | None, *, project: str, source: Source | None = None) -> Con
     if not os.path.exists(file):
         raise ConfigError(file, f"is a link to {os.path.realpath(file)}, which does not "
                                 "exist.")
-    # Imported here: a session with no config file (and `run`) need no TOML parser.
-    import tomllib
-
-    from launchers import bounded
+    # Imported here: a session with no config file needs no TOML parser, and one whose
+    # config was parsed before reads the parse that was kept (launchers/configcache.py).
+    from launchers import bounded, configcache
 
     try:
-        data = bounded.loads_toml(bounded.read_capped(file, bounded.CONFIG_BYTES))
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(file, f"not valid TOML: {err}.") from err
+        data = configcache.loads(bounded.read_capped(file, bounded.CONFIG_BYTES))
     except bounded.BoundsError as err:
         raise ConfigError(file, f"not loaded: the file {err}.") from err
     except UnicodeDecodeError as err:
         raise ConfigError(file, "not valid TOML: the file is not UTF-8 text.") from err
     except OSError as err:
         raise ConfigError(file, f"cannot be read: {err.strerror or err}.") from err
+    except ValueError as err:
+        import tomllib  # loaded already: the parse raised this
+
+        if not isinstance(err, tomllib.TOMLDecodeError):
+            raise
+        raise ConfigError(file, f"not valid TOML: {err}.") from err
 
     warnings: list[str] = []
     hooks = _hooks(file, data.get("hooks"), warnings)

@@ -17,7 +17,8 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
-from typing import NamedTuple
+
+from pathguard.records import NamedTuple
 
 TAIL_LINES = 5
 HINTS_LIMIT = 3  # write hints per failure: a hook's stderr could name any number of paths

@@ -17,10 +17,10 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from typing import NamedTuple
 
 from . import mounts as m
 from .identity import other_names_possible
+from .records import NamedTuple
 from .walk import Lookup, Walk, walk
 from .zones import Zone
 

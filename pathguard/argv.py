@@ -27,10 +27,11 @@ import posixpath
 import re
 import stat
 from collections.abc import Sequence
-from typing import Literal, NamedTuple
+from typing import Literal
 
 from .guard import Guard, Verdict
 from .identity import Identity, Pins
+from .records import NamedTuple
 
 RefusalKind = Literal["project", "writable", "hidden", "not-found", "not-absolute",
                       "undecidable", "alias", "hard-link", "untrusted", "not-executable",

@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Literal, NamedTuple
+from typing import Literal
 
 from .aliases import Aliases
 from .identity import Identity, of_stat
 from .mounts import MountsUnreadable
+from .records import NamedTuple
 from .walk import Lookup, Status, Walk, walk
 from .zones import Zone
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Mapping
-from typing import NamedTuple
+
+from .records import NamedTuple
 
 
 class Identity(NamedTuple):

@@ -15,7 +15,8 @@ folder's is something the agent can write, whatever it is called.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+
+from .records import NamedTuple
 
 MOUNTINFO = "/proc/self/mountinfo"
 

@@ -17,7 +17,9 @@ import os
 import posixpath
 import stat
 from collections.abc import Callable
-from typing import Literal, NamedTuple, TypeVar
+from typing import Literal, TypeVar
+
+from .records import NamedTuple
 
 T = TypeVar("T")
 

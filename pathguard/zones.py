@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple
+from typing import Literal
+
+from .records import NamedTuple
 
 ZoneKind = Literal["project", "writable", "hidden"]
 

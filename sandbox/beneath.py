@@ -13,7 +13,9 @@ import errno
 import os
 import stat
 import sys
-from typing import Literal, NamedTuple
+from typing import Literal
+
+from pathguard.records import NamedTuple
 
 _SYS_OPENAT2 = 437  # the same number on x86_64, aarch64 and the other unified tables
 _RESOLVE_NO_SYMLINKS = 0x04

@@ -15,7 +15,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal
+
+from pathguard.records import NamedTuple
 
 if TYPE_CHECKING:
     from pathguard.guard import Guard

@@ -40,7 +40,8 @@ import os
 import stat
 import sys
 import threading
-from typing import NamedTuple
+
+from pathguard.records import NamedTuple
 
 from .digest import sha256_hex
 

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Literal, NamedTuple
+from typing import Literal
+
+from pathguard.records import NamedTuple
 
 from .settings import SandboxSettings
 

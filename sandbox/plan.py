@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Literal, NamedTuple
+from typing import Literal
+
+from pathguard.records import NamedTuple
 
 BackendName = Literal["bwrap", "seatbelt", "host"]
 Outcome = Literal["exited", "signaled", "timed_out", "cancelled", "failed_to_start"]

@@ -11,9 +11,10 @@ import shlex
 import sys
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from pathguard import zones as z
+from pathguard.records import NamedTuple
 from pathguard.zones import Zone
 
 if TYPE_CHECKING:

@@ -12,7 +12,9 @@ import os
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
+
+from pathguard.records import NamedTuple
 
 from .backends.bwrap_find import (
     DOCTOR_FIX,

@@ -20,7 +20,9 @@ import os
 import sys
 import threading
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
+
+from pathguard.records import NamedTuple
 
 from .libc import (
     CLONE_NEWCGROUP,

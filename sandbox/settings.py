@@ -1,4 +1,5 @@
-"""The ``[sandbox]`` table as data. A leaf: imports nothing of ours.
+"""The ``[sandbox]`` table as data. A leaf: imports nothing of ours but the records' base
+(:mod:`pathguard.records`).
 
 Every entry point (``run``, ``hook``, ``hook --openharness``, ``audit`` on both fronts,
 an embedding harness's :class:`~sandbox.session.Session`) builds its policy from one of
@@ -7,7 +8,7 @@ these through :meth:`sandbox.policy.Policy.from_settings`, the one mapping.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from pathguard.records import NamedTuple
 
 
 class SandboxSettings(NamedTuple):

@@ -4,7 +4,8 @@ A developer who boxes one harness usually has other agent tools and an editor op
 the same project. Each reads files of the project to decide what to start -- hooks, MCP
 servers, tasks run when a folder opens -- so a boxed command that rewrote one would run
 on the host the next time that tool opens the project. One table, each row with its tool;
-``[sandbox] allow_tool_configs`` releases rows by name. A leaf: the standard library only.
+``[sandbox] allow_tool_configs`` releases rows by name. A leaf: the standard library only, and the
+records' base (:mod:`pathguard.records`).
 
 An entry that exists is bound read-only (a folder with all it holds). One that does not
 exist is not made over (bubblewrap would leave its mount point in the project): the
@@ -14,7 +15,8 @@ session's end says which the box created, so the user checks them before that to
 from __future__ import annotations
 
 import os
-from typing import NamedTuple
+
+from pathguard.records import NamedTuple
 
 
 class ToolConfig(NamedTuple):

@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Mapping
-from typing import NamedTuple
+
+from pathguard.records import NamedTuple
 
 SHELL = "/bin/sh"
 # Outside quotes these make the string shell syntax: lists, pipes, redirections,

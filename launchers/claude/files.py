@@ -15,9 +15,9 @@ import os
 import re
 import shlex
 from collections.abc import Iterable, Sequence
-from typing import NamedTuple
 
 from launchers.claude.lint import read_text
+from pathguard.records import NamedTuple
 
 HOOKS_HOME = "~/.local/share/harness/hooks"
 SIBLINGS_LIMIT = 50  # files taken along with one hook: past it, the rest are said

@@ -24,7 +24,7 @@ import math
 import os
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from launchers.claude.command import convert
 from launchers.claude.files import HOOKS_HOME as HOOKS_HOME
@@ -33,6 +33,7 @@ from launchers.claude.files import Mover
 from launchers.claude.files import move_commands as move_commands
 from launchers.claude.tools import CLAUDE_TOOLS, MCP_PREFIX, MCP_SAMPLE, TOOL_MAP
 from launchers.config import EVENTS, TIMEOUT_MAX, TIMEOUT_MIN
+from pathguard.records import NamedTuple
 
 SETTINGS_LIMIT = 4 * 1024 * 1024
 _PLAIN = re.compile(r"[A-Za-z0-9_|]*")

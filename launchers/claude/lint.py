@@ -14,9 +14,9 @@ import os
 import re
 import stat
 from collections.abc import Iterable, Iterator, Sequence
-from typing import NamedTuple
 
 from launchers.claude.tools import CLAUDE_FIELDS, CLAUDE_TOOLS, MCP_PREFIX, TOOL_MAP
+from pathguard.records import NamedTuple
 
 READ_LIMIT = 256 * 1024
 FINDINGS_LIMIT = 5  # per file: past it, one line says how many more

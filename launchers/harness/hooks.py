@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import Any, Literal, Protocol
 
 from launchers.admission import Admission, AdmittedHook
 from launchers.admission import changed_since_start as changed_since_start
@@ -30,6 +30,7 @@ from launchers.harness import protocol
 from launchers.harness import records as rec
 from pathguard.argv import Refusal
 from pathguard.identity import Pins
+from pathguard.records import NamedTuple
 from sandbox.plan import RunResult
 from sandbox.policy import Policy
 

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 from launchers import bounded
 from launchers.config import Event
+from pathguard.records import NamedTuple
 from sandbox.plan import RunResult
 
 REASON_LIMIT = 2_000

@@ -25,11 +25,12 @@ import json
 import os
 from collections import defaultdict, deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import IO, Any, Literal, NamedTuple
+from typing import IO, Any, Literal
 
 from launchers import bounded
 from launchers.config import Event, HookSpec
 from launchers.harness import protocol
+from pathguard.records import NamedTuple
 from sandbox.digest import sha256_hex
 from sandbox.plan import RunResult
 

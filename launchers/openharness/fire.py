@@ -12,7 +12,7 @@ import json
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from launchers import bounded
 from launchers.admission import Admission, AdmittedHook, runs_boxed
@@ -27,6 +27,7 @@ from launchers.openharness.config import (
 )
 from launchers.openharness.envelope import Context, env_vars, envelope
 from launchers.openharness.http import post_json
+from pathguard.records import NamedTuple
 from sandbox.plan import RunResult
 
 if TYPE_CHECKING:

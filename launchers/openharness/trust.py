@@ -31,10 +31,11 @@ import stat
 import sys
 import time
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal
 
 from launchers.errors import OhConfigError
 from launchers.openharness.config import OhConfig, parse
+from pathguard.records import NamedTuple
 
 if TYPE_CHECKING:
     from pathguard.argv import Refusal

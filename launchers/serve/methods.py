@@ -15,11 +15,12 @@ import json
 import os
 import threading
 from contextlib import ExitStack
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from launchers.harness import records as rec
 from launchers.serve import wire
 from launchers.serve.wire import WireError
+from pathguard.records import NamedTuple
 
 if TYPE_CHECKING:
     from launchers.config import Config

@@ -19,11 +19,12 @@ import signal
 import threading
 from collections.abc import Callable
 from types import FrameType
-from typing import IO, Any, NamedTuple
+from typing import IO, Any
 
 from launchers.serve import params, wire
 from launchers.serve.methods import Defaults, ServeSession
 from launchers.serve.wire import RequestId, WireError, Writer
+from pathguard.records import NamedTuple
 
 # Requests in flight at once (queued or working); past it a request is answered "busy".
 MAX_IN_FLIGHT = 4096

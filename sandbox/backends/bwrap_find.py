@@ -14,8 +14,9 @@ import os
 import stat
 from collections.abc import Mapping
 from functools import lru_cache
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
+from pathguard.records import NamedTuple
 from sandbox.errors import SandboxUnavailable
 from sandbox.which import which
 

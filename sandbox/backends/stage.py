@@ -27,7 +27,9 @@ import os
 import re
 import stat
 from collections.abc import Callable, Sequence
-from typing import Literal, NamedTuple
+from typing import Literal
+
+from pathguard.records import NamedTuple
 
 # Imported here, not in the child: a forked child of a process with threads imports
 # nothing.
@@ -80,9 +82,13 @@ class Stage:
     """One session's stage. Build with :meth:`open`; :meth:`close` gives it back."""
 
     def __init__(self, userns: int, mntns: int, program: str, stand_in: bool,
-                 root: str = "/") -> None:
+                 root: str = "/", *, children: Sequence[int] = ()) -> None:
         self._userns = userns
         self._mntns = mntns
+        # The children that made the namespaces, let go: each exits at once, and is
+        # reaped when the first box's plan is made (waiting at the open would wait for
+        # its memory's release), or at the close.
+        self._children = list(children)
         self.program = program
         self.stand_in = stand_in
         # What a box of the stage binds as its /: the stage's own, or its copy from
@@ -104,15 +110,22 @@ class Stage:
         # and so would be in the box twice at a cost.
         copy = _made_folder(root_copy(private)) if private and len(binds) >= STAGE_AT \
             else ""
-        if stand_in:
-            # The private temp folder's folder is a mount of the stage's own (see
-            # _detach_others), mapped as the top folders are.
-            userns, mntns = standin.open_spaces(
-                roots, lambda idmaps: _stage(idmaps, binds, private, copy),
-                also=(os.path.dirname(private),) if private else ())
-        else:
-            userns, mntns = _own_stage(binds, copy)
-        return cls(userns, mntns, program, stand_in, copy or "/")
+        children: list[int] = []
+        try:
+            if stand_in:
+                # The private temp folder's folder is a mount of the stage's own (see
+                # _detach_others), mapped as the top folders are.
+                userns, mntns = standin.open_spaces(
+                    roots, lambda idmaps, mapped: _stage(idmaps, mapped, binds,
+                                                         private=private, copy=copy,
+                                                         children=children),
+                    also=(os.path.dirname(private),) if private else (), children=children)
+            else:
+                userns, mntns = _own_stage(binds, copy, children)
+        except BaseException:
+            standin.reap(children)
+            raise
+        return cls(userns, mntns, program, stand_in, copy or "/", children=children)
 
     def argv(self) -> tuple[str, ...]:
         """What goes before bwrap's own argv: ``nsenter`` into the stage's namespaces,
@@ -122,6 +135,7 @@ class Stage:
         could not enter the host's) and becomes the stand-in's uid and gid 0 with no
         supplementary group; anyone else enters the user namespace first and stays who
         they are."""
+        self._reap()
         me = f"/proc/{os.getpid()}/fd"
         ns = (f"--mount={me}/{self._mntns}", f"--user={me}/{self._userns}")
         if self.stand_in:
@@ -133,6 +147,11 @@ class Stage:
             if fd >= 0:
                 os.close(fd)
         self._userns = self._mntns = -1
+        self._reap()
+
+    def _reap(self) -> None:
+        children, self._children = self._children, []
+        standin.reap(children)
 
 
 Idmap = standin.Idmap
@@ -164,37 +183,48 @@ def _copy_root(copy: str) -> None:  # pragma: no cover - in the child
             os.close(tree)
 
 
-def _stage(idmaps: Sequence[Idmap], binds: Sequence[Bind], private: str,
-           copy: str) -> int:
+def _stage(idmaps: Sequence[Idmap], mapped: Callable[[], None], binds: Sequence[Bind], *,
+           private: str, copy: str, children: list[int]) -> int:
     """Root's mount namespace: copied from this one, with ``idmaps`` and ``binds``
-    made in it; as a descriptor. A child makes it (see :func:`_run_child`).
+    made in it; as a descriptor. A child makes it (see :func:`_run_child`), its pid
+    added to ``children``; it copies the namespace while :func:`mapped` waits for the
+    user namespaces of ``idmaps`` and maps them, then opens them by their holders' pids.
 
     The ``/tmp`` tmpfs of every other session started by root (in the folder of the
     session's ``private`` temp folder) is left out: a host that does not share its
     mounts would leave one in the copy after its session removed it, and bwrap fails on
     a mount whose folder is gone."""
+    mapped_r, mapped_w = os.pipe()
+
     def work(_report: int) -> bytes:
+        os.close(mapped_w)
         libc.unshare(libc.CLONE_NEWNS)
         libc.make_rslave("/")
         if private:
             _detach_others(private)
+        if os.read(mapped_r, 1) != b"m":
+            raise OSError(0, "the session did not map the stand-in's user namespaces")
         skipped = _idmap(idmaps)
         _copy_root(copy)
         _bind_all(binds)
         return os.fsencode("\0".join(skipped))
 
     pid, report, finish = _run_child(work)
+    os.close(mapped_r)
     try:
+        mapped()
+        os.write(mapped_w, b"m")
         _said(report)
         return os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
     finally:
-        finish()
+        os.close(mapped_w)
+        children.append(finish())
 
 
-def _own_stage(binds: Sequence[Bind], copy: str) -> tuple[int, int]:
+def _own_stage(binds: Sequence[Bind], copy: str, children: list[int]) -> tuple[int, int]:
     """A plain user's stage: a user namespace mapping this user to itself, and a mount
     namespace with ``binds`` made in it (and ``/`` copied on ``copy`` before them); as
-    descriptors."""
+    descriptors. The child that makes them is added to ``children``."""
     uid, gid = os.getuid(), os.getgid()
     maps_r, maps_w = os.pipe()
 
@@ -234,7 +264,7 @@ def _own_stage(binds: Sequence[Bind], copy: str) -> tuple[int, int]:
                 os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC))
     finally:
         os.close(maps_w)
-        finish()
+        children.append(finish())
 
 
 class _Report:
@@ -254,12 +284,12 @@ class _Report:
 
 
 def _run_child(work: Callable[[int], bytes]
-               ) -> tuple[int, _Report, Callable[[], None]]:
+               ) -> tuple[int, _Report, Callable[[], int]]:
     """Fork a child that runs ``work(report)`` (``report``: its end of the report pipe,
     for anything it says first) and reports ``ok`` and its result, or the
     error (``no``, ``changed``), then waits to be let go while its namespaces are
-    opened. The child's pid, the report, and the function that lets it go and reaps
-    it."""
+    opened. The child's pid, the report, and the function that lets it go and gives
+    its pid, to reap (:func:`~sandbox.backends.standin.reap`)."""
     out_r, out_w = os.pipe()
     go_r, go_w = os.pipe()
     pid = os.fork()
@@ -274,17 +304,20 @@ def _run_child(work: Callable[[int], bytes]
             said = os.fsencode(f"no\0{err.filename or ''}\0{err.strerror or err}")
         except BaseException as err:
             said = os.fsencode(f"no\0\0{err}")
-        os.write(out_w, said)
-        os.close(out_w)
-        os.read(go_r, 1)
-        os._exit(0)
+        try:
+            # The session may have stopped listening (it failed first): nothing to say.
+            os.write(out_w, said)
+            os.close(out_w)
+            os.read(go_r, 1)
+        finally:
+            os._exit(0)
     os.close(out_w)
     os.close(go_r)
 
-    def finish() -> None:
+    def finish() -> int:
         os.close(go_w)
         os.close(out_r)
-        os.waitpid(pid, 0)
+        return pid
 
     return pid, _Report(out_r), finish
 
@@ -340,14 +373,18 @@ def _unescape(field: bytes) -> bytes:
 
 
 def _idmap(idmaps: Sequence[Idmap]) -> list[str]:  # pragma: no cover - in the child
-    """Each ``(path, userns, required)`` mounted on itself through that namespace's
-    mapping, shallowest first, every copy taken before any is attached (a folder inside
-    another is copied from the host's); the paths not required that could not be."""
+    """Each ``(path, holder, required)`` mounted on itself through the mapping of the
+    user namespace of the child ``holder``, shallowest first, every copy taken before
+    any is attached (a folder inside another is copied from the host's); the paths not
+    required that could not be."""
     order = sorted(range(len(idmaps)), key=lambda i: idmaps[i][0].count("/"))
     skipped: list[str] = []
     trees: dict[int, int] = {}
+    spaces = {pid: os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+              for pid in {holder for _, holder, _ in idmaps}}
     for i in order:
-        path, ns, required = idmaps[i]
+        path, holder, required = idmaps[i]
+        ns = spaces[holder]
         try:
             tree = libc.open_tree_clone(path)
             libc.idmap(tree, ns, path)

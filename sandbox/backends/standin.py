@@ -35,12 +35,13 @@ harness. Nothing is mounted on the host, so there is nothing to sweep after a ki
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
 
+from pathguard.records import NamedTuple
 from sandbox import libc
 from sandbox.errors import SandboxUnavailable
 from sandbox.text import escape
@@ -62,7 +63,8 @@ _NOT_MAPPED = frozenset({"proc", "sys", "dev"})
 _NSENTER_DIRS = ("/usr/bin", "/bin", "/usr/sbin", "/sbin")
 
 
-# (path, user namespace, required): a folder mounted on itself through that mapping.
+# (path, the pid of the child that holds a user namespace, required): a folder mounted
+# on itself through that namespace's mapping.
 Idmap = tuple[str, int, bool]
 
 
@@ -123,32 +125,59 @@ def _overflow_uid() -> int:
         return 65534
 
 
-def open_spaces(roots: Sequence[str], make: Callable[[list[Idmap]], int],
-                also: Sequence[str] = ()) -> tuple[int, int]:
+def open_spaces(roots: Sequence[str],
+                make: Callable[[list[Idmap], Callable[[], None]], int],
+                also: Sequence[str] = (), children: list[int] | None = None
+                ) -> tuple[int, int]:
     """The stand-in's user namespace, and the mount namespace ``make`` builds from the
     idmapped mounts it is given (the folders the box writes, required, then the top
     folders and ``also``, which ``make`` mounts before mapping); both as descriptors.
-    Raises :class:`SandboxUnavailable`."""
-    _check_unused()
+    Raises :class:`SandboxUnavailable`.
+
+    Each user namespace is made by a child of its own, all started before ``make``, so
+    that they and ``make``'s child work at once: ``make`` is given each folder with the
+    pid of the child that holds its namespace, and a function that waits for every one
+    and maps it (after checking that no account or subordinate range has the
+    stand-in's ids), which it calls before its child opens them (``/proc/PID/ns/user``:
+    a child not yet reaped keeps its pid). The children are let go at the end; their pids
+    go to ``children`` to be reaped later (they exit at once, off this path), or are
+    reaped here when it is None."""
     writes = [m for m in map(_mapped, roots) if m is not None]
     tops = [m for m in map(_mapped, (*_tops(), *also)) if m is not None]
-    spaces: dict[tuple[int, int], int] = {}
+    spaces: dict[tuple[int, int], _Space] = {}
     try:
-        box = spaces[(0, 0)] = _userns(0, 0)
+        spaces[(0, 0)] = _Space()
         for m in (*writes, *tops):
             if (m.uid, m.gid) not in spaces:
-                spaces[(m.uid, m.gid)] = _userns(m.uid, m.gid)
-        idmaps = [(m.path, spaces[(m.uid, m.gid)], True) for m in writes]
-        idmaps += [(m.path, spaces[(0, 0)], False) for m in tops]
-        mntns = make(idmaps)
-    except BaseException:
-        for fd in spaces.values():
-            os.close(fd)
-        raise
-    for key, fd in spaces.items():
-        if key != (0, 0):
-            os.close(fd)  # a mount keeps the mapping it was given
+                spaces[(m.uid, m.gid)] = _Space()
+        idmaps = [(m.path, spaces[(m.uid, m.gid)].pid, True) for m in writes]
+        idmaps += [(m.path, spaces[(0, 0)].pid, False) for m in tops]
+
+        def mapped() -> None:
+            _check_unused()  # here, while the children make their namespaces
+            for (uid, gid), space in spaces.items():
+                space.map(uid, gid)
+
+        mntns = make(idmaps, mapped)
+        try:
+            box = spaces[(0, 0)].open()  # a mount keeps the mapping it was given
+        except BaseException:
+            os.close(mntns)
+            raise
+    finally:
+        pids = [space.release() for space in spaces.values()]
+        if children is None:
+            reap(pids)
+        else:
+            children += pids
     return box, mntns
+
+
+def reap(pids: Sequence[int]) -> None:
+    """Reap children that were let go (they exit at once)."""
+    for pid in pids:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
 
 
 def _check_unused() -> None:
@@ -213,25 +242,34 @@ def _mapped(path: str) -> Mapped | None:
     return Mapped(path, st.st_uid, st.st_gid)
 
 
-def _userns(uid: int, gid: int) -> int:
-    """A user namespace in which ``uid`` and ``gid`` are the stand-in's ids on the host,
-    as a descriptor. A child makes it and waits while it is opened."""
-    ready_r, ready_w = os.pipe()
-    go_r, go_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child's side
-        os.close(go_w)
-        try:
-            libc.unshare(libc.CLONE_NEWUSER)
-            os.write(ready_w, b"\0")
-        except OSError as err:
-            os.write(ready_w, b"%d" % (err.errno or 1))
-        os.read(go_r, 1)
-        os._exit(0)
-    for fd in (ready_w, go_r):
-        os.close(fd)
-    try:
-        said = os.read(ready_r, 16)
+class _Space:
+    """A child that makes a user namespace and waits while it is mapped and opened:
+    :meth:`map`, then :meth:`open` (or a child of the session's opens it by the pid),
+    then :meth:`release`."""
+
+    def __init__(self) -> None:
+        ready_r, ready_w = os.pipe()
+        go_r, go_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child's side
+            try:
+                os.close(go_w)
+                try:
+                    libc.unshare(libc.CLONE_NEWUSER)
+                    os.write(ready_w, b"\0")
+                except OSError as err:
+                    os.write(ready_w, b"%d" % (err.errno or 1))
+                os.read(go_r, 1)
+            finally:
+                os._exit(0)
+        for fd in (ready_w, go_r):
+            os.close(fd)
+        self.pid, self._ready, self._go = pid, ready_r, go_w
+
+    def map(self, uid: int, gid: int) -> None:
+        """Wait for the namespace, then make ``uid`` and ``gid`` in it the stand-in's ids
+        on the host. Raises :class:`SandboxUnavailable`."""
+        said = os.read(self._ready, 16)
         if said != b"\0":
             code = int(said or b"1")
             if code == errno.ENOSPC:  # the namespaces' limit, which bwrap would meet too
@@ -244,10 +282,15 @@ def _userns(uid: int, gid: int) -> int:
         # Root writes the maps, so set-groups stays allowed: nsenter drops the groups.
         for name, line in (("uid_map", f"{uid} {UID} 1\n"),
                            ("gid_map", f"{gid} {GID} 1\n")):
-            with open(f"/proc/{pid}/{name}", "w", encoding="ascii") as f:
+            with open(f"/proc/{self.pid}/{name}", "w", encoding="ascii") as f:
                 f.write(line)
-        return os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
-    finally:
-        os.close(go_w)
-        os.close(ready_r)
-        os.waitpid(pid, 0)
+
+    def open(self) -> int:
+        """The namespace, as a descriptor (once mapped)."""
+        return os.open(f"/proc/{self.pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+
+    def release(self) -> int:
+        """Let the child go; its pid, to reap."""
+        for fd in (self._go, self._ready):
+            os.close(fd)
+        return self.pid

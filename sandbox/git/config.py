@@ -13,8 +13,8 @@ import os
 import shlex
 import subprocess
 from collections.abc import Mapping
-from typing import NamedTuple
 
+from pathguard.records import NamedTuple
 from sandbox.errors import GitLayoutError
 from sandbox.git import safe as gitsafe
 from sandbox.text import escape

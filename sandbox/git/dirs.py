@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import NamedTuple
 
+from pathguard.records import NamedTuple
 from sandbox import beneath
 from sandbox.beneath import Found
 from sandbox.errors import GitLayoutError

@@ -21,7 +21,8 @@ A listing of the config (``config --list``) shows these entries too, with the or
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+
+from pathguard.records import NamedTuple
 
 
 class Neutral(NamedTuple):

@@ -17,7 +17,8 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Iterable, Sequence
-from typing import NamedTuple
+
+from pathguard.records import NamedTuple
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 

@@ -24,7 +24,8 @@ import os
 import socket
 import threading
 from collections.abc import Sequence
-from typing import NamedTuple
+
+from pathguard.records import NamedTuple
 
 from . import allow
 

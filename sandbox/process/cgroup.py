@@ -27,8 +27,9 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from typing import NamedTuple, TypeVar
+from typing import TypeVar
 
+from pathguard.records import NamedTuple
 from sandbox.errors import SandboxError
 
 _counter = itertools.count(1)

@@ -11,7 +11,6 @@ what was made, owned by this user, and reached without following a link.
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 
@@ -83,6 +82,7 @@ def start_time(pid: int) -> str | None:
 def live_made(folder: str, but: str = "") -> set[tuple[str, str]]:
     """(root, rel) of everything listed by the manifests in ``folder`` (but ``but``)
     whose owner still runs: another session of this user may use what one made."""
+    import contextlib
     import json
 
     out: set[tuple[str, str]] = set()
@@ -130,6 +130,7 @@ def shm_views(tmp: str) -> str:
 def clean_session(manifest: str) -> None:
     """Remove what the session of ``manifest`` made and no other live session uses,
     then the manifest."""
+    import contextlib
     import json
     import stat as _stat
 

@@ -18,10 +18,12 @@ dependencies.
 
 from __future__ import annotations
 
-import contextlib
+# _signal, not signal (whose enums import enum), and contextlib only once the harness
+# has died: every command starts this interpreter, and on a machine of two cores what
+# it imports is CPU time the command's own start waits for.
+import _signal as signal  # type: ignore[import-not-found]
 import os
 import select
-import signal
 import sys
 import time
 
@@ -74,6 +76,8 @@ class WatchdogState:
         for pgid in self.groups:
             killpg(pgid)
         # The boxes died with the harness: nothing can write to what a session made.
+        import contextlib
+
         for manifest in self.sessions:
             with contextlib.suppress(Exception):
                 clean_session(manifest)
@@ -90,6 +94,8 @@ def _wait(dog: WatchdogState) -> float:
 def _unread(poller: select.poll) -> bytes:
     """What was written before the harness died but not read yet (it may die while this
     program is still starting): a session's manifest must not be missed."""
+    import contextlib
+
     out = b""
     with contextlib.suppress(OSError):
         while poller.poll(0):
