@@ -24,7 +24,6 @@ from .errors import PolicyError
 from .git.config import find_git
 from .git.dirs import GitLayout, find_layout
 from .git.report import report
-from .git.views import module_views, views_folder
 from .plan import LaunchPlan, RunResult
 from .policy import (
     DEFAULT_OUTPUT_CAP,
@@ -311,6 +310,8 @@ class Session:
             if layout is not None:
                 _leftovers.make(manifest, tmp, roots, dirs=layout.make_dirs,
                                 files=layout.make_files, protected=layout.protected)
+                from .git.views import module_views, views_folder
+
                 layout = layout._replace(views=module_views(
                     layout, roots, find_git(scrubbed, roots), scrubbed,
                     views_folder(tmp, roots)))
