@@ -105,7 +105,7 @@ def _guard_program(root: str) -> bytes:
     A kernel that cannot carry it refuses the session: never a box that lets the
     command reach any listening socket."""
     from .seccomp import UNIX_GUARD
-    from .warm.unixguard import unsupported
+    from .warm.guardparts import unsupported
 
     why = unsupported()
     if why is not None:

@@ -1,5 +1,7 @@
-"""The Unix-socket guard's parts (:mod:`sandbox.warm.unixguard`): the stopped caller,
-the message it sends, and the arming of the supervisor's thread and of the filter.
+"""The Unix-socket guard's parts (:mod:`sandbox.warm.unixguard`): the machines and
+kernels it runs on (:func:`unsupported`, which the host asks without importing the
+guard), the stopped caller, the message it sends, and the arming of the supervisor's
+thread and of the filter.
 
 Standard library only, and no import of the toolkit: it runs inside the box with
 :mod:`sandbox.warm.unixguard`, found on the same path.
@@ -15,7 +17,14 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported in the box: it costs each run its start
     from sandbox.warm.unixguard import Guard
 
-SYS_PIDFD_GETFD = 438
+# (audit arch, seccomp(2)'s number, {number: call}) by os.uname().machine.
+_MACHINES: dict[str, tuple[int, int, dict[int, str]]] = {
+    "x86_64": (0xC000003E, 317,
+               {42: "connect", 44: "sendto", 46: "sendmsg", 307: "sendmmsg"}),
+    "aarch64": (0xC00000B7, 277,
+                {203: "connect", 206: "sendto", 211: "sendmsg", 269: "sendmmsg"}),
+}
+SYS_PIDFD_OPEN, SYS_PIDFD_GETFD, SYS_PIDFD_SEND_SIGNAL = 434, 438, 424
 SECCOMP_SET_MODE_FILTER = 1
 SECCOMP_MODE_FILTER = 2
 PR_SET_SECCOMP = 22
@@ -28,6 +37,30 @@ F_DUPFD_CLOEXEC = 1030
 FLAG_NEW_LISTENER = 1 << 3
 FLAG_WAIT_KILLABLE_RECV = 1 << 5
 MSG_NOSIGNAL = 0x4000
+
+
+def machine() -> tuple[int, int, dict[int, str]] | None:
+    """This machine's ABI as the guard knows it, or None (the guard cannot run here)."""
+    return _MACHINES.get(os.uname().machine)
+
+
+def unsupported() -> str | None:
+    """Why this kernel cannot carry the guard, or None. Cheap: no filter is loaded."""
+    if machine() is None:
+        return f"the Unix-socket guard does not know this machine ({os.uname().machine})"
+    try:
+        with open("/proc/sys/kernel/seccomp/actions_avail", encoding="ascii") as f:
+            actions = f.read().split()
+    except OSError:
+        actions = []
+    if "user_notif" not in actions:
+        return "this kernel has no seccomp user notification (Linux 5.0)"
+    libc = ctypes.CDLL(None, use_errno=True)
+    for nr, name, need in ((SYS_PIDFD_OPEN, "pidfd_open", "5.3"),
+                           (SYS_PIDFD_GETFD, "pidfd_getfd", "5.6")):
+        if libc.syscall(nr, -1, 0, 0) == -1 and ctypes.get_errno() == errno.ENOSYS:
+            return f"this kernel has no {name} (Linux {need})"
+    return None
 
 
 class Iovec(ctypes.Structure):

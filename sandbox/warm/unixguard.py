@@ -41,14 +41,27 @@ import stat
 import struct
 
 if __package__:  # imported by the host
-    from sandbox.warm.guardparts import Caller, Message, Refused, errno_of, load, narrow
-else:  # in the box: this folder is on the path
-    from guardparts import (  # type: ignore[import-not-found,no-redef]
+    from sandbox.warm.guardparts import (
+        SYS_PIDFD_OPEN,
+        SYS_PIDFD_SEND_SIGNAL,
         Caller,
         Message,
         Refused,
         errno_of,
         load,
+        machine,
+        narrow,
+    )
+else:  # in the box: this folder is on the path
+    from guardparts import (  # type: ignore[import-not-found,no-redef]
+        SYS_PIDFD_OPEN,
+        SYS_PIDFD_SEND_SIGNAL,
+        Caller,
+        Message,
+        Refused,
+        errno_of,
+        load,
+        machine,
         narrow,
     )
 
@@ -58,14 +71,6 @@ if TYPE_CHECKING:  # typing is not imported in the box: it costs each run its st
 
     _Make = Callable[[], int]
 
-# (audit arch, seccomp(2)'s number, {number: call}) by os.uname().machine.
-_MACHINES: dict[str, tuple[int, int, dict[int, str]]] = {
-    "x86_64": (0xC000003E, 317,
-               {42: "connect", 44: "sendto", 46: "sendmsg", 307: "sendmmsg"}),
-    "aarch64": (0xC00000B7, 277,
-                {203: "connect", 206: "sendto", 211: "sendmsg", 269: "sendmmsg"}),
-}
-SYS_PIDFD_OPEN, SYS_PIDFD_GETFD, SYS_PIDFD_SEND_SIGNAL = 434, 438, 424
 PIDFD_THREAD = os.O_EXCL
 # ioctl requests on the listener (linux/seccomp.h: _IOWR('!', 0..), _IOW('!', 2, u64)).
 NOTIF_RECV = 0xC0502100
@@ -97,30 +102,6 @@ CONTROL_MAX = 1 << 16
 
 class _Fprog(ctypes.Structure):
     _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
-
-
-def machine() -> tuple[int, int, dict[int, str]] | None:
-    """This machine's ABI as the guard knows it, or None (the guard cannot run here)."""
-    return _MACHINES.get(os.uname().machine)
-
-
-def unsupported() -> str | None:
-    """Why this kernel cannot carry the guard, or None. Cheap: no filter is loaded."""
-    if machine() is None:
-        return f"the Unix-socket guard does not know this machine ({os.uname().machine})"
-    try:
-        with open("/proc/sys/kernel/seccomp/actions_avail", encoding="ascii") as f:
-            actions = f.read().split()
-    except OSError:
-        actions = []
-    if "user_notif" not in actions:
-        return "this kernel has no seccomp user notification (Linux 5.0)"
-    libc = ctypes.CDLL(None, use_errno=True)
-    for nr, name, need in ((SYS_PIDFD_OPEN, "pidfd_open", "5.3"),
-                           (SYS_PIDFD_GETFD, "pidfd_getfd", "5.6")):
-        if libc.syscall(nr, -1, 0, 0) == -1 and ctypes.get_errno() == errno.ENOSYS:
-            return f"this kernel has no {name} (Linux {need})"
-    return None
 
 
 def _under(path: bytes, roots: tuple[bytes, ...]) -> bool:

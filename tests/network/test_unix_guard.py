@@ -27,7 +27,7 @@ from sandbox.errors import SandboxUnavailable
 from sandbox.plan import RunResult
 from sandbox.session import Session
 from sandbox.settings import SandboxSettings
-from sandbox.warm import unixguard
+from sandbox.warm import guardparts
 
 pytestmark = [
     pytest.mark.isolation,
@@ -507,7 +507,7 @@ def test_with_the_guard_off_the_host_socket_is_reached(world: World,
 
 def test_a_kernel_without_the_guard_refuses_the_session(world: World,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(unixguard, "unsupported",
+    monkeypatch.setattr(guardparts, "unsupported",
                         lambda: "this kernel has no pidfd_getfd (Linux 5.6)")
     with pytest.raises(SandboxUnavailable) as caught, Session.open(str(world.project)):
         pass
@@ -518,4 +518,4 @@ def test_a_kernel_without_the_guard_refuses_the_session(world: World,
 
 
 def test_this_machine_carries_the_guard() -> None:
-    assert unixguard.unsupported() is None
+    assert guardparts.unsupported() is None
