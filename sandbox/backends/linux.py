@@ -22,42 +22,34 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from sandbox.plan import BackendName, LaunchPlan, RunResult
+from sandbox.plan import BackendName, RunResult
 
-from . import supervised
+from .box import BoxBase
 from .bwrap import BwrapBackend
 
 if TYPE_CHECKING:
     from collections.abc import Collection
 
-    from sandbox.harden import Hardening
     from sandbox.network.session import Network
     from sandbox.policy import Policy
     from sandbox.process.pipes import Pipes
-    from sandbox.warm.client import WarmBox
     from sandbox.warm.seat import Forwarder
 
 
-class LinuxBox:
+class LinuxBox(BoxBase):
     """One session's box on Linux. :meth:`open` holds, hardens and (``warm``) starts it;
     :meth:`close` gives everything back. Built and never opened (a bare
     :class:`~sandbox.session.Session`), each run is a plain box of its own, with no
     filter and no bounds."""
 
     name: BackendName = "bwrap"
+    backend: BwrapBackend
 
     def __init__(self, policy: Policy, *, bwrap: str | None = None,
                  features: Collection[str] | None = None) -> None:
-        self.policy = policy
+        super().__init__(policy)
         self.backend = BwrapBackend(policy, bwrap=bwrap, features=features)
-        self.hardening: Hardening | None = None
-        self.warm: WarmBox | None = None
-        self.network: Network | None = None
         self._forwarder: Forwarder | None = None
-
-    def check(self) -> None:
-        """Raise :class:`~sandbox.errors.SandboxUnavailable` now if bwrap is not here."""
-        self.backend.check()
 
     def proxy(self) -> Network | None:
         """The allow-list's proxy on a Unix socket in the session's folder, which the
@@ -100,46 +92,30 @@ class LinuxBox:
                 self._forwarder = seat.Forwarder.start(self)
 
     def close(self) -> None:
-        """The forwarder, the warm box, the hardening, then the held descriptors and the
-        stage (the box's last users are gone by then), and the proxy."""
+        """The forwarder, the warm box, the hardening and the proxy, then the held
+        descriptors and the stage (the box's last users are gone by then)."""
         if self._forwarder is not None:
             self._forwarder.close()
             self._forwarder = None
         if self.warm is not None:
             self.warm.close()
             self.warm = None
-        if self.hardening is not None:
-            self.hardening.close()
-            self.hardening = None
+        super().close()
         self.backend.release()
-        if self.network is not None:
-            self.network.close()
-            self.network = None
 
-    def plan(self, argv: Sequence[str], env_extra: Mapping[str, str] | None = None
-             ) -> LaunchPlan:
-        """The plan of a box of its own for ``argv`` (see :meth:`BwrapBackend.plan`)."""
-        return self.backend.plan(argv, env_extra)
-
-    def run(self, argv: Sequence[str], *, env_extra: Mapping[str, str] | None,
-            stdin: bytes, timeout: float | None, cancel: threading.Event | None,
-            pipes: type[Pipes]) -> RunResult:
-        """Run ``argv`` in the box to its end, and everything it started."""
-        net = self.network
-        mark = net.proxy.mark() if net is not None else 0
-        warm = self.warm is not None
-        if warm:
+    def _run(self, argv: Sequence[str], *, env_extra: Mapping[str, str] | None,
+             stdin: bytes, timeout: float | None, cancel: threading.Event | None,
+             pipes: type[Pipes]) -> RunResult:
+        """In the warm box when the session has one, else in a box of its own."""
+        if self.warm is not None:
             from sandbox.warm import seat
 
-            result = seat.run(self, argv, env_extra=env_extra, stdin=stdin,
-                              timeout=timeout, cancel=cancel, pipes=pipes)
-        else:
-            result = supervised(self.backend.plan(argv, env_extra), self.hardening,
-                                box=True, stdin=stdin, timeout=timeout, cancel=cancel,
-                                output_cap=self.policy.output_cap, pipes=pipes)
-        if net is not None:
-            result = result._replace(refused=net.proxy.since(mark))
-        return self.read(result, own_box=not warm)
+            return self.read(seat.run(self, argv, env_extra=env_extra, stdin=stdin,
+                                      timeout=timeout, cancel=cancel, pipes=pipes),
+                             own_box=False)
+        return self.read(self._supervised(argv, env_extra, box=True, stdin=stdin,
+                                          timeout=timeout, cancel=cancel, pipes=pipes),
+                         own_box=True)
 
     def read(self, result: RunResult, *, own_box: bool) -> RunResult:
         """``result`` as the command's own: a run in a box of its own (``own_box``) has

@@ -14,34 +14,27 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from sandbox.plan import BackendName, LaunchPlan, RunResult
+from sandbox.plan import BackendName, RunResult
 
-from . import supervised
+from .box import BoxBase
 from .seatbelt import SeatbeltBackend
 
 if TYPE_CHECKING:
-    from sandbox.harden import Hardening
     from sandbox.network.session import Network
     from sandbox.policy import Policy
     from sandbox.process.pipes import Pipes
-    from sandbox.warm.client import WarmBox
 
 
-class MacBox:
+class MacBox(BoxBase):
     """One session's box on macOS. The same life as :class:`~.linux.LinuxBox`:
-    :meth:`open`, runs, :meth:`close`."""
+    :meth:`open`, runs, :meth:`close`; its warm box is always None."""
 
     name: BackendName = "seatbelt"
-    warm: WarmBox | None = None  # nothing to keep warm
+    backend: SeatbeltBackend
 
     def __init__(self, policy: Policy) -> None:
-        self.policy = policy
+        super().__init__(policy)
         self.backend = SeatbeltBackend(policy)
-        self.hardening: Hardening | None = None
-        self.network: Network | None = None
-
-    def check(self) -> None:
-        self.backend.check()
 
     def proxy(self) -> Network | None:
         """The allow-list's proxy on 127.0.0.1: the box shares the host's network, and
@@ -66,27 +59,10 @@ class MacBox:
         self.hardening = Hardening.open(self.policy.limits, boxed=False,
                                         private_tmp=self.policy.private_tmp)
 
-    def close(self) -> None:
-        if self.hardening is not None:
-            self.hardening.close()
-            self.hardening = None
-        if self.network is not None:
-            self.network.close()
-            self.network = None
-
-    def plan(self, argv: Sequence[str], env_extra: Mapping[str, str] | None = None
-             ) -> LaunchPlan:
-        return self.backend.plan(argv, env_extra)
-
-    def run(self, argv: Sequence[str], *, env_extra: Mapping[str, str] | None,
-            stdin: bytes, timeout: float | None, cancel: threading.Event | None,
-            pipes: type[Pipes]) -> RunResult:
-        """Run ``argv`` under ``sandbox-exec``, watched by its process group."""
-        net = self.network
-        mark = net.proxy.mark() if net is not None else 0
-        result = supervised(self.backend.plan(argv, env_extra), self.hardening, box=False,
-                            stdin=stdin, timeout=timeout, cancel=cancel,
-                            output_cap=self.policy.output_cap, pipes=pipes)
-        if net is not None:
-            result = result._replace(refused=net.proxy.since(mark))
-        return self.backend.read(result)
+    def _run(self, argv: Sequence[str], *, env_extra: Mapping[str, str] | None,
+             stdin: bytes, timeout: float | None, cancel: threading.Event | None,
+             pipes: type[Pipes]) -> RunResult:
+        """Under ``sandbox-exec``, watched by its process group."""
+        return self.backend.read(self._supervised(argv, env_extra, box=False, stdin=stdin,
+                                                  timeout=timeout, cancel=cancel,
+                                                  pipes=pipes))
