@@ -21,13 +21,12 @@ makes it).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import stat
 from typing import Any
 
 from launchers import bounded
+from sandbox import kept
 from sandbox.digest import sha256_hex
 
 # A kept parse is JSON of a config of at most CONFIG_BYTES: never more than a few times
@@ -58,37 +57,22 @@ def _kept_path(data: bytes) -> str | None:
     from sandbox.policy import private_tmp_root
 
     root = private_tmp_root()
-    try:
-        st = os.lstat(root)
-    except OSError:
-        return None
-    if not (stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid()
-            and stat.S_IMODE(st.st_mode) == 0o700):
-        return None
-    return os.path.join(root, "config.json")
+    return os.path.join(root, "config.json") if kept.private(root) else None
 
 
 def _read_kept(path: str, digest: str) -> dict[str, Any] | None:
     """The parse kept at ``path`` of the bytes of ``digest``, if it is one this user can
     trust (see above)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError:
+    text = kept.read(path, mode=0o600, most=_MAX)
+    if text is None:
         return None
-    with open(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if (not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid()
-                or stat.S_IMODE(st.st_mode) != 0o600 or st.st_nlink != 1
-                or not 0 < st.st_size <= _MAX):
-            return None
-        text = f.read(_MAX + 1)
     try:
-        kept = json.loads(text)
+        got = json.loads(text)
     except (ValueError, RecursionError):
         return None
-    if not isinstance(kept, dict) or kept.get("sha256") != digest:
+    if not isinstance(got, dict) or got.get("sha256") != digest:
         return None
-    doc = kept.get("toml")
+    doc = got.get("toml")
     return doc if isinstance(doc, dict) else None
 
 
@@ -101,16 +85,4 @@ def _keep(path: str, digest: str, doc: dict[str, Any]) -> None:
         return  # dates and times
     if json.loads(text)["toml"] != doc:
         return  # a value JSON would give back changed (a float NaN is never equal)
-    part = f"{path}.{os.getpid()}.part"
-    with contextlib.suppress(OSError):
-        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o600)
-        try:
-            view = memoryview(text.encode("utf-8", "surrogatepass"))
-            while view:
-                view = view[os.write(fd, view):]
-        finally:
-            os.close(fd)
-        os.replace(part, path)
-    with contextlib.suppress(OSError):
-        os.unlink(part)
+    kept.write(path, text.encode("utf-8", "surrogatepass"), mode=0o600)

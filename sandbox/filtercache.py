@@ -17,11 +17,10 @@ the library is not found there, nothing is kept.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import stat
 from collections.abc import Sequence
 
+from . import kept
 from .digest import sha256_hex
 from .seccomp import DENIED, SONAME, Compiled, Denial, arches, compile_filter
 
@@ -60,18 +59,8 @@ def key(table: Sequence[Denial] = DENIED) -> str | None:
 
 def _read_kept(path: str) -> bytes | None:
     """The kept program at ``path``, if it is one this user can trust (see above)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError:
-        return None
-    with open(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if (not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid()
-                or stat.S_IMODE(st.st_mode) != 0o600 or st.st_nlink != 1
-                or not 0 < st.st_size <= _MAX or st.st_size % _INSN):
-            return None
-        data = f.read(_MAX + 1)
-    return data if len(data) == st.st_size else None
+    data = kept.read(path, mode=0o600, most=_MAX)
+    return None if data is None or len(data) % _INSN else data
 
 
 def _sealed(data: bytes) -> Compiled:
@@ -89,38 +78,10 @@ def _sealed(data: bytes) -> Compiled:
     return Compiled(fd, len(data), arches())
 
 
-def _keep(path: str, compiled: Compiled) -> None:
-    """Write the program beside its final name, then move it there (a reader sees a
-    whole file or none)."""
-    data = os.pread(compiled.fd, compiled.size, 0)
-    part = f"{path}.{os.getpid()}.part"
-    with contextlib.suppress(OSError):
-        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o600)
-        try:
-            os.write(fd, data)
-        finally:
-            os.close(fd)
-        os.replace(part, path)
-    with contextlib.suppress(OSError):
-        os.unlink(part)
-
-
-def _private(root: str) -> bool:
-    """``root`` is a folder of this user's that nobody else may enter (as the private
-    temp root is made): a shared folder such as /tmp keeps nothing."""
-    try:
-        st = os.lstat(root)
-    except OSError:
-        return False
-    return (stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid()
-            and stat.S_IMODE(st.st_mode) == 0o700)
-
-
 def load(root: str, table: Sequence[Denial] = DENIED) -> Compiled:
     """The filter for ``table``: the program kept in the private temp root ``root`` when
     there is a sound one, else built (and kept for the next session)."""
-    name = key(table) if _private(root) else None
+    name = key(table) if kept.private(root) else None
     if name is None:
         return compile_filter(table)
     path = os.path.join(root, f"filter-{name}.bpf")
@@ -128,5 +89,5 @@ def load(root: str, table: Sequence[Denial] = DENIED) -> Compiled:
     if data is not None:
         return _sealed(data)
     compiled = compile_filter(table)
-    _keep(path, compiled)
+    kept.write(path, os.pread(compiled.fd, compiled.size, 0), mode=0o600)
     return compiled

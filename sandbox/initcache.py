@@ -43,6 +43,7 @@ import threading
 
 from pathguard.records import NamedTuple
 
+from . import kept
 from .digest import sha256_hex
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "warm", "guardinit.c")
@@ -101,18 +102,8 @@ def key(source: bytes, cc: str, libc: str | None = None) -> str | None:
 
 def read_kept(path: str) -> bytes | None:
     """The kept launcher at ``path``, if it is one this user can trust (see above)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError:
-        return None
-    with open(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if (not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid()
-                or stat.S_IMODE(st.st_mode) != 0o700 or st.st_nlink != 1
-                or not 0 < st.st_size <= _MAX):
-            return None
-        data = f.read(_MAX + 1)
-    return data if len(data) == st.st_size and data.startswith(b"\x7fELF") else None
+    data = kept.read(path, mode=0o700, most=_MAX)
+    return data if data is not None and data.startswith(b"\x7fELF") else None
 
 
 def build(cc: str, root: str, path: str) -> str | None:
@@ -168,15 +159,6 @@ def _remove_others(root: str, path: str) -> None:
                 continue
 
 
-def _private(root: str) -> bool:
-    try:
-        st = os.lstat(root)
-    except OSError:
-        return False
-    return (stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid()
-            and stat.S_IMODE(st.st_mode) == 0o700)
-
-
 def memfd() -> int:
     """An empty memfd that may be executed and sealed. Raises OSError (EACCES where the
     kernel executes no memfd: ``vm.memfd_noexec = 2``)."""
@@ -222,7 +204,7 @@ def _made(root: str) -> Launcher:
     except OSError as err:
         return Launcher(None, f"the Python launcher: no source to build the compiled one "
                         f"from ({err.strerror})")
-    if name is None or not _private(root):
+    if name is None or not kept.private(root):
         return Launcher(None, "the Python launcher: no private folder to keep the "
                         "compiled one in")
     path = os.path.join(root, f"guardinit-{name}")
