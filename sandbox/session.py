@@ -160,6 +160,15 @@ def _git_layout(project: str, named: tuple[str, ...], env: Mapping[str, str] | N
     return layout, roots
 
 
+def _with_views(layout: GitLayout, roots: tuple[str, ...], env: Mapping[str, str],
+                tmp: str) -> GitLayout:
+    """``layout`` with its module configs' views (:mod:`sandbox.git.views`)."""
+    from .git.views import module_views, views_folder
+
+    return layout._replace(views=module_views(layout, roots, find_git(env, roots), env,
+                                              views_folder(tmp, roots)))
+
+
 def _end(session: Session | None, manifest: str | None, tmp: str) -> None:
     """Remove what the session made, and tell the watchdog it need not."""
     if session is not None:
@@ -310,11 +319,7 @@ class Session:
             if layout is not None:
                 _leftovers.make(manifest, tmp, roots, dirs=layout.make_dirs,
                                 files=layout.make_files, protected=layout.protected)
-                from .git.views import module_views, views_folder
-
-                layout = layout._replace(views=module_views(
-                    layout, roots, find_git(scrubbed, roots), scrubbed,
-                    views_folder(tmp, roots)))
+                layout = _with_views(layout, roots, scrubbed, tmp)
             policy = Policy.from_settings(project, settings, boxed=boxed, private_tmp=tmp,
                                           env=env, git=layout)._replace(output_cap=output_cap)
             if policy.boxed:

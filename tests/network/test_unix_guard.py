@@ -16,6 +16,7 @@ import socket
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -189,6 +190,22 @@ class AbstractServer(Server):
 
 _abstract_names = itertools.count()
 
+# sendmmsg(2) of one datagram to an address (no binding in Python: ctypes).
+SENDMMSG = """
+import ctypes, socket, struct
+libc = ctypes.CDLL(None, use_errno=True)
+name = struct.pack("=H", socket.AF_UNIX) + {name!r}.encode()
+addr = ctypes.create_string_buffer(name, len(name))
+buf = ctypes.create_string_buffer(b"x", 1)
+iov = ctypes.create_string_buffer(struct.pack("=QQ", ctypes.addressof(buf), 1), 16)
+vec = ctypes.create_string_buffer(struct.pack("=QI4xQQQQI4x", ctypes.addressof(addr),
+                                              len(name), ctypes.addressof(iov), 1, 0, 0, 0)
+                                  + bytes(8), 64)
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+n = libc.sendmmsg(s.fileno(), vec, 1, 0)
+print("sendmmsg", n, ctypes.get_errno() if n < 0 else "sent")
+"""
+
 OWN_ABSTRACT = """
 import socket
 l = socket.socket(socket.AF_UNIX); l.bind("\\0hs-own-abstract"); l.listen()
@@ -209,9 +226,9 @@ def test_a_host_abstract_socket_is_refused_when_the_box_shares_the_host_network(
     # user's terminals.
     stream, dgram = AbstractServer(), AbstractServer(socket.SOCK_DGRAM)
     world.servers += [stream, dgram]
-    got = out(world.run(CONNECT.format(path=stream.path) + SEND.format(path=dgram.path),
-                        box=box, network=True))
-    assert got == "refused 13\nsendto refused 13\nsendmsg refused 13\n"
+    got = out(world.run(CONNECT.format(path=stream.path) + SEND.format(path=dgram.path)
+                        + SENDMMSG.format(name=dgram.path), box=box, network=True))
+    assert got == "refused 13\nsendto refused 13\nsendmsg refused 13\nsendmmsg -1 13\n"
     assert stream.seen == 0 and dgram.seen == 0
     # So is the box's own there: the guard cannot tell it from the host's.
     assert out(world.run(OWN_ABSTRACT, box=box, network=True)) == "refused 13\n"
@@ -232,10 +249,15 @@ def test_with_abstract_addresses_allowed_the_host_s_is_reached(
     real = sockets.guard_allowed
     monkeypatch.setattr(sockets, "guard_allowed",
                         lambda policy: (*real(policy), sockets.ABSTRACT))
-    stream = AbstractServer()
-    world.servers.append(stream)
-    got = out(world.run(CONNECT.format(path=stream.path), box="per-run", network=True))
-    assert got == "reached hello\n" and stream.seen == 1
+    stream, dgram = AbstractServer(), AbstractServer(socket.SOCK_DGRAM)
+    world.servers += [stream, dgram]
+    got = out(world.run(CONNECT.format(path=stream.path) + SENDMMSG.format(name=dgram.path),
+                        box="per-run", network=True))
+    assert got == "reached hello\nsendmmsg 1 sent\n"
+    deadline = time.monotonic() + 2
+    while dgram.seen == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert stream.seen == 1 and dgram.seen == 1
 
 
 @BOTH
