@@ -57,6 +57,7 @@ CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 MS_REC = 0x4000
 MS_SLAVE = 1 << 19
+MS_SHARED = 1 << 20
 MS_PRIVATE = 1 << 18
 MS_BIND = 0x1000
 AT_FDCWD = -100
@@ -79,12 +80,18 @@ def call(what: str, result: int, path: str = "") -> int:
     return result
 
 
-def bind_private(path: str) -> None:
-    """Bind ``path`` onto itself, with what is mounted below it, as a private mount:
-    nothing mounted there elsewhere reaches this namespace's copy."""
+def bind_self(path: str) -> None:
+    """Bind ``path`` onto itself, with what is mounted below it."""
     where = os.fsencode(path)
     call("binding a folder onto itself", libc().mount(where, where, None,
                                                      MS_BIND | MS_REC, None), path)
+
+
+def bind_private(path: str) -> None:
+    """Bind ``path`` onto itself, with what is mounted below it, as a private mount:
+    nothing mounted there elsewhere reaches this namespace's copy."""
+    bind_self(path)
+    where = os.fsencode(path)
     call("making a mount private", libc().mount(None, where, None, MS_PRIVATE | MS_REC,
                                                 None), path)
 
@@ -92,6 +99,20 @@ def bind_private(path: str) -> None:
 def unshare(kind: int) -> None:
     """A new namespace of ``kind`` for this process (a single-threaded child)."""
     call("unshare", libc().unshare(kind))
+
+
+def setns(fd: int, kind: int) -> None:
+    """Enter the namespace of ``kind`` the descriptor ``fd`` names (a single-threaded
+    child)."""
+    call("setns", libc().setns(fd, kind))
+
+
+def share(path: str) -> None:
+    """Make the mount on ``path`` shared, in a peer group of its own (mount
+    --make-shared): what is mounted below it from here on reaches every copy of it made
+    since, in any namespace."""
+    call("making a mount shared", libc().mount(None, os.fsencode(path), None, MS_SHARED,
+                                               None), path)
 
 
 def make_rslave(path: str = "/") -> None:
@@ -121,10 +142,11 @@ def _mount_attr() -> Any:
     return _Attr
 
 
-def _setattr(tree: int, flags: int, attr_set: int, userns: int, path: str) -> None:
+def _setattr(tree: int, flags: int, attr_set: int, userns: int, path: str, *,
+             propagation: int = 0) -> None:
     import ctypes
 
-    attr = _mount_attr()(attr_set, 0, 0, userns)
+    attr = _mount_attr()(attr_set, 0, propagation, userns)
     call("mount_setattr", libc().syscall(SYS_MOUNT_SETATTR, tree, b"", flags,
                                          ctypes.byref(attr), ctypes.sizeof(attr)), path)
 
@@ -136,9 +158,12 @@ def idmap(tree: int, userns: int, path: str) -> None:
 
 def restrict(tree: int, path: str, *, read_only: bool) -> None:
     """Make the detached ``tree``, with every mount in it, ``nosuid`` and ``nodev``
-    (as bwrap makes each of its binds), and ``read_only`` if asked."""
+    (as bwrap makes each of its binds), ``read_only`` if asked, and private: a copy
+    joins the peer group of the mount it was copied from, and would take every mount
+    made there after it (where that mount is shared, see :func:`share`). Attached below
+    a shared mount, the tree becomes shared in a group of its own."""
     attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (MOUNT_ATTR_RDONLY if read_only else 0)
-    _setattr(tree, AT_EMPTY_PATH | AT_RECURSIVE, attrs, 0, path)
+    _setattr(tree, AT_EMPTY_PATH | AT_RECURSIVE, attrs, 0, path, propagation=MS_PRIVATE)
 
 
 def clone_fd(fd: int, path: str) -> int:

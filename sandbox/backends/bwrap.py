@@ -37,6 +37,7 @@ from .bwrap_args import (
     REQUIRED_FEATURES,
     RESOLVER_DIR,
     _could_make,
+    bindable_late,
     box_args,
     staged_binds,
 )
@@ -278,6 +279,8 @@ class BwrapBackend:
     def plan(self, argv: Sequence[str], env_extra: Mapping[str, str] | None = None
              ) -> LaunchPlan:
         stage = self.stage()
+        if stage is not None:
+            stage.bind_late()  # a box per run starts after all of them
         if self._prefix is None:
             self._prefix = box_args(self.policy, bwrap=self.program(), features=self._features,
                                     fds=self._fds, shm_size=self._shm_size,
@@ -301,12 +304,15 @@ class BwrapBackend:
         command, and through ``/proc/self/fd`` reopen the file below its cover.)"""
         return () if self._stage is not None else tuple(self._fds.values())
 
-    def stage(self) -> Stage | None:
+    def stage(self, *, late: bool = False) -> Stage | None:
         """The session's stage (:mod:`sandbox.backends.stage`), made once, at the first
         box (after the session's own mounts, which it copies): always for a session
         started by root, whose stage is its stand-in (:mod:`sandbox.backends.standin`),
         and for anyone else's box from :data:`~sandbox.backends.stage.STAGE_AT` binds
-        on. None when bwrap makes the binds itself. Raises :class:`SandboxUnavailable`
+        on. None when bwrap makes the binds itself. ``late``, if it is made now and
+        none of its binds would cover a mount of bwrap's (:func:`bindable_late`),
+        leaves them to :meth:`~sandbox.backends.stage.Stage.bind_late` (for the warm
+        box, which starts while they are made). Raises :class:`SandboxUnavailable`
         or, for a path that changed since the session held it, ``PolicyError``."""
         from . import stage as _stage
         from . import standin
@@ -318,7 +324,9 @@ class BwrapBackend:
                 if root or len(binds) >= _stage.STAGE_AT:
                     roots = (self.policy.private_tmp, *self.policy.read_write_paths())
                     try:
-                        self._stage = _stage.Stage.open(roots, binds, stand_in=root)
+                        self._stage = _stage.Stage.open(
+                            roots, binds, stand_in=root,
+                            late=late and bindable_late(self.policy))
                     except _stage.Refused:
                         self._unstaged = True  # the same box, its binds made by bwrap
                 else:

@@ -221,6 +221,27 @@ def _stageable(kind: int, path: str, rw: Sequence[str]) -> bool:
     return kind in (_PIN, _PROTECT, _EMPTY_RO) and any(_under(path, r) for r in rw)
 
 
+def bindable_late(policy: Policy) -> bool:
+    """Whether the stage may make its binds while bwrap makes the box, or after
+    (:meth:`~sandbox.backends.stage.Stage.bind_late`): no bind of the stage is on or
+    above a mount bwrap makes (a hidden path's cover, a read-write root inside another).
+    A mount that arrives later on a folder covers whatever bwrap mounted below it."""
+    ops, _ = _mount_ops(policy)
+    rw = policy.read_write_paths()
+    staged = {path for _, kind, path in ops if _stageable(kind, path, rw)}
+    for _, kind, path in ops:
+        if not _stageable(kind, path, rw):
+            d = path
+            while True:
+                if d in staged:
+                    return False
+                parent = os.path.dirname(d)
+                if parent == d:
+                    break
+                d = parent
+    return True
+
+
 def staged_binds(policy: Policy, fds: Mapping[str, int]) -> list[Bind]:
     """The binds the session's stage makes for this box (:func:`_stageable`), in the
     order bwrap would make them, each with the device and inode of the descriptor the

@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+import threading
 from collections.abc import Callable, Sequence
 from typing import Literal
 
@@ -82,9 +83,15 @@ class Stage:
     """One session's stage. Build with :meth:`open`; :meth:`close` gives it back."""
 
     def __init__(self, userns: int, mntns: int, program: str, stand_in: bool,
-                 root: str = "/", *, children: Sequence[int] = ()) -> None:
+                 root: str = "/", *, children: Sequence[int] = (),
+                 late: Sequence[Bind] = ()) -> None:
         self._userns = userns
         self._mntns = mntns
+        # The binds not made yet (see open's ``late``), made by bind_late; a box's
+        # plan in another thread waits for them.
+        self._late = tuple(late)
+        self._late_lock = threading.Lock()
+        self._failed: BaseException | None = None
         # The children that made the namespaces, let go: each exits at once, and is
         # reaped when the first box's plan is made (waiting at the open would wait for
         # its memory's release), or at the close.
@@ -96,11 +103,12 @@ class Stage:
         self.root = root
 
     @classmethod
-    def open(cls, roots: Sequence[str], binds: Sequence[Bind], *, stand_in: bool
-             ) -> Stage:
+    def open(cls, roots: Sequence[str], binds: Sequence[Bind], *, stand_in: bool,
+             late: bool = False) -> Stage:
         """The stage for a box that writes ``roots`` (the private temp folder first),
         with ``binds`` made in it (in order: shallowest first). ``stand_in`` makes it
-        root's stand-in. Raises
+        root's stand-in. ``late`` leaves the binds to :meth:`bind_late`, for one box
+        started before them: see :meth:`bind_late`. Raises
         :class:`SandboxUnavailable`, or :class:`PolicyError` for a path that changed."""
         program = standin.nsenter()
         libc.libc()  # loaded before any fork
@@ -118,14 +126,66 @@ class Stage:
                 userns, mntns = standin.open_spaces(
                     roots, lambda idmaps, mapped: _stage(idmaps, mapped, binds,
                                                          private=private, copy=copy,
-                                                         children=children),
+                                                         children=children, late=late),
                     also=(os.path.dirname(private),) if private else (), children=children)
             else:
-                userns, mntns = _own_stage(binds, copy, children)
+                userns, mntns = _own_stage(binds, copy, children, late=late)
         except BaseException:
             standin.reap(children)
             raise
-        return cls(userns, mntns, program, stand_in, copy or "/", children=children)
+        return cls(userns, mntns, program, stand_in, copy or "/", children=children,
+                   late=binds if late else ())
+
+    def bind_late(self) -> None:
+        """Make the binds :meth:`open` was told to leave (``late``), once; nothing if
+        there are none left. Safe from any thread: a second caller waits for the first.
+
+        bwrap reads the whole mount table after each of its own binds, so a box started
+        in a stage that holds 1,400 mounts pays for them a dozen times. A stage made
+        ``late`` has instead each read-write root that holds binds bound onto itself
+        and *shared*, and the warm box's bwrap starts there while this makes the binds:
+        a bind made before bwrap copies the namespace is copied with it, and one made
+        after reaches bwrap's copy of its root, a slave of the stage's; either way the
+        box has each once. No run is made in the box before this returns (a run's
+        namespace is a private copy), and a bind that would cover a mount bwrap makes
+        itself is never left late (:func:`~sandbox.backends.bwrap_args.bindable_late`):
+        arriving after it, it would lay the folder bare over that mount.
+
+        The kernel locks every mount of a propagated tree but its top, which a process
+        with ``CAP_SYS_ADMIN`` in the box's user namespace could unmount; so it could
+        every bind bwrap makes itself. The commands have no capability there, and a
+        user namespace of their own would copy every mount locked. Raises
+        :class:`PolicyError` for a path that changed since the session held it, else
+        :class:`SandboxUnavailable`; after a failure, every later call raises it
+        again (some binds may be made, and no box may start here)."""
+        with self._late_lock:
+            if self._failed is not None:
+                raise self._failed  # some may be made: no box starts here any more
+            if self._late:
+                try:
+                    self._bind(self._late)
+                except BaseException as err:
+                    self._failed = err
+                    raise
+                self._late = ()
+
+    def _bind(self, binds: Sequence[Bind]) -> None:
+        userns, mntns = self._userns, self._mntns
+
+        def work(_report: int) -> bytes:
+            # Root's stage is a mount namespace of the host's user namespace; anyone
+            # else's, of a user namespace this user made, entered first.
+            if not self.stand_in:
+                libc.setns(userns, libc.CLONE_NEWUSER)
+            libc.setns(mntns, libc.CLONE_NEWNS)
+            _bind_all(binds)
+            return b""
+
+        _, report, finish = _run_child(work)
+        try:
+            _said(report)
+        finally:
+            standin.reap([finish()])
 
     def argv(self) -> tuple[str, ...]:
         """What goes before bwrap's own argv: ``nsenter`` into the stage's namespaces,
@@ -184,7 +244,7 @@ def _copy_root(copy: str) -> None:  # pragma: no cover - in the child
 
 
 def _stage(idmaps: Sequence[Idmap], mapped: Callable[[], None], binds: Sequence[Bind], *,
-           private: str, copy: str, children: list[int]) -> int:
+           private: str, copy: str, children: list[int], late: bool = False) -> int:
     """Root's mount namespace: copied from this one, with ``idmaps`` and ``binds``
     made in it; as a descriptor. A child makes it (see :func:`_run_child`), its pid
     added to ``children``; it copies the namespace while :func:`mapped` waits for the
@@ -206,7 +266,7 @@ def _stage(idmaps: Sequence[Idmap], mapped: Callable[[], None], binds: Sequence[
             raise OSError(0, "the session did not map the stand-in's user namespaces")
         skipped = _idmap(idmaps)
         _copy_root(copy)
-        _bind_all(binds)
+        _bind_all(binds, late=late)
         return os.fsencode("\0".join(skipped))
 
     pid, report, finish = _run_child(work)
@@ -221,7 +281,8 @@ def _stage(idmaps: Sequence[Idmap], mapped: Callable[[], None], binds: Sequence[
         children.append(finish())
 
 
-def _own_stage(binds: Sequence[Bind], copy: str, children: list[int]) -> tuple[int, int]:
+def _own_stage(binds: Sequence[Bind], copy: str, children: list[int], *,
+               late: bool = False) -> tuple[int, int]:
     """A plain user's stage: a user namespace mapping this user to itself, and a mount
     namespace with ``binds`` made in it (and ``/`` copied on ``copy`` before them); as
     descriptors. The child that makes them is added to ``children``."""
@@ -240,7 +301,7 @@ def _own_stage(binds: Sequence[Bind], copy: str, children: list[int]) -> tuple[i
         libc.unshare(libc.CLONE_NEWNS)
         libc.make_rslave("/")
         _copy_root(copy)
-        _bind_all(binds)
+        _bind_all(binds, late=late)
         return b""
 
     pid, report, finish = _run_child(work)
@@ -400,7 +461,18 @@ def _idmap(idmaps: Sequence[Idmap]) -> list[str]:  # pragma: no cover - in the c
     return skipped
 
 
-def _bind_all(binds: Sequence[Bind]) -> None:  # pragma: no cover - in the child
+def _bind_all(binds: Sequence[Bind], *, late: bool = False
+              ) -> None:  # pragma: no cover - in the child
+    """``binds``, made here; or (``late``) only each of their read-write roots bound
+    onto itself, every one before any is shared (a bind of a folder of a shared mount
+    would join its group), for :meth:`Stage.bind_late`."""
+    if late:
+        tops = list(dict.fromkeys(b.root for b in binds))
+        for top in tops:
+            libc.bind_self(top)
+        for top in tops:
+            libc.share(top)
+        return
     roots: dict[str, int] = {}  # each root opened once, for every bind below it
     try:
         for b in binds:

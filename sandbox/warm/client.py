@@ -40,13 +40,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import IO, TYPE_CHECKING
 
 from sandbox.backends.bwrap import args_by_fd
 from sandbox.errors import SandboxUnavailable
 from sandbox.plan import LaunchPlan, Outcome, RunResult
 from sandbox.process import reaper
+from sandbox.process.beside import Beside
 from sandbox.process.pipes import Pipes
 from sandbox.process.supervisor import poll_wait
 from sandbox.text import escape
@@ -148,7 +149,8 @@ class WarmBox:
               pass_fds: tuple[int, ...] = (), processes: int = 0,
               launcher: Sequence[str] = (), guard: Sequence[bytes] = (),
               own_network: bool = False,
-              spawn: Spawn[subprocess.Popen[bytes]] | None = None) -> WarmBox:
+              spawn: Spawn[subprocess.Popen[bytes]] | None = None,
+              alongside: Callable[[], None] | None = None) -> WarmBox:
         """Start the box: ``options`` is bwrap and its options up to the command (the
         session's :func:`~sandbox.backends.bwrap.box_args` with a pristine ``/proc``).
         ``bpf`` is the compiled filter each command loads; ``read_only`` and ``nulled``
@@ -161,7 +163,9 @@ class WarmBox:
         needs (:func:`sandbox.sockets.guard_fields`); ``own_network`` gives each run a
         network namespace of its own, with only its loopback (a box without network).
         ``spawn`` starts bwrap (a thread in the session's control group, where bwrap is
-        then born: :class:`~sandbox.process.cgroup.Spawner`).
+        then born: :class:`~sandbox.process.cgroup.Spawner`). ``alongside`` is called in
+        a thread of its own once bwrap has started (the stage's binds): no run is made
+        in the box before it returns, and what it raises closes the box and is raised.
         Raises
         :class:`SandboxUnavailable` when the box or its starter does not come up."""
         self = cls()
@@ -181,6 +185,7 @@ class WarmBox:
             daemon=True, name="harness-sandbox-warm-box")
         self._keeper.start()
         spawned.wait()
+        beside = None if alongside is None else Beside(alongside, "harness-sandbox-beside")
         self._theirs.close()
         for run_fd in made.run_fds:
             os.close(run_fd)
@@ -190,10 +195,15 @@ class WarmBox:
         # A starter already gone is said just below.
         with contextlib.suppress(OSError):
             self._sock.send(pack(setup))
-        if not self._ready.wait(START_LIMIT) or self._why is not None:
+        up = self._ready.wait(START_LIMIT) and self._why is None
+        failed = beside.join() if beside is not None else None
+        if not up:
             why = self._why or f"its starter did not answer within {START_LIMIT:g} s"
             self.close()
             raise WarmBoxDown(f"the warm box did not start: {why}", FIX, self.stderr)
+        if failed is not None:
+            self.close()
+            raise failed
         with self._lock:
             for _ in range(SPARE):
                 self._more()
@@ -585,3 +595,4 @@ def _result(outcome: Outcome, reply: list[bytes] | None, streams: Pipes, started
         n = int(value)
         return base._replace(outcome="failed_to_start", error=os.strerror(n), errno=n)
     return base._replace(returncode=int(value))
+

@@ -47,8 +47,9 @@ def open_box(backend: BwrapBackend, hardening: Hardening) -> WarmBox:
         raise SandboxUnavailable("the warm box needs the session's Unix-socket guard")
     shm = hardening.limits.shm_size
     # The session's stage (root's stand-in, or a box with many binds): bwrap starts in
-    # its namespaces, where its git binds are made already.
-    stage = backend.stage()
+    # its namespaces, and the git binds are made there while it does, before any run
+    # (Stage.bind_late: bwrap reads the whole mount table after each of its binds).
+    stage = backend.stage(late=True)
     # Born in the session's control group (cgroup v1: the spawner's thread joined it
     # while the stage was made), not moved there after: a move waits for the kernel.
     born_in = hardening.spawner(wait=JOIN_WAIT)
@@ -62,7 +63,8 @@ def open_box(backend: BwrapBackend, hardening: Hardening) -> WarmBox:
                             processes=hardening.limits.processes,
                             launcher=stage.argv() if stage else (),
                             guard=guard_fields(backend.policy, hardening.guard),
-                            own_network=_own_network(backend.policy), spawn=born_in)
+                            own_network=_own_network(backend.policy), spawn=born_in,
+                            alongside=stage.bind_late if stage else None)
     except SandboxUnavailable as err:
         raise _diagnosed(err) from err
     assert box.proc is not None

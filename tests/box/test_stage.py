@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from sandbox.backends import stage as stage_mod
@@ -185,3 +187,110 @@ def test_without_a_stage_bwrap_makes_the_same_binds(project: Path, outside: Path
         r = s.run(["sh", "-c", "echo x >> .git/config; mkdir .git/hooks/x"])
     assert r.stderr.decode().count("Read-only file system") == 2
     assert (project / ".git" / "config").read_text() == config
+
+
+def _late_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The defence off: the binds made late whatever they cover, and (so that the
+    outcome does not hang on a race) once bwrap has made the box."""
+    from sandbox.backends import bwrap
+
+    monkeypatch.setattr(bwrap, "bindable_late", lambda policy: True)
+    real = Stage.bind_late
+
+    def bind_late(self: Stage) -> None:
+        time.sleep(0.3)
+        real(self)
+
+    monkeypatch.setattr(Stage, "bind_late", bind_late)
+
+
+@pytest.mark.parametrize("defence", [True, False], ids=["checked", "defence-off"])
+@BOTH
+def test_a_hidden_file_below_a_pinned_folder_stays_hidden(
+        project: Path, warm: bool, defence: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hidden file's folders are pinned by the stage and the file is covered by bwrap.
+    The warm box's stage makes its binds while bwrap makes the box: a pin arriving after
+    bwrap's cover would lay the folder, secret and all, over it. Such a stage makes its
+    binds first (``bindable_late``)."""
+    _repo(project)
+    secret = project / "deploy" / "keys" / "secret.txt"
+    secret.parent.mkdir(parents=True)
+    secret.write_text("the secret\n")
+    if not defence:
+        _late_everywhere(monkeypatch)
+    settings = SandboxSettings(hide_defaults=False, hidden=(str(secret),))
+    with Session.open(str(project), settings, warm=warm) as s:
+        assert isinstance(s._box, LinuxBox) and s._box.backend.stage() is not None
+        r = s.run(["cat", "deploy/keys/secret.txt"])
+    if defence or not warm:  # a box per run starts after every bind either way
+        assert r.stdout == b"", r.stdout
+    else:
+        assert r.stdout == b"the secret\n"  # what the check prevents
+
+
+def test_a_warm_box_starts_while_its_stage_binds(project: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The warm box's stage is made without its binds, which are made while bwrap
+    starts (bwrap reads the whole mount table after each of its own binds); the first
+    run, and every run made ahead, has them."""
+    _repo(project)
+    pending: list[int] = []
+    real = Stage.bind_late
+
+    def bind_late(self: Stage) -> None:
+        pending.append(len(self._late))
+        real(self)
+
+    monkeypatch.setattr(Stage, "bind_late", bind_late)
+    with Session.open(str(project), SETTINGS) as s:
+        assert isinstance(s._box, LinuxBox) and s._box.warm is not None
+        runs = [s.run(["sh", "-c", "echo x >> .git/config"]) for _ in range(5)]
+    assert pending and pending[0] > 0
+    for r in runs:
+        assert b"Read-only file system" in r.stderr, r.stderr
+
+
+def test_a_path_changed_before_the_late_binds_ends_the_open(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A protected file swapped between the session's hold and the stage's late binds
+    refuses the session: the warm box it started is ended, nothing is left running."""
+    _repo(project)
+    config = project / ".git" / "config"
+    real = Stage.bind_late
+
+    def bind_late(self: Stage) -> None:
+        text = config.read_text()
+        config.unlink()
+        config.write_text(text)  # the same words, another file
+        real(self)
+
+    monkeypatch.setattr(Stage, "bind_late", bind_late)
+    with pytest.raises(PolicyError) as err, Session.open(str(project), SETTINGS):
+        pass
+    assert str(err.value).startswith(f"{config} changed while the session opened (")
+    # The warm box ended with the open (the session's watchdog may still be ending).
+    assert [p for p in psutil.Process().children(recursive=True) if p.name() == "bwrap"] == []
+
+
+def test_a_stage_whose_binds_cover_a_mount_of_bwraps_binds_first(project: Path) -> None:
+    """What ``bindable_late`` looks at: a pin above a hidden file, or above a writable
+    folder bwrap binds, makes the stage bind first; git's binds alone do not (and a
+    writable folder elsewhere does not either)."""
+    from sandbox.backends.bwrap_args import bindable_late
+
+    _repo(project)
+    inner = project / "deploy"
+    (inner / "out").mkdir(parents=True)
+    (inner / "key").write_text("k")
+    (project / "elsewhere").mkdir()
+    cases = {((), ()): True, ((str(inner / "key"),), ()): False,
+             ((), (str(project / "elsewhere"),)): True}
+    for (hidden, writable), late in cases.items():
+        settings = SandboxSettings(hide_defaults=False, hidden=hidden, writable=writable)
+        with Session.open(str(project), settings, warm=False) as s:
+            assert bindable_late(s.policy) is late, (hidden, writable)
+    # A writable folder inside a pinned one (the git folder).
+    settings = SandboxSettings(hide_defaults=False, writable=(str(project / ".git" / "info"),))
+    with Session.open(str(project), settings, warm=False) as s:
+        assert str(project / ".git") in s.policy.pinned_dirs
+        assert not bindable_late(s.policy)
