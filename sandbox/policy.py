@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 from .beneath import link_on_the_way
 from .env import drop_names
 from .errors import PolicyError
-from .git.dirs import GitLayout, find_layout, git_common_dir
+from .git.dirs import GitLayout, find_layout
+from .git.linked import git_common_dir
 from .limits import Limits, resolve
 from .settings import SandboxSettings
 from .systemtemp import gettempdir

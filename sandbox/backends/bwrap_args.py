@@ -52,7 +52,7 @@ from sandbox.errors import SandboxUnavailable
 from sandbox.policy import Policy
 
 if TYPE_CHECKING:
-    from .stage import Bind
+    from .stagebinds import Bind
 
 # Flags the box cannot do without: a bwrap that lacks one is refused, not worked around.
 REQUIRED_FEATURES: tuple[str, ...] = (
@@ -246,7 +246,7 @@ def staged_binds(policy: Policy, fds: Mapping[str, int]) -> list[Bind]:
     """The binds the session's stage makes for this box (:func:`_stageable`), in the
     order bwrap would make them, each with the device and inode of the descriptor the
     session holds for it (``fds``), if any."""
-    from .stage import Bind
+    from .stagebinds import Bind
 
     ops, _ = _mount_ops(policy)
     rw = policy.read_write_paths()

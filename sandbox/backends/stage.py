@@ -24,22 +24,18 @@ few binds cost bwrap less than the stage's two short-lived children and ``nsente
 from __future__ import annotations
 
 import os
-import re
 import stat
 import threading
 from collections.abc import Callable, Sequence
-from typing import Literal
-
-from pathguard.records import NamedTuple
 
 # Imported here, not in the child: a forked child of a process with threads imports
 # nothing.
 from sandbox import libc
-from sandbox.beneath import create_beneath, open_path, relative
 from sandbox.errors import PolicyError, SandboxUnavailable
 from sandbox.text import escape
 
 from . import standin
+from .stagebinds import Bind, Said, bind_all, copy_root, detach_others, idmap_roots
 
 # A plain user's box is staged from this many binds on (pins, protected names, covers).
 STAGE_AT = 64
@@ -56,22 +52,6 @@ def root_copy(private: str) -> str:
     roots bwrap binds from the stage's own tree, and not again under a ``/`` that those
     cover. Empty on the host (the mount is the stage's); removed with the session."""
     return private + ROOT_SUFFIX
-
-BindKind = Literal["pin", "ro", "view", "empty"]
-
-
-class Bind(NamedTuple):
-    """One mount of the stage, on ``path`` below the read-write ``root``: ``pin`` binds
-    the folder onto itself, ``ro`` the path onto itself read-only, ``view`` the file
-    ``source`` read-only over it, ``empty`` an empty read-only tmpfs (the folder is
-    made first, as bwrap would). ``expect`` is the device and inode the session held,
-    or None."""
-
-    kind: BindKind
-    path: str
-    root: str
-    source: str = ""
-    expect: tuple[int, int] | None = None
 
 
 class Refused(SandboxUnavailable):
@@ -178,7 +158,7 @@ class Stage:
             if not self.stand_in:
                 libc.setns(userns, libc.CLONE_NEWUSER)
             libc.setns(mntns, libc.CLONE_NEWNS)
-            _bind_all(binds)
+            bind_all(binds)
             return b""
 
         _, report, finish = _run_child(work)
@@ -232,17 +212,6 @@ def _made_folder(path: str) -> str:
     return path
 
 
-def _copy_root(copy: str) -> None:  # pragma: no cover - in the child
-    """Mount on ``copy`` a copy of this namespace's ``/``, every mount below it with it,
-    before any of the stage's binds is made."""
-    if copy:
-        tree = libc.open_tree_clone("/")
-        try:
-            libc.attach(tree, copy)
-        finally:
-            os.close(tree)
-
-
 def _stage(idmaps: Sequence[Idmap], mapped: Callable[[], None], binds: Sequence[Bind], *,
            private: str, copy: str, children: list[int], late: bool = False) -> int:
     """Root's mount namespace: copied from this one, with ``idmaps`` and ``binds``
@@ -261,12 +230,12 @@ def _stage(idmaps: Sequence[Idmap], mapped: Callable[[], None], binds: Sequence[
         libc.unshare(libc.CLONE_NEWNS)
         libc.make_rslave("/")
         if private:
-            _detach_others(private)
+            detach_others(private)
         if os.read(mapped_r, 1) != b"m":
             raise OSError(0, "the session did not map the stand-in's user namespaces")
-        skipped = _idmap(idmaps)
-        _copy_root(copy)
-        _bind_all(binds, late=late)
+        skipped = idmap_roots(idmaps)
+        copy_root(copy)
+        bind_all(binds, late=late)
         return os.fsencode("\0".join(skipped))
 
     pid, report, finish = _run_child(work)
@@ -294,14 +263,14 @@ def _own_stage(binds: Sequence[Bind], copy: str, children: list[int], *,
         try:
             libc.unshare(libc.CLONE_NEWUSER)
         except OSError as err:
-            raise _Said("refused", "", err.strerror or str(err)) from err
+            raise Said("refused", "", err.strerror or str(err)) from err
         os.write(report, b"u")  # the parent maps us now
         if os.read(maps_r, 1) != b"m":
             raise OSError(0, "the session did not map the stage's user namespace")
         libc.unshare(libc.CLONE_NEWNS)
         libc.make_rslave("/")
-        _copy_root(copy)
-        _bind_all(binds, late=late)
+        copy_root(copy)
+        bind_all(binds, late=late)
         return b""
 
     pid, report, finish = _run_child(work)
@@ -359,7 +328,7 @@ def _run_child(work: Callable[[int], bytes]
         os.close(out_r)
         try:
             said = b"ok\0" + work(out_w)
-        except _Said as err:
+        except Said as err:
             said = os.fsencode(f"{err.kind}\0{err.path}\0{err.why}")
         except OSError as err:
             said = os.fsencode(f"no\0{err.filename or ''}\0{err.strerror or err}")
@@ -405,123 +374,3 @@ def _said(report: _Report, first: bytes = b"") -> bytes:
                              "see harness-sandbox doctor, and say so in a bug report")
 
 
-class _Said(Exception):
-    """What the child says went wrong: ``changed`` (a path is not what the session held)
-    or ``unmapped`` (a folder the box writes refused its idmapped mount)."""
-
-    def __init__(self, kind: str, path: str, why: str) -> None:
-        super().__init__(path)
-        self.kind, self.path, self.why = kind, path, why
-
-
-def _detach_others(private: str) -> None:  # pragma: no cover - in the child
-    """Unmount, here, every mount in ``private``'s folder but ``private`` itself, and
-    make that folder a private mount: another session's mount there later (on a host
-    that shares its mounts) does not come here either."""
-    folder = os.path.dirname(private)
-    top = folder.rstrip("/") + "/"
-    with open("/proc/self/mountinfo", "rb") as f:
-        points = [os.fsdecode(_unescape(line.split()[4])) for line in f]
-    for p in sorted(set(points), key=len, reverse=True):
-        if p.startswith(top) and p != private and not p.startswith(private + "/"):
-            libc.detach(p)
-    libc.bind_private(folder)
-
-
-def _unescape(field: bytes) -> bytes:
-    """A mountinfo path field: blanks, tabs, newlines and backslashes are octal."""
-    return re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), field)
-
-
-def _idmap(idmaps: Sequence[Idmap]) -> list[str]:  # pragma: no cover - in the child
-    """Each ``(path, holder, required)`` mounted on itself through the mapping of the
-    user namespace of the child ``holder``, shallowest first, every copy taken before
-    any is attached (a folder inside another is copied from the host's); the paths not
-    required that could not be."""
-    order = sorted(range(len(idmaps)), key=lambda i: idmaps[i][0].count("/"))
-    skipped: list[str] = []
-    trees: dict[int, int] = {}
-    spaces = {pid: os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
-              for pid in {holder for _, holder, _ in idmaps}}
-    for i in order:
-        path, holder, required = idmaps[i]
-        ns = spaces[holder]
-        try:
-            tree = libc.open_tree_clone(path)
-            libc.idmap(tree, ns, path)
-        except OSError as err:
-            if required:
-                raise _Said("unmapped", path, err.strerror or str(err)) from err
-            skipped.append(path)
-            continue
-        trees[i] = tree
-    for i in order:
-        if i in trees:
-            libc.attach(trees[i], idmaps[i][0])
-    return skipped
-
-
-def _bind_all(binds: Sequence[Bind], *, late: bool = False
-              ) -> None:  # pragma: no cover - in the child
-    """``binds``, made here; or (``late``) only each of their read-write roots bound
-    onto itself, every one before any is shared (a bind of a folder of a shared mount
-    would join its group), for :meth:`Stage.bind_late`."""
-    if late:
-        tops = list(dict.fromkeys(b.root for b in binds))
-        for top in tops:
-            libc.bind_self(top)
-        for top in tops:
-            libc.share(top)
-        return
-    roots: dict[str, int] = {}  # each root opened once, for every bind below it
-    try:
-        for b in binds:
-            _bind_at(b, roots)
-    finally:
-        for fd in roots.values():
-            os.close(fd)
-
-
-def _bind_at(b: Bind, roots: dict[str, int]) -> None:  # pragma: no cover - in the child
-    where = relative(b.path, (b.root,))
-    if where is None:
-        raise _Said("changed", b.path, "not below its root")
-    if b.kind == "empty" and not os.path.lexists(b.path):
-        create_beneath(where[0], where[1], folder=True)
-    try:
-        rootfd = roots.get(b.root)
-        if rootfd is None:
-            rootfd = roots[b.root] = os.open(b.root, os.O_PATH | os.O_DIRECTORY
-                                             | os.O_CLOEXEC)
-        fd = open_path(*where, rootfd=rootfd)
-    except OSError as err:
-        raise _Said("changed", b.path, err.strerror or str(err)) from err
-    try:
-        st = os.fstat(fd)
-        if b.expect is not None and (st.st_dev, st.st_ino) != b.expect:
-            raise _Said("changed", b.path, "it is another file now")
-        _bind_one(b, fd)
-    finally:
-        os.close(fd)
-
-
-def _bind_one(b: Bind, fd: int) -> None:  # pragma: no cover - in the child
-    if b.kind == "empty":
-        libc.mount_tmpfs(f"/proc/self/fd/{fd}", "size=4k,mode=0755",
-                         libc.MS_NOSUID | libc.MS_NODEV | libc.MS_RDONLY)
-        return
-    if b.kind == "view":
-        src = os.open(b.source, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
-        try:
-            tree = libc.clone_fd(src, b.source)
-        finally:
-            os.close(src)
-    else:
-        tree = libc.clone_fd(fd, b.path)
-    try:
-        # nosuid and nodev already, as bwrap would make them: it remounts every mount
-        # below its binds that lacks a flag of theirs, one by one.
-        libc.restrict(tree, b.path, read_only=b.kind != "pin")
-        libc.attach_fd(tree, fd, b.path)
-    finally:
-        os.close(tree)

@@ -40,26 +40,23 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import IO, TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from sandbox.backends.bwrap import args_by_fd
-from sandbox.errors import SandboxUnavailable
-from sandbox.plan import LaunchPlan, Outcome, RunResult
+from sandbox.plan import LaunchPlan, RunResult
 from sandbox.process import reaper
 from sandbox.process.beside import Beside
 from sandbox.process.pipes import Pipes
-from sandbox.process.supervisor import poll_wait
 from sandbox.text import escape
+from sandbox.warm.bwraplog import gone_why, keep, last_words
+from sandbox.warm.channel import FIX, WarmBoxDown, ask, pump, result
 from sandbox.warm.inbox import MAX_MESSAGE, pack, unpack
 
 if TYPE_CHECKING:
-    from sandbox.policy import Policy
     from sandbox.process.cgroup import Spawn
 
 HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "helper.py")
-# What the starter needs in the box's user namespace: new namespaces and mounts per run
-# (CAP_SYS_ADMIN), and to empty each command's bounding set (CAP_SETPCAP).
 # The starter's, in the box's user namespace only: each run's namespaces and mounts
 # (SYS_ADMIN), its loopback brought up (NET_ADMIN), dropping them (SETPCAP), and the
 # Unix-socket guard's taking a socket of a caller that is not dumpable (SYS_PTRACE).
@@ -70,52 +67,16 @@ KILL_LIMIT = 5.0
 # privileges are made while nothing else runs, off the next run's start.
 SPARE = 3
 IDLE = 0.01
-# A request longer than this goes in a memfd (a SOCK_SEQPACKET message must fit the
-# socket's buffer whole).
-BIG = 1 << 16
-STDERR_KEPT = 1 << 14
-FIX = "the session's box must be opened again"
 
 
-class WarmBoxDown(SandboxUnavailable):
-    """The warm box did not start, is gone or stopped answering. ``stderr`` is what
-    bwrap and the starter wrote (bwrap's own errors, such as a namespace refused)."""
-
-    def __init__(self, diagnosis: str, fix: str = FIX, stderr: bytes = b"") -> None:
-        super().__init__(diagnosis, fix)
-        self.stderr = stderr
-
-
-def box_options(policy: Policy, *, bwrap: str, features: Collection[str] | None = None,
-                fds: Mapping[str, int] | None = None, shm_size: int | None = None,
-                staged: bool = False, root: str = "/") -> tuple[str, ...]:
-    """bwrap and the session's box options for a warm box: the cold box's
-    (:func:`~sandbox.backends.bwrap.box_args`) with a pristine ``/proc``, which each run
-    covers on its own fresh one.
-
-    Without ``--disable-userns``, which puts the box's processes in a nested user
-    namespace: from there the starter could neither go back to its own PID namespace
-    after making a run's (``setns`` needs ``CAP_SYS_ADMIN`` where that namespace was
-    made) nor, in a box started by root, mount a run's ``/proc`` (bwrap covers the
-    writable procfs entries itself then, and in a nested namespace those covers are
-    locked, which makes the kernel refuse a new procfs). What stops a run from making a
-    user namespace is its filter, which refuses every new namespace
-    (:data:`sandbox.seccomp.DENIED`), as it does in the cold box.
-    """
-    from sandbox.backends.bwrap import box_args
-
-    args = box_args(policy, bwrap=bwrap, features=features, fds=fds, shm_size=shm_size,
-                    proc_belt=False, staged=staged, root=root)
-    return tuple(a for a in args if a != "--disable-userns")
-
-
-class _Proc:
-    """The host's ends of one run's pipes, as :class:`Pipes` reads a process's."""
-
-    def __init__(self, stdin: int, stdout: int, stderr: int) -> None:
-        self.stdin: IO[bytes] | None = open(stdin, "wb", buffering=0)  # noqa: SIM115
-        self.stdout: IO[bytes] | None = open(stdout, "rb", buffering=0)  # noqa: SIM115
-        self.stderr: IO[bytes] | None = open(stderr, "rb", buffering=0)  # noqa: SIM115
+def _bwrap(options: Sequence[str], pass_fds: tuple[int, ...], fd: int) -> LaunchPlan:
+    """bwrap with ``options``, the starter's capabilities and the starter as its
+    command, told its end of the box's socket (``fd``); the options by descriptor
+    (thousands of binds would pass the kernel's ``ARG_MAX``)."""
+    command = (os.path.realpath(sys.executable), "-I", "-S", HELPER, str(fd))
+    return args_by_fd(LaunchPlan("bwrap", (*options, *(
+        x for c in CAPS for x in ("--cap-add", c)), "--", *command), {}, "/",
+        "the warm box", pass_fds=(*pass_fds, fd)), len(command))
 
 
 class WarmBox:
@@ -169,13 +130,7 @@ class WarmBox:
         Raises
         :class:`SandboxUnavailable` when the box or its starter does not come up."""
         self = cls()
-        fd = self._theirs.fileno()
-        python = os.path.realpath(sys.executable)
-        command = (python, "-I", "-S", HELPER, str(fd))
-        # The options by descriptor: thousands of binds would pass the kernel's ARG_MAX.
-        made = args_by_fd(LaunchPlan("bwrap", (*options, *(
-            x for c in CAPS for x in ("--cap-add", c)), "--", *command), {}, "/",
-            "the warm box", pass_fds=(*pass_fds, fd)), len(command))
+        made = _bwrap(options, pass_fds, self._theirs.fileno())
         spawned = threading.Event()
         self._keeper = threading.Thread(
             # bwrap starts on the host with an empty environment: a linker variable
@@ -192,8 +147,7 @@ class WarmBox:
         setup = [b"setup", b"%d" % shm_size, b"\0".join(os.fsencode(p) for p in read_only),
                  b"\0".join(os.fsencode(p) for p in nulled), bpf, b"%d" % processes,
                  *(guard or (b"", b"", b"")), b"net" if own_network else b""]
-        # A starter already gone is said just below.
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError):  # a starter already gone is said just below
             self._sock.send(pack(setup))
         up = self._ready.wait(START_LIMIT) and self._why is None
         failed = beside.join() if beside is not None else None
@@ -243,9 +197,9 @@ class WarmBox:
         spawned.set()
         try:
             self._serve(proc)
-            self._last_words(proc)
+            last_words(proc, self._stderr)
         finally:
-            self._fail(self._gone_why(proc))
+            self._fail(gone_why(proc, self._stderr))
             proc.kill()
             proc.wait()
             reaper.running.discard(proc.pid)
@@ -253,28 +207,6 @@ class WarmBox:
             with self._lock:
                 for ended in self._ended.values():
                     ended.set()
-
-    def _last_words(self, proc: subprocess.Popen[bytes]) -> None:
-        """What bwrap still writes as it ends (its namespace error comes as the box's
-        end, perhaps after the starter's socket closed), for the diagnosis."""
-        assert proc.stderr is not None
-        err = proc.stderr.fileno()
-        poller = select.poll()
-        poller.register(err, select.POLLIN)
-        deadline = time.monotonic() + 1.0
-        while len(self._stderr) < STDERR_KEPT and poller.poll(
-                max(0, int((deadline - time.monotonic()) * 1000))):
-            data = os.read(err, 4096)
-            if not data:
-                return
-            self._stderr += data[:STDERR_KEPT - len(self._stderr)]
-
-    def _gone_why(self, proc: subprocess.Popen[bytes]) -> str:
-        text = self._stderr.decode("utf-8", "replace").strip()
-        if text:
-            return f"it ended: {escape(text.splitlines()[-1])}"
-        rc = proc.poll()
-        return "it ended" if rc is None else f"it ended with status {rc}"
 
     def _serve(self, proc: subprocess.Popen[bytes]) -> None:
         """Read the starter's answers and bwrap's stderr until the box ends."""
@@ -292,7 +224,7 @@ class WarmBox:
                     data = os.read(err, 4096)
                     if not data:
                         poller.unregister(err)
-                    self._stderr += data[:max(0, STDERR_KEPT - len(self._stderr))]
+                    keep(self._stderr, data)
                 elif not self._answer():
                     return
 
@@ -411,11 +343,15 @@ class WarmBox:
         self._touch(ended=False)
         streams: Pipes | None = None
         try:
-            proc = self._ask(chan, argv, env, cwd)
+            proc = ask(chan, argv, env, cwd)
             streams = pipes(proc, stdin, output_cap)
             streams.poller.register(chan.fileno(), select.POLLIN)
             deadline = None if timeout is None else started + timeout
-            outcome, reply = self._pump(streams, chan, deadline, cancel, started)
+            pumped = pump(streams, chan, deadline, cancel, started, start_limit=self.start_limit)
+            if pumped is None:
+                self._fail(f"its starter did not start a run within {self.start_limit:g} s")
+                raise WarmBoxDown(f"the warm box is gone: {self._gone()}", FIX, self.stderr)
+            outcome, reply = pumped
             if outcome != "exited" or reply is None:
                 self._kill(rid)
             if reply is None and outcome == "exited":
@@ -424,7 +360,7 @@ class WarmBox:
             streams.close_stdin()
             # Every process of the run is gone: its pipes are at their end.
             streams.drain(0.25, time.monotonic() + 1.0)
-            return _result(outcome, reply, streams, started)
+            return result(outcome, reply, streams, started)
         finally:
             if streams is not None:
                 streams.close()
@@ -491,64 +427,6 @@ class WarmBox:
                 self._more()
         return None
 
-    def _ask(self, chan: socket.socket, argv: Sequence[str], env: Mapping[str, str],
-             cwd: str) -> _Proc:
-        """Send the run to its init with the far ends of its three pipes; the host's
-        ends back."""
-        in_r, in_w = os.pipe()
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
-        theirs = [in_r, out_w, err_w]
-        msg = pack([b"run", b"", os.fsencode(cwd), b"%d" % len(argv),
-                    *(os.fsencode(a) for a in argv),
-                    *(os.fsencode(k) + b"=" + os.fsencode(v) for k, v in env.items())])
-        try:
-            if len(msg) > BIG:
-                memfd = os.memfd_create("harness-sandbox-run", os.MFD_CLOEXEC)
-                theirs.append(memfd)
-                os.write(memfd, msg)
-                os.lseek(memfd, 0, os.SEEK_SET)
-                msg = pack([b"big", b""])
-            socket.send_fds(chan, [msg], theirs)
-        except OSError:
-            # The init is gone before its request: what it said (its namespace could not
-            # be made) comes as its answer, read by the pump.
-            pass
-        finally:
-            for fd in theirs:
-                os.close(fd)
-        return _Proc(in_w, out_r, err_r)
-
-    def _pump(self, streams: Pipes, chan: socket.socket, deadline: float | None,
-              cancel: threading.Event | None, sent: float
-              ) -> tuple[Outcome, list[bytes] | None]:
-        """Serve the pipes until the run's end is told (or its init is gone without a
-        word: no reply), the deadline passes or cancel is set."""
-        begun = False
-        fd = chan.fileno()
-        while True:
-            wait = poll_wait(deadline, cancel)
-            if not begun:
-                limit = sent + self.start_limit - time.monotonic()
-                wait = limit if wait is None else min(wait, limit)
-            for got, event in streams.poller.poll(
-                    None if wait is None else max(0, math.ceil(wait * 1000))):
-                if got != fd:
-                    streams.handle(got, event)
-                    continue
-                msg = _recv(chan)
-                if msg is None or msg[0] == b"exit":
-                    return "exited", msg
-                begun = begun or msg[0] == b"started"
-            if cancel is not None and cancel.is_set():
-                return "cancelled", None
-            now = time.monotonic()
-            if deadline is not None and now >= deadline:
-                return "timed_out", None
-            if not begun and now - sent > self.start_limit:
-                self._fail(f"its starter did not start a run within {self.start_limit:g} s")
-                raise WarmBoxDown(f"the warm box is gone: {self._gone()}", FIX, self.stderr)
-
     def _kill(self, rid: bytes) -> None:
         """End the run and wait until nothing of it lives; a starter that does not end
         it ends the box (and waits for that)."""
@@ -566,33 +444,3 @@ class WarmBox:
         finally:
             with self._lock:
                 del self._ended[rid]
-
-
-def _recv(chan: socket.socket) -> list[bytes] | None:
-    """One message from a run's init, or None when it is gone without one."""
-    try:
-        msg = chan.recv(MAX_MESSAGE)
-    except OSError:
-        return None
-    return unpack(msg) if msg else None
-
-
-def _result(outcome: Outcome, reply: list[bytes] | None, streams: Pipes, started: float
-              ) -> RunResult:
-    kind, value = (reply[1], reply[2]) if reply is not None else (b"", b"")
-    if kind == b"setup":
-        raise WarmBoxDown("the warm box could not make a run's namespaces: "
-                          + escape(value.decode("utf-8", "replace")))
-    base = RunResult(outcome,
-                     stdout=bytes(streams.bufs[streams.out_fd]),
-                     stderr=bytes(streams.bufs[streams.err_fd]),
-                     stdout_capped=streams.capped[streams.out_fd],
-                     stderr_capped=streams.capped[streams.err_fd],
-                     elapsed=time.monotonic() - started)
-    if outcome != "exited":
-        return base
-    if kind == b"exec":
-        n = int(value)
-        return base._replace(outcome="failed_to_start", error=os.strerror(n), errno=n)
-    return base._replace(returncode=int(value))
-

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import shlex
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from sandbox.backends.bwrap import KEYRING_LISTS, PROC_READ_ONLY, BwrapBackend
@@ -29,12 +29,36 @@ from sandbox.plan import LaunchPlan, RunResult
 from sandbox.process.pipes import Pipes
 from sandbox.sockets import guard_fields
 from sandbox.startenv import box_env
-from sandbox.warm.client import WarmBox, WarmBoxDown, box_options
+from sandbox.warm.channel import WarmBoxDown
+from sandbox.warm.client import WarmBox
 
 if TYPE_CHECKING:
     from sandbox.backends.linux import LinuxBox
     from sandbox.harden import Hardening
     from sandbox.policy import Policy
+
+
+def box_options(policy: Policy, *, bwrap: str, features: Collection[str] | None = None,
+                fds: Mapping[str, int] | None = None, shm_size: int | None = None,
+                staged: bool = False, root: str = "/") -> tuple[str, ...]:
+    """bwrap and the session's box options for a warm box: the cold box's
+    (:func:`~sandbox.backends.bwrap.box_args`) with a pristine ``/proc``, which each run
+    covers on its own fresh one.
+
+    Without ``--disable-userns``, which puts the box's processes in a nested user
+    namespace: from there the starter could neither go back to its own PID namespace
+    after making a run's (``setns`` needs ``CAP_SYS_ADMIN`` where that namespace was
+    made) nor, in a box started by root, mount a run's ``/proc`` (bwrap covers the
+    writable procfs entries itself then, and in a nested namespace those covers are
+    locked, which makes the kernel refuse a new procfs). What stops a run from making a
+    user namespace is its filter, which refuses every new namespace
+    (:data:`sandbox.seccomp.DENIED`), as it does in the cold box.
+    """
+    from sandbox.backends.bwrap import box_args
+
+    args = box_args(policy, bwrap=bwrap, features=features, fds=fds, shm_size=shm_size,
+                    proc_belt=False, staged=staged, root=root)
+    return tuple(a for a in args if a != "--disable-userns")
 
 
 def open_box(backend: BwrapBackend, hardening: Hardening) -> WarmBox:

@@ -19,7 +19,8 @@ import pytest
 
 from sandbox.backends import stage as stage_mod
 from sandbox.backends.linux import LinuxBox
-from sandbox.backends.stage import Bind, Stage
+from sandbox.backends.stage import Stage
+from sandbox.backends.stagebinds import Bind
 from sandbox.errors import PolicyError
 from sandbox.session import Session
 from sandbox.settings import SandboxSettings

@@ -26,7 +26,8 @@ from sandbox.errors import SandboxUnavailable
 from sandbox.plan import RunResult
 from sandbox.session import Session
 from sandbox.startenv import box_env
-from sandbox.warm.client import SPARE, WarmBox, box_options
+from sandbox.warm.client import SPARE, WarmBox
+from sandbox.warm.seat import box_options
 
 pytestmark = [
     pytest.mark.isolation,
