@@ -107,9 +107,17 @@ class _Finder:
         return True
 
     def _pin_above(self, root: str, rel: str) -> None:
-        parts = rel.split("/")[:-1]
-        for i in range(1, len(parts) + 1):
-            self._add("pinned", os.path.join(root, *parts[:i]))
+        """Pin every folder between ``root`` and ``root/rel``, shallowest first. A folder
+        pinned already has every folder above it pinned: the walk up stops there."""
+        seen = self.seen["pinned"]
+        up: list[str] = []
+        d = os.path.dirname(os.path.join(root, rel))
+        while len(d) > len(root) and d not in seen:
+            up.append(d)
+            d = os.path.dirname(d)
+        for d in reversed(up):
+            seen.add(d)
+            self.pinned.append(d)
 
     def protect(self, path: str, make: bytes | bool | None = False, why: str = "",
                 hops: int = 0, found: Found | None = None) -> None:
