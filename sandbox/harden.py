@@ -100,18 +100,19 @@ GUARD_FIX = ("run the box on Linux 5.6 or later (x86-64 or arm64), where seccomp
              "notification and pidfd_getfd exist")
 
 
-def _guard_program(root: str) -> bytes:
-    """The Unix-socket guard's filter for every boxed run (sandbox/warm/unixguard.py).
-    A kernel that cannot carry it refuses the session: never a box that lets the
-    command reach any listening socket."""
-    from .seccomp import UNIX_GUARD
+def _guard_program(root: str, host_network: bool) -> bytes:
+    """The Unix-socket guard's filter for every boxed run (sandbox/warm/unixguard.py),
+    with binds supervised too in a box on the host's network. A kernel that cannot
+    carry it refuses the session: never a box that lets the command reach any listening
+    socket."""
+    from .seccomp import UNIX_GUARD, UNIX_GUARD_BIND
     from .warm.guardparts import unsupported
 
     why = unsupported()
     if why is not None:
         raise SandboxUnavailable(f"the box cannot guard Unix sockets: {why}", GUARD_FIX)
     try:
-        compiled = filtercache.load(root, UNIX_GUARD)
+        compiled = filtercache.load(root, UNIX_GUARD_BIND if host_network else UNIX_GUARD)
     except (ImportError, OSError, RuntimeError, AttributeError) as err:
         raise SandboxUnavailable(
             f"the Unix-socket guard's filter could not be built: {err}", FILTER_FIX) from err
@@ -146,7 +147,11 @@ class Hardening:
         self._seats_wanted = False
 
     @classmethod
-    def open(cls, limits: Limits, *, boxed: bool, private_tmp: str) -> Hardening:
+    def open(cls, limits: Limits, *, boxed: bool, private_tmp: str,
+             host_network: bool = False) -> Hardening:
+        """The session's hardening: for a box (``boxed``) the filter, the guard's (which
+        supervises binds too on the ``host_network``) and the bounds; else the host
+        runs' groups only."""
         self = cls(limits, boxed=boxed, private_tmp=private_tmp)
         # Host seats are made at the first host run, not here: a session that runs only
         # in the box (one `harness-sandbox run`) makes no group for host runs.
@@ -162,7 +167,7 @@ class Hardening:
         except (ImportError, OSError, RuntimeError, AttributeError) as err:
             raise SandboxUnavailable(
                 f"the system-call filter could not be built: {err}", FILTER_FIX) from err
-        self.guard = _guard_program(os.path.dirname(private_tmp))
+        self.guard = _guard_program(os.path.dirname(private_tmp), host_network)
         try:
             self.box_group = cgroup.bounded(limits.processes, limits.memory)
             if self.box_group.version == 1:

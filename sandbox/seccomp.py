@@ -160,6 +160,16 @@ UNIX_GUARD: tuple[Denial, ...] = (
              (Cmp(0, 0xFFFFFFFF, call),)) for call in (3, 11, 16, 20)),
 )
 
+# With ``network = true`` the box shares the host's network namespace, and with it the
+# host's abstract Unix names: a bind waits for the guard too, which refuses an abstract
+# name and makes every other bind itself.
+UNIX_GUARD_BIND: tuple[Denial, ...] = (
+    *UNIX_GUARD,
+    Denial("bind", NOTIFY, "an abstract name on the host's network: a host program that "
+                           "connects to it later would reach the box"),
+    Denial("socketcall", NOTIFY, "a bind from 32-bit x86", (Cmp(0, 0xFFFFFFFF, 2),)),
+)
+
 # The ABIs a process on this machine can call the kernel with, by ``os.uname().machine``.
 # A machine not listed gets its native ABI only (and doctor says so).
 _ARCHES: dict[str, tuple[str, ...]] = {

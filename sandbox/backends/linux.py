@@ -81,7 +81,8 @@ class LinuxBox(BoxBase):
             self.backend.hold(held)
         limits = self.policy.limits
         self.hardening = h = Hardening.open(limits, boxed=True,
-                                            private_tmp=self.policy.private_tmp)
+                                            private_tmp=self.policy.private_tmp,
+                                            host_network=self.policy.network)
         self.backend.harden(shm_size=limits.shm_size, seccomp=h.seccomp_reader,
                             guard=h.guard, launcher=lambda: h.launcher().program)
         if warm:

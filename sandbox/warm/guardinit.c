@@ -34,7 +34,8 @@
  *
  * THE GUARD'S CALLS
  *     connect(2), sendto(2) with an address, sendmsg(2) and sendmmsg(2) of the
- *     command (and of everything it starts) wait until this process answers.
+ *     command (and of everything it starts), and bind(2) in a box on the host's
+ *     network, wait until this process answers.
  *     Nothing here lets a call go on (SECCOMP_USER_NOTIF_FLAG_CONTINUE is never
  *     used): this fast path only refuses, so a wrong judgement here can stop a
  *     call but never let one through. It answers, with no interpreter:
@@ -403,7 +404,7 @@ static int valid(int listener, uint64_t id)
 static int guarded_call(int nr)
 {
 	return nr == SYS_connect || nr == SYS_sendto || nr == SYS_sendmsg ||
-	       nr == SYS_sendmmsg;
+	       nr == SYS_sendmmsg || nr == SYS_bind;
 }
 
 /* The caller's socket's family; -1 when it cannot be had. */

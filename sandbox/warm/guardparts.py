@@ -9,20 +9,24 @@ Standard library only, and no import of the toolkit: it runs inside the box with
 
 from __future__ import annotations
 
+import _thread
 import ctypes
 import errno
 import os
+import struct
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported in the box: it costs each run its start
+    from collections.abc import Callable
+
     from sandbox.warm.unixguard import Guard
 
 # (audit arch, seccomp(2)'s number, {number: call}) by os.uname().machine.
 _MACHINES: dict[str, tuple[int, int, dict[int, str]]] = {
-    "x86_64": (0xC000003E, 317,
-               {42: "connect", 44: "sendto", 46: "sendmsg", 307: "sendmmsg"}),
-    "aarch64": (0xC00000B7, 277,
-                {203: "connect", 206: "sendto", 211: "sendmsg", 269: "sendmmsg"}),
+    "x86_64": (0xC000003E, 317, {42: "connect", 44: "sendto", 46: "sendmsg",
+                                 307: "sendmmsg", 49: "bind"}),
+    "aarch64": (0xC00000B7, 277, {203: "connect", 206: "sendto", 211: "sendmsg",
+                                  269: "sendmmsg", 200: "bind"}),
 }
 SYS_PIDFD_OPEN, SYS_PIDFD_GETFD, SYS_PIDFD_SEND_SIGNAL = 434, 438, 424
 SECCOMP_SET_MODE_FILTER = 1
@@ -90,6 +94,11 @@ class Refused(Exception):
     def __init__(self, err: int) -> None:
         super().__init__(err)
         self.errno = err
+
+
+SOL_SOCKET, SCM_RIGHTS = 1, 1
+_AS_CALLER = _thread.allocate_lock()
+_CMSG = struct.Struct("=Qii")             # cmsg_len, cmsg_level, cmsg_type
 
 
 class Caller:
@@ -176,6 +185,46 @@ class Caller:
             os.close(d)
         self.held.append(fd)
         return fd
+
+    def as_caller(self, make: Callable[[], int]) -> int:
+        """``make()`` (a bind) in the caller's working folder and with its umask, as
+        the kernel would make it for the caller: a relative name is found there, the
+        socket file gets the caller's mode, and the socket's name is the one the caller
+        gave. One at a time: both are the guard process's own, which no other call it
+        makes uses (every path it opens is absolute)."""
+        with _AS_CALLER:
+            cwd = os.open(f"/proc/{self.pid}/cwd", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            here = os.open(".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                with open(f"/proc/{self.pid}/status", "rb") as f:
+                    mask = next(int(line.split()[1], 8) for line in f
+                                if line.startswith(b"Umask:"))
+                self.confirm()
+                os.fchdir(cwd)
+                old = os.umask(mask)
+                try:
+                    return make()
+                finally:
+                    os.umask(old)
+                    os.fchdir(here)
+            finally:
+                os.close(cwd)
+                os.close(here)
+
+    def control(self, data: bytes) -> bytes:
+        """A message's control data, each descriptor passed (``SCM_RIGHTS``) the
+        caller's own taken here."""
+        out, pos = bytearray(data), 0
+        while pos + _CMSG.size <= len(data):
+            size, level, kind = _CMSG.unpack_from(data, pos)
+            if size < _CMSG.size or pos + size > len(data):
+                break
+            if level == SOL_SOCKET and kind == SCM_RIGHTS:
+                for at in range(pos + _CMSG.size, pos + size - 3, 4):
+                    (n,) = struct.unpack_from("=i", data, at)
+                    struct.pack_into("=i", out, at, self.fd(n))
+            pos += (size + 7) & ~7
+        return bytes(out)
 
     def close(self) -> None:
         for fd in (self.pidfd, self.mem, *self.held):

@@ -1,4 +1,5 @@
-"""The box's Unix-socket guard: ``connect(2)`` and sends with an address, supervised.
+"""The box's Unix-socket guard: ``connect(2)`` and sends with an address, supervised
+(and ``bind(2)`` in a box on the host's network).
 
 Standard library only, and no import of the toolkit: it runs inside the box, in the
 warm box's starter (:mod:`sandbox.warm.inbox`, each run's PID 1) and in a box per run
@@ -8,7 +9,9 @@ warm box's starter (:mod:`sandbox.warm.inbox`, each run's PID 1) and in a box pe
 filter (:data:`sandbox.seccomp.UNIX_GUARD`, compiled by libseccomp on the host) with
 ``SECCOMP_FILTER_FLAG_NEW_LISTENER``: from then on ``connect``, ``sendto`` with an
 address, ``sendmsg`` and ``sendmmsg`` of the command that thread starts (and of all its
-descendants) wait for the supervisor. The supervisor thread was made before the filter,
+descendants) wait for the supervisor; so does ``bind`` where the box shares the host's
+network namespace (:data:`sandbox.seccomp.UNIX_GUARD_BIND`), and an abstract name is
+refused it there. The supervisor thread was made before the filter,
 so its own calls are not stopped (a filter binds the thread that loads it and what that
 thread starts afterwards).
 
@@ -83,9 +86,8 @@ _RESP = struct.Struct("=QqiI")            # struct seccomp_notif_resp
 _MSGHDR = struct.Struct("=QI4xQQQQI4x")   # struct msghdr (64-bit)
 _MMSGHDR = 64                             # struct mmsghdr: msghdr, msg_len, padding
 _IOVEC = struct.Struct("=QQ")
-_CMSG = struct.Struct("=Qii")             # cmsg_len, cmsg_level, cmsg_type
 AF_UNIX = 1
-SOL_SOCKET, SO_TYPE, SO_DOMAIN, SCM_RIGHTS = 1, 3, 39, 1
+SOL_SOCKET, SO_TYPE, SO_DOMAIN = 1, 3, 39
 SOCK_STREAM = 1
 MSG_DONTWAIT, MSG_NOSIGNAL = 0x40, 0x4000
 SUN_PATH = 108            # sizeof(sockaddr_un.sun_path)
@@ -261,13 +263,16 @@ class Guard:
             raise Refused(ctypes.get_errno())
         return value.value
 
-    def address(self, caller: Caller, sock: int, name: bytes) -> bytes:
+    def address(self, caller: Caller, sock: int, name: bytes, *, bind: bool = False
+                ) -> bytes:
         """The address the call is made with: ``name`` itself, unless it is a pathname
-        on a Unix socket, which becomes ``/proc/self/fd/N`` of the checked socket. Every
-        other address is one the kernel reads as no path (another family's, abstract,
-        or one it refuses as malformed: a wrong family, too short or too long). An
-        abstract one is refused where the box shares the host's network namespace, and
-        with it the host's abstract sockets (an X server's, a D-Bus bus)."""
+        on a Unix socket, which becomes ``/proc/self/fd/N`` of the checked socket (a
+        ``bind`` makes its name where the caller would: :meth:`Caller.as_caller`). Every other
+        address is one the kernel reads as no path (another family's, abstract, or one
+        it refuses as malformed: a wrong family, too short or too long). An abstract
+        one is refused where the box shares the host's network namespace, and with it
+        the host's abstract sockets (an X server's, a D-Bus bus): a box's bind there
+        would take a name a host client later reaches."""
         if (self._sockopt(sock, SO_DOMAIN) != AF_UNIX or len(name) <= 2
                 or len(name) > 2 + SUN_PATH or struct.unpack_from("=H", name)[0] != AF_UNIX):
             return name
@@ -281,6 +286,8 @@ class Guard:
                 # The caller's, not the guard's: a socket reached by its descriptor (the
                 # way round sun_path's 108 bytes).
                 path = b"/proc/%d/%s" % (caller.pid, path[len(own):])
+        if bind:
+            return struct.pack("=H", AF_UNIX) + path + b"\0"
         fd = caller.opened(path)
         if not stat.S_ISSOCK(os.fstat(fd).st_mode):
             raise Refused(errno.ECONNREFUSED)  # as connect(2) says it
@@ -357,6 +364,18 @@ class Guard:
         self.finish(caller, sock, 0, lambda: self.made(
             self.libc.connect(sock, to, len(to.raw) - 1)))
 
+    def _bind(self, caller: Caller, args: list[int]) -> None:
+        """Supervised only where the box shares the host's network (the abstract names
+        are the host's): the bind made here, as a connect is."""
+        sock = caller.fd(ctypes.c_int(args[0]).value)
+        size = ctypes.c_int(args[2]).value
+        if not 0 <= size <= SOCKADDR_MAX:
+            raise Refused(errno.EINVAL)
+        to = self.address(caller, sock, caller.read(args[1], size), bind=True)
+        at = ctypes.create_string_buffer(to, len(to))
+        self._finish(caller, lambda: caller.as_caller(
+            lambda: self.made(self.libc.bind(sock, at, len(to)))))
+
     def _sendto(self, caller: Caller, args: list[int]) -> None:
         sock = caller.fd(ctypes.c_int(args[0]).value)
         flags, size = ctypes.c_int(args[3]).value, ctypes.c_int(args[5]).value
@@ -395,23 +414,10 @@ class Guard:
             left -= len(chunks[-1])
         if total > SEND_MAX:
             self._send_size(sock, total)
-        control = self._control(caller, caller.read(ctl_p, ctl_len) if ctl_p else b"")
+        control = caller.control(caller.read(ctl_p, ctl_len) if ctl_p else b"")
         name = (self.address(caller, sock, caller.read(name_p, name_len))
                 if name_p and name_len else b"")
         return Message(b"".join(chunks), name, control)
-
-    def _control(self, caller: Caller, data: bytes) -> bytes:
-        out, pos = bytearray(data), 0
-        while pos + _CMSG.size <= len(data):
-            size, level, kind = _CMSG.unpack_from(data, pos)
-            if size < _CMSG.size or pos + size > len(data):
-                break
-            if level == SOL_SOCKET and kind == SCM_RIGHTS:
-                for at in range(pos + _CMSG.size, pos + size - 3, 4):
-                    (n,) = struct.unpack_from("=i", data, at)
-                    struct.pack_into("=i", out, at, caller.fd(n))
-            pos += (size + 7) & ~7
-        return bytes(out)
 
     def _sendmsg(self, caller: Caller, args: list[int]) -> None:
         sock = caller.fd(ctypes.c_int(args[0]).value)

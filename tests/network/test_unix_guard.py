@@ -208,7 +208,11 @@ print("sendmmsg", n, ctypes.get_errno() if n < 0 else "sent")
 
 OWN_ABSTRACT = """
 import socket
-l = socket.socket(socket.AF_UNIX); l.bind("\\0hs-own-abstract"); l.listen()
+l = socket.socket(socket.AF_UNIX)
+try:
+    l.bind("\\0hs-own-abstract"); l.listen()
+except OSError as err:
+    print("bind refused", err.errno)
 s = socket.socket(socket.AF_UNIX)
 try:
     s.connect("\\0hs-own-abstract")
@@ -230,8 +234,10 @@ def test_a_host_abstract_socket_is_refused_when_the_box_shares_the_host_network(
                         + SENDMMSG.format(name=dgram.path), box=box, network=True))
     assert got == "refused 13\nsendto refused 13\nsendmsg refused 13\nsendmmsg -1 13\n"
     assert stream.seen == 0 and dgram.seen == 0
-    # So is the box's own there: the guard cannot tell it from the host's.
-    assert out(world.run(OWN_ABSTRACT, box=box, network=True)) == "refused 13\n"
+    # So is the box's own there: the guard cannot tell it from the host's, and the
+    # name it would bind is the host's too.
+    assert out(world.run(OWN_ABSTRACT, box=box, network=True)) == \
+        "bind refused 13\nrefused 13\n"
     # In a network namespace of its own the box's abstract addresses are its own.
     assert out(world.run(OWN_ABSTRACT, box=box)) == "reached\n"
     # Host side: the services are there and answer.
@@ -239,6 +245,100 @@ def test_a_host_abstract_socket_is_refused_when_the_box_shares_the_host_network(
     probe.connect(stream.path)
     assert probe.recv(6) == b"hello\n"
     probe.close()
+
+
+# A box on the host's network takes an abstract name a host program will connect to
+# (a D-Bus bus or an X server not running yet), and waits.
+SQUAT = """
+import socket, sys
+l = socket.socket(socket.AF_UNIX)
+try:
+    l.bind({name!r})
+except OSError as err:
+    print("bind refused", err.errno)
+    sys.exit()
+l.listen()
+l.settimeout(20)
+c, _ = l.accept()
+c.sendall(b"the box answers\\n")
+print("a host program came")
+"""
+
+
+def _squatted(world: World, box: str) -> tuple[str, bytes]:
+    """The box's attempt, and what a host program that connects to the name meanwhile
+    gets (the host side, for real)."""
+    name = f"\0hs-squat-{os.getpid()}-{next(_abstract_names)}"
+    said: list[str] = []
+    attempt = threading.Thread(target=lambda: said.append(
+        out(world.run(SQUAT.format(name=name), box=box, network=True))))
+    attempt.start()
+    got = b""
+    while attempt.is_alive() and not got:
+        probe = socket.socket(socket.AF_UNIX)
+        try:
+            probe.connect(name)
+            probe.settimeout(5)
+            got = probe.recv(64)
+        except OSError:
+            time.sleep(0.02)
+        finally:
+            probe.close()
+    attempt.join(30)
+    return said[0], got
+
+
+@BOTH
+def test_a_box_on_the_host_network_cannot_take_an_abstract_name(world: World,
+                                                                box: str) -> None:
+    assert _squatted(world, box) == ("bind refused 13\n", b"")
+
+
+def test_with_binds_let_through_a_host_program_reaches_the_box(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The attempt above is real: with the guard's filter of a box on its own network,
+    # the box takes the name and the host program talks to it.
+    from sandbox import seccomp
+
+    monkeypatch.setattr(seccomp, "UNIX_GUARD_BIND", seccomp.UNIX_GUARD)
+    assert _squatted(world, "per-run") == ("a host program came\n", b"the box answers\n")
+
+
+# Every other bind the guard makes for the box, as the kernel would have: a relative
+# name in the command's folder (and named so), an absolute one, the command's umask,
+# a name taken, a folder missing, and a port.
+BINDS = """
+import errno, os, socket, stat
+os.umask(0o027)
+for where in ("rel.sock", os.path.join(os.getcwd(), "abs.sock"), "/tmp/t.sock"):
+    l = socket.socket(socket.AF_UNIX)
+    l.bind(where)
+    l.listen()
+    c = socket.socket(socket.AF_UNIX)
+    c.connect(where)
+    mode = stat.S_IMODE(os.stat(where).st_mode)
+    print(where.rsplit("/", 1)[-1], l.getsockname() == where, oct(mode))
+for where, what in (("rel.sock", "taken"), ("missing/x.sock", "missing")):
+    try:
+        socket.socket(socket.AF_UNIX).bind(where)
+    except OSError as err:
+        print(what, errno.errorcode[err.errno])
+t = socket.socket()
+t.bind(("127.0.0.1", 0))
+t.listen()
+print("port", t.getsockname()[1] > 0)
+a = socket.socket(socket.AF_UNIX)
+a.bind("")
+print("autobind", len(a.getsockname()) == 6 and a.getsockname()[:1] == b"\\0")
+"""
+
+
+@BOTH
+def test_the_binds_the_guard_makes_behave_as_the_kernel_s(world: World, box: str) -> None:
+    got = out(world.run(BINDS, box=box, network=True))
+    assert got == ("rel.sock True 0o750\nabs.sock True 0o750\nt.sock True 0o750\n"
+                   "taken EADDRINUSE\nmissing ENOENT\nport True\nautobind True\n"), got
+    assert (world.project / "rel.sock").is_socket()
 
 
 def test_with_abstract_addresses_allowed_the_host_s_is_reached(
@@ -518,7 +618,7 @@ def test_the_guard_s_process_cannot_be_reached_from_the_box(world: World, box: s
 def test_with_the_guard_off_the_host_socket_is_reached(world: World,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     # The attempts above are real: without the guard the read-only mount lets them in.
-    monkeypatch.setattr(harden, "_guard_program", lambda root: None)
+    monkeypatch.setattr(harden, "_guard_program", lambda root, host_network: None)
     stream = world.serve("agent.sock")
     dgram = world.serve("log.sock", socket.SOCK_DGRAM)
     assert out(world.run(CONNECT.format(path=stream.path), box="per-run")) == "reached hello\n"
