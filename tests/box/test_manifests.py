@@ -124,3 +124,39 @@ def test_cleaning_up_removes_only_what_is_still_as_made(tmp_path: Path) -> None:
     assert sorted(str(p.relative_to(root)) for p in root.rglob("*")) == [
         "b", "b/changed", "l"]
     assert (elsewhere / "x").read_bytes() == b".\n" and not manifest.exists()
+
+
+@pytest.mark.parametrize("folders", [5, 60], ids=["one-thread", "two-threads"])
+def test_every_missing_name_is_made_and_listed_before_the_box(tmp_path: Path,
+                                                             folders: int) -> None:
+    """Many names are made by two threads (leftovers.IN_TWO_AT): each is made, with its
+    content, once, and listed in the manifest; what was there already is left alone and
+    not listed; a folder to make comes before the names in it. The clean-up removes
+    exactly what was made."""
+    from sandbox import leftovers
+    from sandbox.process.made import clean_session
+
+    root = tmp_path / "repo"
+    for i in range(folders):
+        (root / f"g{i}").mkdir(parents=True)
+    (root / "g1" / "commondir").write_bytes(b"the user's\n")
+    files = [(str(root / f"g{i}" / name), content) for i in range(folders)
+             for name, content in (("config.worktree", b""), ("commondir", b".\n"))]
+    files.append((str(root / "hooks" / "x"), b"y"))
+    manifest = tmp_path / "session-1-x.made"
+    manifest.write_text(json.dumps({"pid": os.getpid(), "start": "1", "tmp": "",
+                                    "made": []}))
+    leftovers.make(str(manifest), str(tmp_path / "session-1-x"), (str(root),),
+                   dirs=[str(root / "hooks")], files=files)
+    assert (folders * 2 + 1 >= leftovers.IN_TWO_AT) is (folders == 60)
+    listed = {rel for _, rel, _, _ in json.loads(manifest.read_text())["made"]}
+    want = {os.path.relpath(p, root) for p, _ in files} - {"g1/commondir"} | {"hooks"}
+    assert listed == want
+    for i in range(folders):
+        assert (root / f"g{i}" / "config.worktree").read_bytes() == b""
+        assert (root / f"g{i}" / "commondir").read_bytes() == (
+            b"the user's\n" if i == 1 else b".\n")
+    assert (root / "hooks" / "x").read_bytes() == b"y"
+    clean_session(str(manifest))
+    assert sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()) == [
+        "g1/commondir"]
