@@ -133,8 +133,9 @@ class Stage:
 
         The kernel locks every mount of a propagated tree but its top, which a process
         with ``CAP_SYS_ADMIN`` in the box's user namespace could unmount; so it could
-        every bind bwrap makes itself. The commands have no capability there, and a
-        user namespace of their own would copy every mount locked. Raises
+        every bind bwrap makes itself. The commands have no capability there, and their
+        filter refuses them a namespace of their own (which would copy every mount
+        locked). Raises
         :class:`PolicyError` for a path that changed since the session held it, else
         :class:`SandboxUnavailable`; after a failure, every later call raises it
         again (some binds may be made, and no box may start here)."""
@@ -372,5 +373,3 @@ def _said(report: _Report, first: bytes = b"") -> bytes:
     raise SandboxUnavailable(f"the box's namespaces could not be staged: {where}"
                              f"{why or 'the child ended'}",
                              "see harness-sandbox doctor, and say so in a bug report")
-
-
