@@ -286,8 +286,8 @@ class Guard:
                 # The caller's, not the guard's: a socket reached by its descriptor (the
                 # way round sun_path's 108 bytes).
                 path = b"/proc/%d/%s" % (caller.pid, path[len(own):])
-        if bind:
-            return struct.pack("=H", AF_UNIX) + path + b"\0"
+        if bind:  # without a NUL: 108 bytes of path fill sun_path, as the caller's may
+            return struct.pack("=H", AF_UNIX) + path
         fd = caller.opened(path)
         if not stat.S_ISSOCK(os.fstat(fd).st_mode):
             raise Refused(errno.ECONNREFUSED)  # as connect(2) says it
