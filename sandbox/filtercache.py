@@ -17,6 +17,7 @@ the library is not found there, nothing is kept.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Sequence
 
@@ -78,16 +79,39 @@ def _sealed(data: bytes) -> Compiled:
     return Compiled(fd, len(data), arches())
 
 
+def file_name(table: Sequence[Denial] = DENIED) -> str | None:
+    """The kept program's file name for ``table``: ``filter-TABLE-KEY.bpf``, where TABLE
+    names the table alone and KEY (:func:`key`) the rest; None when nothing is kept."""
+    name = key(table)
+    if name is None:
+        return None
+    return f"filter-{sha256_hex(repr(tuple(table)).encode())[:8]}-{name}.bpf"
+
+
 def load(root: str, table: Sequence[Denial] = DENIED) -> Compiled:
     """The filter for ``table``: the program kept in the private temp root ``root`` when
-    there is a sound one, else built (and kept for the next session)."""
-    name = key(table) if kept.private(root) else None
+    there is a sound one, else built (and kept for the next session, in place of the
+    table's programs built by another libseccomp, binding or machine)."""
+    name = file_name(table) if kept.private(root) else None
     if name is None:
         return compile_filter(table)
-    path = os.path.join(root, f"filter-{name}.bpf")
+    path = os.path.join(root, name)
     data = _read_kept(path)
     if data is not None:
         return _sealed(data)
     compiled = compile_filter(table)
     kept.write(path, os.pread(compiled.fd, compiled.size, 0), mode=0o600)
+    _forget_others(root, name)
     return compiled
+
+
+def _forget_others(root: str, name: str) -> None:
+    """Remove the same table's other kept programs from ``root``, and those named before
+    names held the table (``filter-KEY.bpf``): nothing else would."""
+    table = name[:len("filter-") + 9]  # filter-TABLE-
+    for other in os.listdir(root):
+        unnamed = len(other) == len("filter-.bpf") + 32 and "-" not in other[7:]
+        if (other.startswith(table) or unnamed) and other.endswith(".bpf") \
+                and other.startswith("filter-") and other != name:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(root, other))

@@ -31,9 +31,9 @@ KEYCTL = ("import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); "
 
 
 def _kept() -> Path:
-    name = filtercache.key()
+    name = filtercache.file_name()
     assert name is not None, "libseccomp is in a usual folder here"
-    return Path(os.path.realpath(private_tmp_root())) / f"filter-{name}.bpf"
+    return Path(os.path.realpath(private_tmp_root())) / name
 
 
 def _keyctl(project: Path) -> bytes:
@@ -103,3 +103,25 @@ def test_a_shared_folder_keeps_nothing(tmp_path: Path) -> None:
     compiled = filtercache.load(str(shared))
     os.close(compiled.fd)
     assert list(shared.iterdir()) == []
+
+
+def test_a_new_build_removes_the_table_s_older_programs(project: Path, kept: Path) -> None:
+    """A program built by another libseccomp (another key, the same table) is removed
+    when this one is built, and one named the way they were before; another table's is
+    not."""
+    root = kept.parent
+    table = kept.name[:len("filter-") + 9]
+    stale = root / f"{table}{'0' * 32}.bpf"
+    unnamed = root / f"filter-{'0' * 32}.bpf"  # as programs were named before
+    other = root / f"filter-{'f' * 8}-{'0' * 32}.bpf"
+    for p in (stale, unnamed, other):
+        p.write_bytes(ALLOW_ALL)
+        p.chmod(0o600)
+    try:
+        assert _keyctl(project) == b"-1 Operation not permitted\n"
+        assert kept.exists() and not stale.exists() and not unnamed.exists()
+        assert other.exists()
+    finally:
+        stale.unlink(missing_ok=True)
+        unnamed.unlink(missing_ok=True)
+        other.unlink(missing_ok=True)
