@@ -11,9 +11,9 @@ filter (:data:`sandbox.seccomp.UNIX_GUARD`, compiled by libseccomp on the host) 
 address, ``sendmsg`` and ``sendmmsg`` of the command that thread starts (and of all its
 descendants) wait for the supervisor; so does ``bind`` where the box shares the host's
 network namespace (:data:`sandbox.seccomp.UNIX_GUARD_BIND`), and an abstract name is
-refused it there. The supervisor thread was made before the filter,
-so its own calls are not stopped (a filter binds the thread that loads it and what that
-thread starts afterwards).
+refused it there. The supervisor thread was made before the filter, so its own calls
+are not stopped (a filter binds the thread that loads it and what that thread starts
+afterwards).
 
 The supervisor never lets a call go on as it is (``SECCOMP_USER_NOTIF_FLAG_CONTINUE``):
 the address lies in the caller's memory and the socket in its descriptor table, and
@@ -267,9 +267,10 @@ class Guard:
                 ) -> bytes:
         """The address the call is made with: ``name`` itself, unless it is a pathname
         on a Unix socket, which becomes ``/proc/self/fd/N`` of the checked socket (a
-        ``bind`` makes its name where the caller would: :meth:`Caller.as_caller`). Every other
-        address is one the kernel reads as no path (another family's, abstract, or one
-        it refuses as malformed: a wrong family, too short or too long). An abstract
+        ``bind`` keeps it: :meth:`Caller.as_caller` makes it where the caller would).
+        Every other address is one the kernel reads as no path (another family's,
+        abstract, or one it refuses as malformed: a wrong family, too short or too
+        long). An abstract
         one is refused where the box shares the host's network namespace, and with it
         the host's abstract sockets (an X server's, a D-Bus bus): a box's bind there
         would take a name a host client later reaches."""
