@@ -126,10 +126,15 @@ def report(project: str, start: GitLayout, env: Mapping[str, str], since: float,
         git = gitconfig.find_git(env, ())
     except GitLayoutError:
         git = None
+    # A gitlink whose .git was a protected file at the start still leads where it did:
+    # the box could neither change that file nor move its folder (pinned) or what it
+    # names (a pinned git folder). Only the others are looked at again.
+    fixed = set(start.protected)
+    links = tuple(p for p in start.gitlinks if os.path.join(p, ".git") not in fixed)
     return [*_new_folders(project, start, now, git, env), *_links(project, start, now),
             *_todos(project, now),
             *_new_gitlinks(project, now, git, env, since=since - 1.0, known=start.git_dirs,
-                           start_links=start.gitlinks)]
+                           start_links=links)]
 
 
 def _new_folders(project: str, start: GitLayout, now: GitLayout, git: str | None,

@@ -273,6 +273,28 @@ def test_a_git_folder_made_in_an_empty_submodule_path_is_reported(w: World) -> N
     assert warnings == [w.staged_gitlink("lib")]
 
 
+def test_a_submodule_s_git_file_cannot_be_re_pointed_nor_its_checkout_moved(
+        w: World) -> None:
+    """What the end's report takes as given for a gitlink whose ``.git`` was a protected
+    file at the start (it does not read it again): the box can neither rewrite that
+    file, nor move the checkout or the module's git folder for another in its place."""
+    w.add_submodule()
+    module = w.project / ".git" / "modules" / "lib"
+    r, warnings = w.box(
+        f"{w.evil()}; git init -q .evilgit; "
+        f"git -C .evilgit config core.fsmonitor {w.project}/evil.sh; "
+        "echo 'gitdir: ../.evilgit/.git' > lib/.git; "
+        "mv lib lib.moved; mv .git/modules/lib .git/modules/lib.moved; "
+        "mv .git/modules .git/modules.moved; echo done")
+    assert r.stdout == b"done\n", explain(r)
+    err = r.stderr.decode()
+    assert err.count("Read-only file system") == 1 and err.count("busy") == 3, err
+    assert warnings == []
+    got = w.git("rev-parse", "--absolute-git-dir", cwd=w.project / "lib")
+    assert got.stdout.strip() == str(module)
+    assert not w.marker.exists()
+
+
 def _children(pid: int) -> list[int]:
     out = []
     for name in os.listdir("/proc"):
