@@ -35,7 +35,15 @@ from sandbox.errors import PolicyError, SandboxUnavailable
 from sandbox.text import escape
 
 from . import standin
-from .stagebinds import Bind, Said, bind_all, copy_root, detach_others, idmap_roots
+from .stagebinds import (
+    Bind,
+    Said,
+    bind_all,
+    copy_root,
+    detach_others,
+    idmap_roots,
+    share_roots,
+)
 
 # A plain user's box is staged from this many binds on (pins, protected names, covers).
 STAGE_AT = 64
@@ -236,7 +244,7 @@ def _stage(idmaps: Sequence[Idmap], mapped: Callable[[], None], binds: Sequence[
             raise OSError(0, "the session did not map the stand-in's user namespaces")
         skipped = idmap_roots(idmaps)
         copy_root(copy)
-        bind_all(binds, late=late)
+        (share_roots if late else bind_all)(binds)
         return os.fsencode("\0".join(skipped))
 
     pid, report, finish = _run_child(work)
@@ -271,7 +279,7 @@ def _own_stage(binds: Sequence[Bind], copy: str, children: list[int], *,
         libc.unshare(libc.CLONE_NEWNS)
         libc.make_rslave("/")
         copy_root(copy)
-        bind_all(binds, late=late)
+        (share_roots if late else bind_all)(binds)
         return b""
 
     pid, report, finish = _run_child(work)

@@ -100,18 +100,19 @@ def idmap_roots(idmaps: Sequence[standin.Idmap]) -> list[str]:  # pragma: no cov
     return skipped
 
 
-def bind_all(binds: Sequence[Bind], *, late: bool = False
-              ) -> None:  # pragma: no cover - in the child
-    """``binds``, made here; or (``late``) only each of their read-write roots bound
-    onto itself, every one before any is shared (a bind of a folder of a shared mount
-    would join its group), for :meth:`Stage.bind_late`."""
-    if late:
-        tops = list(dict.fromkeys(b.root for b in binds))
-        for top in tops:
-            libc.bind_self(top)
-        for top in tops:
-            libc.share(top)
-        return
+def share_roots(binds: Sequence[Bind]) -> None:  # pragma: no cover - in the child
+    """Each read-write root of ``binds`` bound onto itself and made shared, for the
+    binds :meth:`~sandbox.backends.stage.Stage.bind_late` makes later: every one bound
+    before any is shared (a bind of a folder of a shared mount would join its group)."""
+    tops = list(dict.fromkeys(b.root for b in binds))
+    for top in tops:
+        libc.bind_self(top)
+    for top in tops:
+        libc.share(top)
+
+
+def bind_all(binds: Sequence[Bind]) -> None:  # pragma: no cover - in the child
+    """``binds``, made here, in order."""
     roots: dict[str, int] = {}  # each root opened once, for every bind below it
     try:
         for b in binds:
