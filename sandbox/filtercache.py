@@ -110,8 +110,9 @@ def _forget_others(root: str, name: str) -> None:
     names held the table (``filter-KEY.bpf``): nothing else would."""
     table = name[:len("filter-") + 9]  # filter-TABLE-
     for other in os.listdir(root):
-        unnamed = len(other) == len("filter-.bpf") + 32 and "-" not in other[7:]
-        if (other.startswith(table) or unnamed) and other.endswith(".bpf") \
-                and other.startswith("filter-") and other != name:
+        if other == name or not (other.startswith("filter-") and other.endswith(".bpf")):
+            continue
+        old_form = len(other) == len("filter-.bpf") + 32 and "-" not in other[7:]
+        if other.startswith(table) or old_form:
             with contextlib.suppress(OSError):
                 os.unlink(os.path.join(root, other))
