@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat as _stat
 from collections.abc import Iterable
 
 from . import beneath
@@ -171,8 +172,6 @@ def _drop_part(root: str, name: str) -> None:
     pid = name[len("session-"):].split("-", 1)[0] if name.startswith("session-") else ""
     with contextlib.suppress(OSError, ValueError):
         st = os.lstat(path)
-        import stat as _stat
-
         if (_stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid()
                 and start_time(int(pid)) is None):
             os.unlink(path)
@@ -204,8 +203,6 @@ def refuse_linked(protected: Iterable[str]) -> None:
     (``notes.txt`` for ``.git/config``) is a second, writable name for the same file.
     Raises :class:`PolicyError` for the first protected file -- or file in a protected
     folder -- that has more than one name, with the fix."""
-    import stat as _stat
-
     for p in protected:
         try:
             st = os.lstat(p)
@@ -221,8 +218,6 @@ def _refuse_linked_in(folder: str) -> None:
     """:func:`refuse_linked` for every file in ``folder``, at any depth: each name
     looked at once (the hooks folders of a repository with hundreds of modules hold
     thousands of files), no link followed."""
-    import stat as _stat
-
     try:
         entries = list(os.scandir(folder))
     except OSError:
@@ -239,12 +234,10 @@ def _refuse_linked_in(folder: str) -> None:
 
 
 def _refuse_one(path: str, st: os.stat_result) -> None:
-    import stat as _stat
+    if st.st_nlink > 1 and _stat.S_ISREG(st.st_mode):
+        from .errors import PolicyError
+        from .text import escape
 
-    from .errors import PolicyError
-    from .text import escape
-
-    if _stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
         shown = escape(path)
         raise PolicyError(
             f"{shown} has {st.st_nlink} names (hard links): through another one the "

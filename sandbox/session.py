@@ -13,7 +13,7 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -322,14 +322,17 @@ class Session:
                 layout = _with_views(layout, roots, scrubbed, tmp)
             policy = Policy.from_settings(project, settings, boxed=boxed, private_tmp=tmp,
                                           env=env, git=layout)._replace(output_cap=output_cap)
-            if policy.boxed:
-                _leftovers.refuse_linked(policy.protected_paths())
             # The toolkit will not run from a folder the box can write (selfguard.py).
             from .selfguard import check as check_self
 
             check_self(policy)
             session = cls(policy)
-            session._start(roots if layout is not None else None, warm)
+            # Hard links to protected files are looked for while the warm box starts
+            # (thousands of files in a repository with hundreds of modules); the box
+            # runs nothing before the session is open.
+            protected = policy.protected_paths() if policy.boxed else ()
+            session._start(roots if layout is not None else None, warm,
+                           meanwhile=lambda: _leftovers.refuse_linked(protected))
             started = time.time()
             made = _Made(policy)
             yield session
@@ -343,16 +346,19 @@ class Session:
         finally:
             _end(session, manifest, tmp)
 
-    def _start(self, held: tuple[str, ...] | None, warm: bool = False) -> None:
+    def _start(self, held: tuple[str, ...] | None, warm: bool = False,
+               meanwhile: Callable[[], None] = lambda: None) -> None:
         """Open the box (fail now, before anything runs): the allow-list's proxy where
         the box reaches it, then the binds below ``held`` (the git layout's roots), the
         filter, the bounds and (``warm``) the warm box. A session with no box gets its
-        host runs' hardening."""
+        host runs' hardening. ``meanwhile`` is a check called once before this returns
+        (while the warm box starts, where there is one); what it raises is raised."""
         if self._box is not None:
             self._box.proxy()
             self.policy = self._box.policy  # with the proxy's port, on macOS
-            self._box.open(held=held, warm=warm)
+            self._box.open(held=held, warm=warm, meanwhile=meanwhile)
             return
+        meanwhile()
         from .harden import Hardening
 
         self._host_hardening = Hardening.open(self.policy.limits, boxed=False,

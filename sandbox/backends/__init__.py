@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from sandbox.plan import BackendName
@@ -81,9 +81,13 @@ class Box(Protocol):
         policy without an allow-list), before :meth:`open`. Raises
         :class:`~sandbox.errors.SandboxUnavailable`."""
 
-    def open(self, *, held: tuple[str, ...] | None, warm: bool) -> None:
+    def open(self, *, held: tuple[str, ...] | None, warm: bool,
+             meanwhile: Callable[[], None]) -> None:
         """Make what the session's box holds: the binds below ``held``, the hardening,
-        the warm box (``warm``, where the platform has one)."""
+        the warm box (``warm``, where the platform has one). ``meanwhile`` is called
+        once in the caller's thread before this returns, while the warm box starts
+        where there is one; what it raises is raised, and :meth:`close` gives back
+        what was made."""
 
     def close(self) -> None:
         """Give back everything :meth:`proxy` and :meth:`open` made."""

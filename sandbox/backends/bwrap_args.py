@@ -288,9 +288,26 @@ def _require_features(bwrap: str, features: Collection[str] | None) -> None:
 _Op = tuple[int, int, str]
 
 
+# The last policy's mounts: a session's open asks for them three times (the stage's
+# binds, whether they may come late, bwrap's arguments), and with hundreds of git
+# folders each answer takes milliseconds. Keyed by the policy object itself (held
+# here, so its identity cannot be reused); a policy is immutable.
+_last_ops: tuple[Policy, tuple[list[_Op], list[str]]] | None = None
+
+
 def _mount_ops(policy: Policy) -> tuple[list[_Op], list[str]]:
     """The mounts after /, /dev and /proc as (depth, kind, path), shallowest first, and
-    the tmpfs mounts to make read-only at the end."""
+    the tmpfs mounts to make read-only at the end. Callers do not change them."""
+    global _last_ops
+    last = _last_ops
+    if last is not None and last[0] is policy:
+        return last[1]
+    made = _make_mount_ops(policy)
+    _last_ops = (policy, made)
+    return made
+
+
+def _make_mount_ops(policy: Policy) -> tuple[list[_Op], list[str]]:
     rw = list(policy.read_write_paths())
     ops: list[_Op] = [(_depth("/tmp"), _TMP, "/tmp")]
     ops.append((_depth(MASKED_RUNTIME), _RUNTIME, MASKED_RUNTIME))

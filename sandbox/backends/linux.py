@@ -19,7 +19,7 @@ memory bound killed said so).
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from sandbox.plan import BackendName, RunResult
@@ -68,14 +68,18 @@ class LinuxBox(BoxBase):
         self.network = Network.open(self.policy, loopback=False)
         return self.network
 
-    def open(self, *, held: tuple[str, ...] | None, warm: bool) -> None:
+    def open(self, *, held: tuple[str, ...] | None, warm: bool,
+             meanwhile: Callable[[], None]) -> None:
         """Make the session's box: hold the binds below ``held`` (the git layout's
         roots), the filter, the guard and the bounds, and (``warm``) the warm box, with
         the allow-list's forwarder in it when :meth:`proxy` started the session's
-        proxy. Raises :class:`~sandbox.errors.SandboxUnavailable`; what was made is then
-        given back by :meth:`close`."""
+        proxy. ``meanwhile`` runs while the warm box starts (else first). Raises
+        :class:`~sandbox.errors.SandboxUnavailable`, or what ``meanwhile`` raises; what
+        was made is then given back by :meth:`close`."""
         from sandbox.harden import Hardening
 
+        if not warm:
+            meanwhile()
         self.backend.check()
         if held is not None:
             self.backend.hold(held)
@@ -88,7 +92,7 @@ class LinuxBox(BoxBase):
         if warm:
             from sandbox.warm import seat
 
-            self.warm = seat.open_box(self.backend, h)
+            self.warm = seat.open_box(self.backend, h, meanwhile=meanwhile)
             if self.policy.network_allow is not None:
                 self._forwarder = seat.Forwarder.start(self)
 

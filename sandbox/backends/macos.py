@@ -11,7 +11,7 @@ control group: a run is watched by its process group, as a host run).
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from sandbox.plan import BackendName, RunResult
@@ -49,12 +49,14 @@ class MacBox(BoxBase):
             self.backend = SeatbeltBackend(self.policy)
         return self.network
 
-    def open(self, *, held: tuple[str, ...] | None, warm: bool) -> None:
+    def open(self, *, held: tuple[str, ...] | None, warm: bool,
+             meanwhile: Callable[[], None]) -> None:
         """Check ``sandbox-exec``; ``held`` and ``warm`` mean nothing here (Seatbelt's
         rules name paths, which its profile resolves at the first run)."""
         from sandbox.harden import Hardening
 
         del held, warm
+        meanwhile()
         self.backend.check()
         self.hardening = Hardening.open(self.policy.limits, boxed=False,
                                         private_tmp=self.policy.private_tmp)

@@ -79,6 +79,16 @@ def _bwrap(options: Sequence[str], pass_fds: tuple[int, ...], fd: int) -> Launch
         "the warm box", pass_fds=(*pass_fds, fd)), len(command))
 
 
+def _called(check: Callable[[], None] | None) -> BaseException | None:
+    """What ``check`` raised, if anything (the box is closed before it is raised)."""
+    if check is not None:
+        try:
+            check()
+        except BaseException as err:  # raised again by the caller, after the close
+            return err
+    return None
+
+
 class WarmBox:
     """One session's warm box. Build with :meth:`start`; :meth:`close` ends it."""
 
@@ -111,7 +121,8 @@ class WarmBox:
               launcher: Sequence[str] = (), guard: Sequence[bytes] = (),
               own_network: bool = False,
               spawn: Spawn[subprocess.Popen[bytes]] | None = None,
-              alongside: Callable[[], None] | None = None) -> WarmBox:
+              alongside: Callable[[], None] | None = None,
+              meanwhile: Callable[[], None] | None = None) -> WarmBox:
         """Start the box: ``options`` is bwrap and its options up to the command (the
         session's :func:`~sandbox.backends.bwrap.box_args` with a pristine ``/proc``).
         ``bpf`` is the compiled filter each command loads; ``read_only`` and ``nulled``
@@ -127,7 +138,8 @@ class WarmBox:
         then born: :class:`~sandbox.process.cgroup.Spawner`). ``alongside`` is called in
         a thread of its own once bwrap has started (the stage's binds): no run is made
         in the box before it returns, and what it raises closes the box and is raised.
-        Raises
+        ``meanwhile`` is called in this thread while the box starts; what it raises
+        closes the box, once started, and is raised. Raises
         :class:`SandboxUnavailable` when the box or its starter does not come up."""
         self = cls()
         made = _bwrap(options, pass_fds, self._theirs.fileno())
@@ -149,8 +161,12 @@ class WarmBox:
                  *(guard or (b"", b"", b"")), b"net" if own_network else b""]
         with contextlib.suppress(OSError):  # a starter already gone is said just below
             self._sock.send(pack(setup))
+        refused = _called(meanwhile)
         up = self._ready.wait(START_LIMIT) and self._why is None
         failed = beside.join() if beside is not None else None
+        if refused is not None:
+            self.close()
+            raise refused
         if not up:
             why = self._why or f"its starter did not answer within {START_LIMIT:g} s"
             self.close()

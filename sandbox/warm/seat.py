@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import shlex
 import threading
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from sandbox.backends.bwrap import KEYRING_LISTS, PROC_READ_ONLY, BwrapBackend
@@ -61,9 +61,11 @@ def box_options(policy: Policy, *, bwrap: str, features: Collection[str] | None 
     return tuple(a for a in args if a != "--disable-userns")
 
 
-def open_box(backend: BwrapBackend, hardening: Hardening) -> WarmBox:
+def open_box(backend: BwrapBackend, hardening: Hardening,
+             meanwhile: Callable[[], None] | None = None) -> WarmBox:
     """Start the session's warm box (after :meth:`BwrapBackend.hold` and the
-    hardening). Raises :class:`SandboxUnavailable`."""
+    hardening), calling ``meanwhile`` while it starts (:meth:`WarmBox.start`). Raises
+    :class:`SandboxUnavailable`, or what ``meanwhile`` raises."""
     flt = hardening.filter
     if flt is None:
         raise SandboxUnavailable("the warm box needs the session's system-call filter")
@@ -88,7 +90,8 @@ def open_box(backend: BwrapBackend, hardening: Hardening) -> WarmBox:
                             launcher=stage.argv() if stage else (),
                             guard=guard_fields(backend.policy, hardening.guard),
                             own_network=_own_network(backend.policy), spawn=born_in,
-                            alongside=stage.bind_late if stage else None)
+                            alongside=stage.bind_late if stage else None,
+                            meanwhile=meanwhile)
     except SandboxUnavailable as err:
         raise _diagnosed(err) from err
     assert box.proc is not None

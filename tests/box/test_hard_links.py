@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from launchers.config import SandboxSettings
@@ -41,6 +42,24 @@ def test_a_hard_link_to_the_git_config_refuses_the_session(project: Path,
         f"{config} has 2 names (hard links): through another one the box could rewrite "
         "it while it is read-only here; make it a file of its own and check it: "
         f"cp -p {config} {config}.own && mv {config}.own {config}")
+
+
+@pytest.mark.parametrize("warm", [True, False], ids=["warm", "cold"])
+def test_the_refusal_ends_the_box_that_was_starting(project: Path, warm: bool) -> None:
+    """Hard links are looked for while the warm box starts: a refusal ends the box
+    (no bwrap left running) and the session's temp folder, warm or cold."""
+    from sandbox.policy import private_tmp_root
+
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    os.link(project / ".git" / "config", project / "notes.txt")
+    root = Path(private_tmp_root())
+    before = set(root.iterdir()) if root.exists() else set()
+    with pytest.raises(PolicyError, match="has 2 names"), \
+            Session.open(str(project), SETTINGS, warm=warm):
+        pass
+    assert [p for p in psutil.Process().children(recursive=True) if p.name() == "bwrap"] == []
+    mine = f"session-{os.getpid()}-"
+    assert [p for p in set(root.iterdir()) - before if p.name.startswith(mine)] == []
 
 
 @pytest.mark.parametrize("where", ["pre-commit", "deeper/pre-push"])
