@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 from . import beneath
 from .process.beside import Beside
-from .process.made import clean_session, live_made, start_time
+from .process.made import IN_TWO_AT, clean_session, half_at, live_made, start_time
 
 MANIFEST_SUFFIX = ".made"
 
@@ -60,7 +60,7 @@ def make(manifest: str, tmp: str, roots: tuple[str, ...], *, dirs: Iterable[str]
     # waiting, with the interpreter's lock let go.
     named = [e for e in entries if e[2] != "dir"]
     _create_all([e for e in entries if e[2] == "dir"], done)
-    half = _half(named) if len(named) >= IN_TWO_AT else len(named)
+    half = half_at(named) if len(named) >= IN_TWO_AT else len(named)
     other = Beside(lambda: _create_all(named[half:], done), "harness-sandbox-made") \
         if half < len(named) else None
     try:
@@ -71,19 +71,6 @@ def make(manifest: str, tmp: str, roots: tuple[str, ...], *, dirs: Iterable[str]
         raise failed
     data["made"] = done
     _write(manifest, data, shown)
-
-
-# From this many files to make, two threads make them.
-IN_TWO_AT = 64
-
-
-def _half(files: list[tuple[str, str, str, bytes]]) -> int:
-    """Where to cut ``files`` in two: about the middle, between two folders."""
-    at = len(files) // 2
-    while 0 < at < len(files) and os.path.dirname(files[at][1]) == \
-            os.path.dirname(files[at - 1][1]):
-        at += 1
-    return at
 
 
 def _create_all(entries: list[tuple[str, str, str, bytes]], done: list[list[str]]) -> None:

@@ -12,6 +12,7 @@ what was made, owned by this user, and reached without following a link.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 
 def _open_parent(root: str, rel: str) -> int:
@@ -127,9 +128,39 @@ def shm_views(tmp: str) -> str:
                         os.path.basename(tmp) + ".views")
 
 
+# From this many files to make or remove, two threads do it: a disk's journal makes or
+# removes a file in up to 0.1 ms, most of it waiting, with the interpreter's lock let go.
+IN_TWO_AT = 64
+
+
+def half_at(entries: Sequence[Sequence[str | bytes]]) -> int:
+    """Where to cut ``entries`` (root, relative path, ...) in two: about the middle,
+    between two folders, so that each half opens its own."""
+    at = len(entries) // 2
+    while 0 < at < len(entries) and os.path.dirname(str(entries[at][1])) == \
+            os.path.dirname(str(entries[at - 1][1])):
+        at += 1
+    return at
+
+
+def _unmake_all(entries: Sequence[Sequence[str]], busy: set[tuple[str, str]]) -> None:
+    import contextlib
+
+    parents = _Parents()
+    try:
+        for root, rel, kind, content in entries:
+            if (root, rel) in busy:
+                continue
+            with contextlib.suppress(OSError):
+                _unmake(root, rel, kind, bytes.fromhex(content), parents)
+    finally:
+        parents.close()
+
+
 def clean_session(manifest: str) -> None:
     """Remove what the session of ``manifest`` made and no other live session uses,
-    then the manifest."""
+    then the manifest: the files (many in two threads), then the folders, the last
+    made first."""
     import contextlib
     import json
     import stat as _stat
@@ -137,15 +168,22 @@ def clean_session(manifest: str) -> None:
     with open(manifest, encoding="utf-8") as f:
         data = json.load(f)
     busy = live_made(os.path.dirname(manifest), manifest)
-    parents = _Parents()
+    made = list(reversed(data.get("made", [])))
+    files = [e for e in made if e[2] == "file"]
+    half = half_at(files) if len(files) >= IN_TWO_AT else len(files)
+    other = None
+    if half < len(files):
+        import threading
+
+        other = threading.Thread(target=_unmake_all, args=(files[half:], busy),
+                                 name="harness-sandbox-unmade", daemon=True)
+        other.start()
     try:
-        for root, rel, kind, content in reversed(data.get("made", [])):
-            if (root, rel) in busy:
-                continue
-            with contextlib.suppress(OSError):
-                _unmake(root, rel, kind, bytes.fromhex(content), parents)
+        _unmake_all(files[:half], busy)
     finally:
-        parents.close()
+        if other is not None:
+            other.join()
+    _unmake_all([e for e in made if e[2] != "file"], busy)
     tmp = own_tmp(manifest, data.get("pid"))
     if tmp and os.path.ismount(tmp):
         # A root session's /tmp is a tmpfs on its folder (sandbox/harden.py): a mount

@@ -129,12 +129,12 @@ def test_cleaning_up_removes_only_what_is_still_as_made(tmp_path: Path) -> None:
 @pytest.mark.parametrize("folders", [5, 60], ids=["one-thread", "two-threads"])
 def test_every_missing_name_is_made_and_listed_before_the_box(tmp_path: Path,
                                                              folders: int) -> None:
-    """Many names are made by two threads (leftovers.IN_TWO_AT): each is made, with its
+    """Many names are made by two threads (made.IN_TWO_AT): each is made, with its
     content, once, and listed in the manifest; what was there already is left alone and
-    not listed; a folder to make comes before the names in it. The clean-up removes
-    exactly what was made."""
+    not listed; a folder to make comes before the names in it. The clean-up (two
+    threads as well, then the folders) removes exactly what was made."""
     from sandbox import leftovers
-    from sandbox.process.made import clean_session
+    from sandbox.process.made import IN_TWO_AT, clean_session
 
     root = tmp_path / "repo"
     for i in range(folders):
@@ -148,7 +148,7 @@ def test_every_missing_name_is_made_and_listed_before_the_box(tmp_path: Path,
                                     "made": []}))
     leftovers.make(str(manifest), str(tmp_path / "session-1-x"), (str(root),),
                    dirs=[str(root / "hooks")], files=files)
-    assert (folders * 2 + 1 >= leftovers.IN_TWO_AT) is (folders == 60)
+    assert (folders * 2 + 1 >= IN_TWO_AT) is (folders == 60)
     listed = {rel for _, rel, _, _ in json.loads(manifest.read_text())["made"]}
     want = {os.path.relpath(p, root) for p, _ in files} - {"g1/commondir"} | {"hooks"}
     assert listed == want
