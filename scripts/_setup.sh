@@ -14,7 +14,7 @@ hs_say() { printf 'setup: %s\n' "$*" >&2; }
 # loaded by pyseccomp), libcap-dev, gcc and the Python headers (python-prctl compiles
 # against them), the static C library and the kernel's headers (the box per run's
 # launcher, sandbox/warm/guardinit.c, is built with them), python3-venv, git (the tests
-# commit in a box), jq, util-linux's nsenter.
+# commit in a box), jq, util-linux's nsenter, curl and openssl (the network tests).
 hs_system_packages() {
     [ "$(uname -s)" = Linux ] || return 0
     local missing=()
@@ -29,6 +29,10 @@ hs_system_packages() {
     command -v git >/dev/null 2>&1 || missing+=(git)
     # nsenter: a box started by root (and a box with many binds) starts through it.
     [ -x /usr/bin/nsenter ] || [ -x /bin/nsenter ] || missing+=(util-linux)
+    # curl and openssl: the network tests' clients in the box, and their TLS origin's
+    # certificate.
+    command -v curl >/dev/null 2>&1 || missing+=(curl)
+    command -v openssl >/dev/null 2>&1 || missing+=(openssl)
     # jq: the Claude Code example hooks (examples/project/.claude) and their tests use it.
     command -v jq >/dev/null 2>&1 || missing+=(jq)
     # node: the example harness on `serve` (examples/node-harness) and its test use it.

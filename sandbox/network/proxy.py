@@ -10,7 +10,9 @@ the lock for a few microseconds per chunk (see ``./scripts/bench``).
 Plain HTTP in absolute form (``GET http://host/ HTTP/1.1``) is sent on in origin form
 with ``Host`` set from the URL and ``Connection: close`` (so the origin answers one
 request and the connection cannot carry a second one to another host); ``CONNECT
-host:port`` opens a tunnel, without looking inside it (no TLS interception). Either way
+host:port`` opens a tunnel, whose first words the proxy reads before they go on: a TLS
+hello must name a listed server, clear HTTP is refused (:mod:`.hello`); nothing is
+decrypted. Either way
 the proxy resolves the name itself, checks every address (:func:`.allow.forbidden`) and
 connects to the address it checked, never to the name. A refusal is an HTTP 403 whose
 body names the host and the key; each is recorded (:meth:`Proxy.refusals`).
@@ -27,7 +29,7 @@ from collections.abc import Sequence
 
 from pathguard.records import NamedTuple
 
-from . import allow
+from . import allow, hello
 
 HEAD_LIMIT = 64 * 1024
 CHUNK = 256 * 1024
@@ -37,20 +39,29 @@ _DROPPED = frozenset({"connection", "proxy-connection", "keep-alive", "proxy-aut
                       "proxy-authenticate", "te", "trailer", "upgrade", "host"})
 
 
+# What a refusal's report tells the user to do, unless the refusal says otherwise.
+ADD_IT = "to allow it, add it to [sandbox] network"
+
+
 class Refusal(NamedTuple):
     """A request the proxy refused: the host and port asked for (as the box wrote the
-    host: escape it before printing), why, and how many times."""
+    host: escape it before printing), why, how many times, and what to do."""
 
     host: str
     port: int
     why: str
     times: int = 1
+    fix: str = ADD_IT
 
 
 class Refused(Exception):
-    def __init__(self, host: str, port: int, why: str) -> None:
+    """``said``: whether the box is answered with a 403 (not inside a tunnel, where the
+    connection is closed instead)."""
+
+    def __init__(self, host: str, port: int, why: str, *, said: bool = True,
+                 fix: str = ADD_IT) -> None:
         super().__init__(why)
-        self.host, self.port, self.why = host, port, why
+        self.host, self.port, self.why, self.said, self.fix = host, port, why, said, fix
 
 
 class _Request(NamedTuple):
@@ -134,7 +145,7 @@ class Proxy:
             self._log.append((err.host, err.port, err.why))
             old = self._refusals.get(key)
             self._refusals[key] = Refusal(err.host, err.port, err.why,
-                                          1 if old is None else old.times + 1)
+                                          1 if old is None else old.times + 1, err.fix)
 
     # -- the loop, in its thread -------------------------------------------------------
 
@@ -182,8 +193,9 @@ class Proxy:
         except Refused as err:
             self._record(err)
             with contextlib.suppress(OSError):
-                writer.write(_forbidden(err))
-                await writer.drain()
+                if err.said:
+                    writer.write(_forbidden(err))
+                    await writer.drain()
         except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError,
                 ValueError, TimeoutError):
             pass
@@ -207,8 +219,7 @@ class Proxy:
         up_reader, up_writer = await self._open(request.host, request.port)
         try:
             if request.tunnel:
-                writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
-                await asyncio.gather(_copy(reader, up_writer), _copy(up_reader, writer))
+                await self._tunnel(request, (reader, writer), (up_reader, up_writer))
                 return
             up_writer.write(request.head)
             # One request: when the origin's answer has ended, so has the connection
@@ -221,6 +232,53 @@ class Proxy:
                 await asyncio.gather(ask, return_exceptions=True)
         finally:
             up_writer.close()
+
+    async def _tunnel(self, request: _Request,
+                      box: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+                      up: tuple[asyncio.StreamReader, asyncio.StreamWriter]) -> None:
+        """The tunnel, once the box's first bytes are judged (:mod:`.hello`): the
+        origin's answer flows meanwhile (a server may speak first)."""
+        writer_down = box[1]
+        writer_down.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        down = asyncio.ensure_future(_copy(up[0], writer_down))
+        try:
+            first = await self._first_words(box[0], request)
+            up[1].write(first)
+            await asyncio.gather(_copy(box[0], up[1]), down)
+        finally:
+            down.cancel()
+            await asyncio.gather(down, return_exceptions=True)
+
+    async def _first_words(self, reader: asyncio.StreamReader, request: _Request) -> bytes:
+        """What the box sends first in a tunnel, read until it tells what it is; raises
+        :class:`Refused` for clear HTTP, a TLS hello that cannot be read, or one naming
+        a server the list does not have."""
+        data = await reader.read(CHUNK)
+        ended = not data
+        while True:
+            try:
+                kind, name = hello.judge(data, ended=ended)
+            except ValueError as err:
+                raise Refused(request.host, request.port, f"its TLS hello in the tunnel "
+                              f"cannot be read ({err})", said=False,
+                              fix="the proxy reads the server name a tunnel's hello "
+                              "asks for before anything goes on") from None
+            if kind != hello.MORE:
+                break
+            more = await reader.read(CHUNK)
+            ended = not more
+            data += more
+        if kind == hello.CLEAR_HTTP:
+            raise Refused(request.host, request.port, "clear HTTP inside a CONNECT tunnel",
+                          said=False, fix="send an http:// URL to the proxy as it is "
+                          "(not through a tunnel)")
+        if kind == hello.TLS and name is not None:
+            named = allow.host_of(name)
+            if allow.match(self.entries, named, request.port) is None:
+                raise Refused(named, request.port, "named by a TLS hello in a tunnel to "
+                              f"{request.host}; not on the [sandbox] network list",
+                              said=False)
+        return data
 
     async def _open(self, authority: str, port: int
                     ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:

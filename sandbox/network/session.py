@@ -73,8 +73,7 @@ class Network:
             ports = ", ".join(str(r.port) for r in rs)
             n = sum(r.times for r in rs)
             out.append(f"network: the box was refused {escape(host)} (port {ports}, "
-                       f"{n} time{'s' if n > 1 else ''}): {rs[0].why}; to allow it, add it "
-                       "to [sandbox] network")
+                       f"{n} time{'s' if n > 1 else ''}): {rs[0].why}; {rs[0].fix}")
         return out
 
     def close(self) -> None:

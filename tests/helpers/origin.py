@@ -38,3 +38,49 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+class TlsOrigin:
+    """What :func:`serving_tls` serves on: its port, and the server name each hello
+    that reached it asked for (None for a hello that named none)."""
+
+    def __init__(self) -> None:
+        self.port = 0
+        self.names: list[str | None] = []
+
+
+@contextmanager
+def serving_tls(root: Path, keys: Path) -> Iterator[TlsOrigin]:
+    """Serve ``root`` over HTTPS on 127.0.0.1 with a certificate made now by openssl in
+    ``keys`` (any name is accepted: the clients here do not check it), recording the
+    server name of every hello that reached it."""
+    import ssl
+    import subprocess
+
+    cert, key = keys / "cert.pem", keys / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj",
+                    "/CN=origin", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    origin = TlsOrigin()
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+
+    def named(sock: ssl.SSLObject | ssl.SSLSocket, name: str | None,
+              ctx: ssl.SSLContext) -> None:
+        origin.names.append(name)
+
+    context.sni_callback = named
+    handler = functools.partial(_Quiet, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    server.daemon_threads = True
+    origin.port = server.server_address[1]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield origin
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()

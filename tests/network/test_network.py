@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers.origin import free_port, serving
+from helpers.origin import free_port, serving, serving_tls
 
 from sandbox.network import allow
 from sandbox.network.box import BOX_SOCKET, PROXY_PORT, no_proxy, proxy_env
@@ -143,14 +143,17 @@ def test_a_listed_origin_is_reached_and_another_port_refused(
 
 
 def test_https_goes_through_connect_to_listed_ports_only(
-        project: Path, site: tuple[Path, int]) -> None:
-    _, port = site
+        project: Path, site: tuple[Path, int], tmp_path: Path) -> None:
+    root, _ = site
     other = free_port()
-    with Session.open(str(project), listed(f"127.0.0.1:{port}")) as s:
-        # -p: a CONNECT tunnel, as an https:// URL gets one (no TLS needed to prove it).
-        tunnel = s.run([*CURL, "-p", f"http://127.0.0.1:{port}/hello.txt"])
-        shut = s.run([*CURL, "-p", f"http://127.0.0.1:{other}/"])
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    with serving_tls(root, keys) as tls, \
+            Session.open(str(project), listed(f"127.0.0.1:{tls.port}")) as s:
+        tunnel = s.run([*CURL, "-k", f"https://127.0.0.1:{tls.port}/hello.txt"])
+        shut = s.run([*CURL, "-k", f"https://127.0.0.1:{other}/"])
     assert tunnel.stdout == b"hello from the origin\n", out(tunnel)
+    assert tls.names == [None]  # curl names no server for an address
     assert shut.returncode != 0
     assert "403" in out(shut)
     assert shut.refused == (("127.0.0.1", other, "not on the [sandbox] network list"),)

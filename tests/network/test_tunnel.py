@@ -1,0 +1,297 @@
+"""What the proxy reads of a ``CONNECT`` tunnel before anything goes on
+(:mod:`sandbox.network.hello`): a TLS hello must name a listed server, clear HTTP is
+refused, and anything else (a server that speaks first) goes on. Tried for real: a
+TLS origin and a banner server on 127.0.0.1, the box's own client behind the proxy."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers.origin import TlsOrigin, serving, serving_tls
+
+from sandbox.network import hello
+from sandbox.network.box import PROXY_PORT
+from sandbox.plan import RunResult
+from sandbox.session import Session
+from sandbox.settings import SandboxSettings
+
+pytestmark = [pytest.mark.isolation, pytest.mark.timeout(120)]
+
+CURL = ["curl", "-sS", "--max-time", "20"]
+
+# The box's client: CONNECT to 127.0.0.1:PORT through the proxy, then TLS asking for the
+# server named (none when empty), then one request; prints the answer's first line.
+TLS_CLIENT = """
+import socket, ssl, sys
+port, name = int(sys.argv[1]), sys.argv[2] or None
+s = socket.create_connection(("127.0.0.1", THE_PROXY), timeout=20)
+s.sendall(b"CONNECT 127.0.0.1:%d HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n" % port)
+head = b""
+while not head.endswith(b"\\r\\n\\r\\n"):
+    head += s.recv(1)
+print(head.split(b"\\r\\n")[0].decode())
+ctx = ssl.create_default_context()
+ctx.check_hostname = False
+ctx.verify_mode = ssl.CERT_NONE
+try:
+    t = ctx.wrap_socket(s, server_hostname=name)
+    t.sendall(b"GET /hello.txt HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n")
+    print(t.recv(4096).split(b"\\r\\n")[0].decode())
+except (OSError, ssl.SSLError) as err:
+    print("ended:", type(err).__name__)
+""".replace("THE_PROXY", str(PROXY_PORT))
+
+# The box's client for clear bytes: CONNECT, then each argument sent as it is, one
+# send each, a pause between; prints what came back.
+RAW_CLIENT = """
+import socket, sys, time
+port = int(sys.argv[1])
+s = socket.create_connection(("127.0.0.1", THE_PROXY), timeout=20)
+s.sendall(b"CONNECT 127.0.0.1:%d HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n" % port)
+head = b""
+while not head.endswith(b"\\r\\n\\r\\n"):
+    head += s.recv(1)
+for part in sys.argv[2:]:
+    s.sendall(part.encode().decode("unicode_escape").encode("latin-1"))
+    time.sleep(0.2)
+got = b""
+try:
+    while chunk := s.recv(4096):
+        got += chunk
+except OSError:
+    pass
+print(repr(got))
+""".replace("THE_PROXY", str(PROXY_PORT))
+
+
+def listed(*entries: str) -> SandboxSettings:
+    return SandboxSettings(network=tuple(entries), hide_defaults=False)
+
+
+def out(r: RunResult) -> str:
+    return r.stdout.decode(errors="replace") + r.stderr.decode(errors="replace")
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    root = tmp_path / "site"
+    root.mkdir()
+    (root / "hello.txt").write_text("hello from the origin\n")
+    return root
+
+
+@pytest.fixture
+def tls(site: Path, tmp_path: Path) -> Iterator[TlsOrigin]:
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    with serving_tls(site, keys) as origin:
+        yield origin
+
+
+def _tls_run(s: Session, port: int, name: str) -> RunResult:
+    return s.run(["/usr/bin/python3", "-I", "-c", TLS_CLIENT, str(port), name])
+
+
+# -- TLS: the name the hello asks for --------------------------------------------------
+
+
+def test_a_hello_naming_a_server_off_the_list_never_reaches_the_origin(
+        project: Path, tls: TlsOrigin) -> None:
+    """The tunnel goes to a listed address; the hello inside asks that front for
+    another site (domain fronting). It is refused before a byte goes on; a listed name
+    and a hello that names none go through."""
+    settings = listed(f"127.0.0.1:{tls.port}", f"good.example:{tls.port}")
+    with Session.open(str(project), settings) as s:
+        evil = _tls_run(s, tls.port, "evil.example")
+        good = _tls_run(s, tls.port, "Good.Example")
+        none = _tls_run(s, tls.port, "")
+    assert evil.stdout.decode().splitlines()[0] == "HTTP/1.1 200 Connection established"
+    assert evil.stdout.decode().splitlines()[1].startswith("ended:"), out(evil)
+    assert evil.refused == (("evil.example", tls.port, "named by a TLS hello in a tunnel "
+                             "to 127.0.0.1; not on the [sandbox] network list"),)
+    assert good.stdout.decode().splitlines()[1] == "HTTP/1.0 200 OK", out(good)
+    assert none.stdout.decode().splitlines()[1] == "HTTP/1.0 200 OK", out(none)
+    assert good.refused == none.refused == ()
+    assert tls.names == ["Good.Example", None]  # as the client wrote it
+    assert [w for w in s.warnings if w.startswith("network:")] == [
+        f"network: the box was refused evil.example (port {tls.port}, 1 time): named by a "
+        "TLS hello in a tunnel to 127.0.0.1; not on the [sandbox] network list; to allow "
+        "it, add it to [sandbox] network"]
+
+
+def test_without_the_check_the_fronted_hello_reaches_the_origin(
+        project: Path, tls: TlsOrigin, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check off (every first word taken for another protocol): the same attempt
+    reaches the origin, which answers the site the list does not have."""
+    monkeypatch.setattr(hello, "judge", lambda data, ended=False: (hello.OTHER, None))
+    with Session.open(str(project), listed(f"127.0.0.1:{tls.port}")) as s:
+        evil = _tls_run(s, tls.port, "evil.example")
+    assert evil.stdout.decode().splitlines()[1] == "HTTP/1.0 200 OK", out(evil)
+    assert tls.names == ["evil.example"]
+
+
+# -- clear bytes -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("parts", [
+    ["GET /hello.txt HTTP/1.1\\r\\nHost: evil.example\\r\\n\\r\\n"],
+    # A byte at a time at first: the proxy waits until the line tells.
+    ["G", "E", "T  /hello.txt", " HTTP/1.1\\r\\nHost: evil.example\\r\\n\\r\\n"],
+    ["get /hello.txt http/1.0\\r\\n\\r\\n"],
+], ids=["whole", "dribbled", "lower-case"])
+def test_clear_http_in_a_tunnel_is_refused(project: Path, site: Path,
+                                           parts: list[str]) -> None:
+    with serving(site) as port, Session.open(str(project), listed(f"127.0.0.1:{port}")) as s:
+        r = s.run(["/usr/bin/python3", "-I", "-c", RAW_CLIENT, str(port), *parts])
+        curl = s.run([*CURL, "-p", f"http://127.0.0.1:{port}/hello.txt"])
+        plain = s.run([*CURL, f"http://127.0.0.1:{port}/hello.txt"])
+    assert r.stdout == b"b''\n", out(r)
+    assert r.refused == (("127.0.0.1", port, "clear HTTP inside a CONNECT tunnel"),)
+    assert curl.returncode != 0 and b"hello" not in curl.stdout
+    # The same request sent to the proxy as it is goes through.
+    assert plain.stdout == b"hello from the origin\n", out(plain)
+    assert [w for w in s.warnings if w.startswith("network:")] == [
+        f"network: the box was refused 127.0.0.1 (port {port}, 2 times): clear HTTP inside "
+        "a CONNECT tunnel; send an http:// URL to the proxy as it is (not through a "
+        "tunnel)"]
+
+
+@pytest.fixture
+def banner() -> Iterator[int]:
+    """A server that speaks first (as SMTP or ssh do), then echoes one line."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                conn.sendall(b"220 hello\r\n")
+                line = b""
+                while not line.endswith(b"\n"):
+                    got = conn.recv(1)
+                    if not got:
+                        break
+                    line += got
+                conn.sendall(b"250 " + line)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        listener.close()
+        thread.join(5)
+
+
+def test_a_server_that_speaks_first_is_heard_and_answered(project: Path,
+                                                          banner: int) -> None:
+    with Session.open(str(project), listed(f"127.0.0.1:{banner}")) as s:
+        r = s.run(["/usr/bin/python3", "-I", "-c", RAW_CLIENT, str(banner), "EHLO box\\r\\n"])
+    assert r.stdout == b"b'220 hello\\r\\n250 EHLO box\\r\\n'\n", out(r)
+    assert r.refused == ()
+
+
+# -- the reading, on real hellos -------------------------------------------------------
+
+
+def _hello(name: str | None) -> bytes:
+    """The first flight of Python's TLS client asking for ``name``."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ctx.wrap_bio(incoming, outgoing, server_hostname=name)
+    with pytest.raises(ssl.SSLWantReadError):
+        obj.do_handshake()
+    return outgoing.read()
+
+
+def _in_records(data: bytes, size: int) -> bytes:
+    """The same handshake cut into records of ``size`` bytes (a hello may span them)."""
+    message = data[5:5 + int.from_bytes(data[3:5])]
+    out = b""
+    for at in range(0, len(message), size):
+        part = message[at:at + size]
+        out += data[:3] + len(part).to_bytes(2) + part
+    return out
+
+
+def test_the_name_is_read_from_a_real_hello_whole_split_or_in_pieces() -> None:
+    first = _hello("Pypi.org")
+    assert hello.judge(first) == (hello.TLS, "pypi.org")
+    assert hello.judge(_hello(None)) == (hello.TLS, None)
+    split = _in_records(first, 100)
+    assert hello.judge(split) == (hello.TLS, "pypi.org")
+    for cut in (1, 4, 5, 50, len(split) - 1):
+        assert hello.judge(split[:cut]) == (hello.MORE, None)
+        with pytest.raises(ValueError, match="does not end"):
+            hello.judge(split[:cut], ended=True)
+
+
+@pytest.mark.parametrize("data", [
+    b"\x16\x03\x01\x00\x05\x02\x00\x00\x01\x00",  # a server's hello
+    b"\x16\x03\x01\x00\x04\x01\x00\x00\x00",  # a client's hello with nothing in it
+    b"\x16\x09\x01\x00\x04\x01\x00\x00\x00",  # not version 3
+    b"\x16\x03\x01\x00\x00",  # an empty record
+])
+def test_a_hello_that_cannot_be_read_is_refused(data: bytes) -> None:
+    with pytest.raises(ValueError):
+        hello.judge(data)
+
+
+def _built(*extensions: tuple[int, bytes]) -> bytes:
+    """A client's hello made by hand, with ``extensions`` (kind, body)."""
+    exts = b"".join(k.to_bytes(2) + len(b).to_bytes(2) + b for k, b in extensions)
+    body = (b"\x03\x03" + bytes(32) + b"\x00" + b"\x00\x02\x13\x01" + b"\x01\x00"
+            + len(exts).to_bytes(2) + exts)
+    message = b"\x01" + len(body).to_bytes(3) + body
+    return b"\x16\x03\x01" + len(message).to_bytes(2) + message
+
+
+def _names(*names: bytes) -> bytes:
+    entries = b"".join(b"\x00" + len(n).to_bytes(2) + n for n in names)
+    return len(entries).to_bytes(2) + entries
+
+
+def test_a_hand_made_hello_is_read_as_a_real_one() -> None:
+    assert hello.judge(_built((0, _names(b"a.example")))) == (hello.TLS, "a.example")
+    assert hello.judge(_built((16, b"\x00\x03\x02h2"))) == (hello.TLS, None)
+
+
+@pytest.mark.parametrize(("extensions", "why"), [
+    ([(0, _names(b"a.example", b"b.example"))], "two servers"),
+    ([(0, _names(b"a.example")), (0, _names(b"b.example"))], "sent twice"),
+    ([(0, _names("\u00e9.example".encode()))], "not ASCII"),
+    ([(0, _names(b"a.example/x"))], "not a host name"),
+    ([(0, _names(b""))], "not a host name"),
+    ([(0, b"\x00\x09\x00\x00\x20")], "ends inside a field"),
+])
+def test_a_hello_naming_servers_in_a_way_of_its_own_is_refused(
+        extensions: list[tuple[int, bytes]], why: str) -> None:
+    with pytest.raises(ValueError, match=why):
+        hello.judge(_built(*extensions))
+
+
+@pytest.mark.parametrize(("data", "ended", "kind"), [
+    (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", False, hello.CLEAR_HTTP),
+    (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", False, hello.CLEAR_HTTP),
+    (b"get\t/  Http/1.0\n", False, hello.CLEAR_HTTP),
+    (b"GE", False, hello.MORE),
+    (b"GET /x", False, hello.MORE),
+    (b"GET /x", True, hello.CLEAR_HTTP),
+    (b"GET /" + b"x" * 9000, False, hello.CLEAR_HTTP),
+    (b"EHLO box\r\n", False, hello.OTHER),
+    (b"SSH-2.0-OpenSSH_9.2\r\n", False, hello.OTHER),
+    (b"\x00\x00\x00\x08\x04\xd2\x16\x2f", False, hello.OTHER),
+    (b"", True, hello.OTHER),
+])
+def test_clear_words_are_told_apart(data: bytes, ended: bool, kind: str) -> None:
+    assert hello.judge(data, ended=ended) == (kind, None)
