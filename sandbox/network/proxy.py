@@ -69,6 +69,11 @@ class _Request(NamedTuple):
     port: int
     tunnel: bool
     head: bytes  # what to send the origin first (empty for a tunnel)
+    body: int = 0  # how many bytes follow the head (its Content-Length); no more go on
+
+
+class _Chunked(ValueError):
+    """A plain request whose body has no length said ahead (``Transfer-Encoding``)."""
 
 
 def own_addresses() -> tuple[allow.IPAddress, ...]:
@@ -211,6 +216,12 @@ class Proxy:
             raise ValueError("request head too long")
         try:
             request = _parse(raw)
+        except _Chunked:
+            writer.write(_answer(411, "Length Required", "harness-sandbox: the box's proxy "
+                                 "sends a request's body on with its Content-Length only "
+                                 "(not chunked).\n"))
+            await writer.drain()
+            return
         except ValueError:
             writer.write(_answer(400, "Bad Request", "harness-sandbox: the box's proxy "
                                  "takes CONNECT host:port or an absolute http:// URL.\n"))
@@ -222,9 +233,11 @@ class Proxy:
                 await self._tunnel(request, (reader, writer), (up_reader, up_writer))
                 return
             up_writer.write(request.head)
-            # One request: when the origin's answer has ended, so has the connection
-            # (a client that keeps it open would otherwise hold it for the session).
-            ask = asyncio.ensure_future(_copy(reader, up_writer))
+            # One request: its body and nothing after it (a second request sent behind
+            # it could name another host to an origin that reads on), and when the
+            # origin's answer has ended, so has the connection (a client that keeps it
+            # open would otherwise hold it for the session).
+            ask = asyncio.ensure_future(_copy_body(reader, up_writer, request.body))
             try:
                 await _copy(up_reader, writer)
             finally:
@@ -318,6 +331,18 @@ async def _copy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
         writer.close()
 
 
+async def _copy_body(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                     size: int) -> None:
+    """``size`` bytes from ``reader`` to ``writer``; what follows stays unsent."""
+    try:
+        while size > 0 and (data := await reader.read(min(size, CHUNK))):
+            writer.write(data)
+            await writer.drain()
+            size -= len(data)
+    except OSError:
+        writer.close()
+
+
 def _parse(raw: bytes) -> _Request:
     """The request's target from its head. Raises ValueError."""
     lines = raw[:-4].decode("latin-1").split("\r\n")
@@ -331,11 +356,19 @@ def _parse(raw: bytes) -> _Request:
         raise ValueError(target)
     authority, slash, path = target[7:].partition("/")
     host, port = _authority(authority.rpartition("@")[2], 80)
-    headers = [h for h in lines[1:] if h.split(":", 1)[0].strip().lower() not in _DROPPED]
+    named = [(h.split(":", 1)[0].strip().lower(), h) for h in lines[1:]]
+    if any(name == "transfer-encoding" for name, _ in named):
+        raise _Chunked(target)
+    lengths = {h.split(":", 1)[1].strip() if ":" in h else "" for name, h in named
+               if name == "content-length"}
+    if len(lengths) > 1 or not all(n.isascii() and n.isdigit() for n in lengths):
+        raise ValueError(target)
+    headers = [h for name, h in named if name not in _DROPPED]
     head = "\r\n".join([f"{method} {slash}{path or ''} {version}",
                         f"Host: {authority.rpartition('@')[2]}", *headers,
                         "Connection: close", "", ""])
-    return _Request(host, port, False, head.encode("latin-1"))
+    return _Request(host, port, False, head.encode("latin-1"),
+                    int(lengths.pop()) if lengths else 0)
 
 
 def _authority(text: str, default: int | None) -> tuple[str, int]:

@@ -1,7 +1,9 @@
 """What the proxy reads of a ``CONNECT`` tunnel before anything goes on
 (:mod:`sandbox.network.hello`): a TLS hello must name a listed server, clear HTTP is
-refused, and anything else (a server that speaks first) goes on. Tried for real: a
-TLS origin and a banner server on 127.0.0.1, the box's own client behind the proxy."""
+refused, and anything else (a server that speaks first) goes on; and what a plain
+request carries on: its body, nothing behind it. Tried for real: a TLS origin, a
+banner server and a lenient origin on 127.0.0.1, the box's own client behind the
+proxy."""
 
 from __future__ import annotations
 
@@ -295,3 +297,81 @@ def test_a_hello_naming_servers_in_a_way_of_its_own_is_refused(
 ])
 def test_clear_words_are_told_apart(data: bytes, ended: bool, kind: str) -> None:
     assert hello.judge(data, ended=ended) == (kind, None)
+
+
+# -- the plain path: one request, its body, nothing after it ---------------------------
+
+
+@pytest.fixture
+def lenient() -> Iterator[tuple[int, list[bytes]]]:
+    """An origin that reads on after a request (as a lenient server serves what is sent
+    behind one): it keeps everything each connection sent until a pause, then answers
+    and closes. Yields its port and what each connection sent."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    got: list[bytes] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(1.0)
+                data = b""
+                try:
+                    while chunk := conn.recv(4096):
+                        data += chunk
+                except TimeoutError:
+                    pass
+                got.append(data)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close"
+                             b"\r\n\r\nok\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1], got
+    finally:
+        listener.close()
+        thread.join(5)
+
+
+# The box's client for the plain path: its argument sent to the proxy in one piece.
+PLAIN_CLIENT = """
+import socket, sys
+s = socket.create_connection(("127.0.0.1", THE_PROXY), timeout=20)
+s.sendall(sys.argv[1].encode().decode("unicode_escape").encode("latin-1"))
+got = b""
+try:
+    while chunk := s.recv(4096):
+        got += chunk
+except OSError:
+    pass
+print(got.split(b"\\r\\n")[0].decode())
+""".replace("THE_PROXY", str(PROXY_PORT))
+
+
+def test_a_request_sent_behind_the_first_never_reaches_the_origin(
+        project: Path, lenient: tuple[int, list[bytes]]) -> None:
+    """A body of the length the head says goes on, and nothing after it: a second
+    request behind the first (to another host) would be read by a lenient origin."""
+    port, got = lenient
+    smuggled = (f"POST http://127.0.0.1:{port}/a HTTP/1.1\\r\\nHost: x\\r\\n"
+                "Content-Length: 3\\r\\n\\r\\nabc"
+                "GET http://evil.example/ HTTP/1.1\\r\\nHost: evil.example\\r\\n\\r\\n")
+    chunked = (f"POST http://127.0.0.1:{port}/a HTTP/1.1\\r\\nHost: x\\r\\n"
+               "Transfer-Encoding: chunked\\r\\n\\r\\n3\\r\\nabc\\r\\n0\\r\\n\\r\\n")
+    two = (f"POST http://127.0.0.1:{port}/a HTTP/1.1\\r\\nContent-Length: 1\\r\\n"
+           "Content-Length: 40\\r\\n\\r\\nx")
+    with Session.open(str(project), listed(f"127.0.0.1:{port}")) as s:
+        r = s.run(["/usr/bin/python3", "-I", "-c", PLAIN_CLIENT, smuggled])
+        c = s.run(["/usr/bin/python3", "-I", "-c", PLAIN_CLIENT, chunked])
+        t = s.run(["/usr/bin/python3", "-I", "-c", PLAIN_CLIENT, two])
+    assert r.stdout == b"HTTP/1.1 200 OK\n", out(r)
+    assert c.stdout == b"HTTP/1.1 411 Length Required\n", out(c)
+    assert t.stdout == b"HTTP/1.1 400 Bad Request\n", out(t)
+    assert len(got) == 1
+    head, _, body = got[0].partition(b"\r\n\r\n")
+    assert head.startswith(b"POST /a HTTP/1.1\r\nHost: 127.0.0.1:")
+    assert body == b"abc"
