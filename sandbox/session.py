@@ -18,6 +18,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
 from . import leftovers as _leftovers
+from . import toolconfigs
 from .backends import Box, choose, supervised
 from .backends.host import HostBackend
 from .errors import PolicyError
@@ -317,8 +318,10 @@ class Session:
             # The watchdog first: from here on a killed harness leaves nothing behind.
             watch_session(manifest)
             if layout is not None:
-                _leftovers.make(manifest, tmp, roots, dirs=layout.make_dirs,
-                                files=layout.make_files, protected=layout.protected)
+                covers = toolconfigs.covers(roots[0], settings.allow_tool_configs)
+                _leftovers.make(manifest, tmp, roots, dirs=(*layout.make_dirs, *covers),
+                                files=layout.make_files,
+                                protected=(*layout.protected, *toolconfigs.folders(roots[0])))
                 layout = _with_views(layout, roots, scrubbed, tmp)
             policy = Policy.from_settings(project, settings, boxed=boxed, private_tmp=tmp,
                                           env=env, git=layout)._replace(output_cap=output_cap)

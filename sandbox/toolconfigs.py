@@ -7,39 +7,50 @@ on the host the next time that tool opens the project. One table, each row with 
 ``[sandbox] allow_tool_configs`` releases rows by name. A leaf: the standard library only, and the
 records' base (:mod:`pathguard.records`).
 
-An entry that exists is bound read-only (a folder with all it holds). One that does not
-exist is not made over (bubblewrap would leave its mount point in the project): the
-session's end says which the box created, so the user checks them before that tool runs.
+An entry that exists is bound read-only (a folder with all it holds). A folder row that
+does not exist is made empty by the session on Linux (listed in its manifest, removed
+at its end if still empty, as a missing git ``hooks`` folder is) and bound read-only
+like the others, so the box cannot create it and fill it; on macOS the profile denies
+every row's name, there or not. A file row that does not exist is not made (an empty
+``.mcp.json`` or ``.envrc`` is not nothing to its tool): the session's end says which
+the box created, so the user checks them before that tool runs.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
 from pathguard.records import NamedTuple
 
 
 class ToolConfig(NamedTuple):
-    """A path relative to the project, the tool that runs what it names, and how."""
+    """A path relative to the project, the tool that runs what it names, and how;
+    ``folder`` when the entry is a folder of the tool's files."""
 
     name: str
     tool: str
     why: str
+    folder: bool = False
 
 
 TOOL_CONFIGS: tuple[ToolConfig, ...] = (
-    ToolConfig(".oh", "openHarness", "hooks run from .oh/config.yaml"),
-    ToolConfig(".claude", "Claude Code", "project hooks, commands, agents and settings"),
+    ToolConfig(".oh", "openHarness", "hooks run from .oh/config.yaml", folder=True),
+    ToolConfig(".claude", "Claude Code", "project hooks, commands, agents and settings",
+               folder=True),
     ToolConfig(".mcp.json", "MCP clients (Claude Code and others)",
                "MCP servers started from the project"),
     ToolConfig(".vscode", "VS Code and its forks",
-               "tasks run on folder open, launch configurations, settings naming programs"),
-    ToolConfig(".idea", "JetBrains IDEs", "run configurations and startup tasks"),
-    ToolConfig(".cursor", "Cursor", "hooks, rules and MCP servers"),
-    ToolConfig(".gemini", "Gemini CLI", "settings with hooks and MCP servers"),
-    ToolConfig(".codex", "Codex CLI", "project config with MCP servers"),
-    ToolConfig(".zed", "Zed", "tasks and language-server settings"),
-    ToolConfig(".devcontainer", "Dev Containers", "commands run when a container is made"),
+               "tasks run on folder open, launch configurations, settings naming programs",
+               folder=True),
+    ToolConfig(".idea", "JetBrains IDEs", "run configurations and startup tasks",
+               folder=True),
+    ToolConfig(".cursor", "Cursor", "hooks, rules and MCP servers", folder=True),
+    ToolConfig(".gemini", "Gemini CLI", "settings with hooks and MCP servers", folder=True),
+    ToolConfig(".codex", "Codex CLI", "project config with MCP servers", folder=True),
+    ToolConfig(".zed", "Zed", "tasks and language-server settings", folder=True),
+    ToolConfig(".devcontainer", "Dev Containers", "commands run when a container is made",
+               folder=True),
     ToolConfig(".envrc", "direnv", "a shell script run on entering the folder (if allowed)"),
     ToolConfig(".bashrc", "bash", "run at start-up where the project is a home"),
     ToolConfig(".bash_profile", "bash", "run by a login shell where the project is a home"),
@@ -69,6 +80,25 @@ def present(project: str, allowed: tuple[str, ...] = ()) -> tuple[str, ...]:
         if os.path.lexists(p) and not os.path.islink(p):
             out.append(p)
     return tuple(out)
+
+
+def covers(project: str, allowed: tuple[str, ...] = (),
+           platform: str = sys.platform) -> tuple[str, ...]:
+    """The folder rows' paths in ``project`` where nothing is (not even a link): what a
+    session makes empty before the box, so that the box cannot make and fill one (it
+    binds each read-only, as one that was there). On Linux only: macOS's profile denies
+    the names whether they are there or not."""
+    if not platform.startswith("linux"):
+        return ()
+    return tuple(os.path.join(project, t.name) for t in guarded(allowed)
+                 if t.folder and not os.path.lexists(os.path.join(project, t.name)))
+
+
+def folders(project: str) -> tuple[str, ...]:
+    """Every folder row's path in ``project``: one that another live session made is
+    this one's too, so the last session to end removes it
+    (:func:`sandbox.leftovers.make`)."""
+    return tuple(os.path.join(project, t.name) for t in TOOL_CONFIGS if t.folder)
 
 
 def made_during(project: str, before: tuple[str, ...],

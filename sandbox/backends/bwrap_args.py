@@ -317,10 +317,17 @@ def _make_mount_ops(policy: Policy) -> tuple[list[_Op], list[str]]:
     protected = list(dict.fromkeys(policy.protected_paths()))
     empty_ro = list(policy.missing_hook_dirs())
     pinned: list[str] = list(policy.pinned_dirs) if policy.protect else []
-    for p in [*protected, *empty_ro]:
-        gitdir = os.path.dirname(p)
-        if gitdir not in rw and gitdir not in pinned:
-            pinned.append(gitdir)
+    # Every folder between a read-write root and a protected path, or a read-write root
+    # inside another, is bound onto itself: one the box could rename would take the
+    # bind below it along and free its name (a writable home's ~/.local, above the
+    # toolkit's ~/.local/share/harness; ~/work, above a project in a writable home,
+    # which the box would then make anew with a .git of its own).
+    held, roots = set(pinned), set(rw)
+    nested = [r for r in rw if any(r != o and _under(r, o) for o in rw)]
+    for p in [*nested, *protected, *empty_ro]:
+        for d in _folders_between(p, roots, held):
+            held.add(d)
+            pinned.append(d)
     for g in _hidden_ancestors(policy, rw):
         if g not in pinned:
             pinned.append(g)
@@ -336,6 +343,17 @@ def _make_mount_ops(policy: Policy) -> tuple[list[_Op], list[str]]:
     # Stable: equal depth and kind keep the policy's order.
     ops.sort(key=lambda op: (op[0], op[1]))
     return ops, [*empty_ro, *hidden_dirs]
+
+
+def _folders_between(path: str, roots: set[str], held: set[str]) -> list[str]:
+    """The folders above ``path`` up to the read-write root that holds it, nearest
+    first, stopping early at one in ``held`` (whose own are held already)."""
+    out = []
+    d = os.path.dirname(path)
+    while d not in roots and d not in held and d != os.path.dirname(d):
+        out.append(d)
+        d = os.path.dirname(d)
+    return out
 
 
 def _hidden_ancestors(policy: Policy, rw: Sequence[str]) -> list[str]:

@@ -67,3 +67,85 @@ def test_one_the_box_makes_is_said_at_the_end(project: Path, home: Path) -> None
         assert r.returncode == 0, r
     assert (f"the box made {home}/.config/git, which the host reads to decide what to run "
             "(git, a shell, or this toolkit); check it before you use them") in s.warnings
+
+
+# Renaming a folder above a protected path takes its bind along and frees the name.
+MOVE_AND_MAKE = ("H={h}; mv $H/.local $H/.local-old && mkdir -p $H/.local/share/harness && "
+                 "echo forged > $H/.local/share/harness/trusted.json && echo MOVED; "
+                 "mv $H/.config/fish $H/.config/fish-old; "
+                 "mv $H/.config $H/.config-old && mkdir -p $H/.config/fish && "
+                 "echo forged > $H/.config/fish/config.fish && echo MOVED2; true")
+
+
+@pytest.fixture
+def deep_home(home: Path) -> Path:
+    """The toolkit's data folder and fish's config, two folders below the home."""
+    (home / ".local" / "share" / "harness").mkdir(parents=True)
+    (home / ".local" / "share" / "harness" / "trusted.json").write_text("{}\n")
+    (home / ".config" / "fish").mkdir(parents=True)
+    (home / ".config" / "fish" / "config.fish").write_text("# reviewed\n")
+    return home
+
+
+def _moved(project: Path, home: Path) -> bytes:
+    env = {**os.environ, "HOME": str(home)}
+    env.pop("XDG_CONFIG_HOME", None)
+    env.pop("XDG_DATA_HOME", None)
+    env.pop("HARNESS_HOME", None)
+    settings = SandboxSettings(writable=(str(home),), hide_defaults=False)
+    with Session.open(str(project), settings, env=env) as s:
+        return s.run(["sh", "-c", MOVE_AND_MAKE.format(h=home)]).stdout
+
+
+def test_no_folder_above_what_the_host_reads_can_be_moved(project: Path,
+                                                          deep_home: Path) -> None:
+    assert _moved(project, deep_home) == b""
+    assert (deep_home / ".local" / "share" / "harness" / "trusted.json").read_text() == "{}\n"
+    assert (deep_home / ".config" / "fish" / "config.fish").read_text() == "# reviewed\n"
+    assert not (deep_home / ".local-old").exists() and not (deep_home / ".config-old").exists()
+
+
+def test_with_only_the_parent_held_a_move_forges_what_the_host_reads(
+        project: Path, deep_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sandbox.backends import bwrap_args
+
+    monkeypatch.setattr(bwrap_args, "_folders_between",
+                        lambda path, roots, held: [os.path.dirname(path)])
+    # (~/.config is held there too, as the parent of the toolkit's ~/.config/harness.)
+    assert _moved(project, deep_home) == b"MOVED\n"
+    assert (deep_home / ".local" / "share" / "harness" / "trusted.json").read_text() == \
+        "forged\n"
+
+
+def _replant(outside: Path, marker: Path) -> tuple[Path, bytes]:
+    """A project inside a writable folder; the box moves the folder between them aside
+    and makes the project anew, with a git config of its own. Then host git runs where
+    the project was."""
+    outer = outside / "outer"
+    project = outer / "work" / "proj"
+    project.mkdir(parents=True)
+    settings = SandboxSettings(writable=(str(outer),), hide_defaults=False)
+    script = (f"cd /; mv {outer}/work {outer}/work2 && git init -q {project} && "
+              f"git -C {project} config core.fsmonitor 'touch {marker}' && echo MOVED; true")
+    with Session.open(str(project), settings) as s:
+        said = s.run(["sh", "-c", script]).stdout
+    subprocess.run(["git", "status"], cwd=project, capture_output=True, check=False)
+    return project, said
+
+
+def test_no_folder_above_a_project_in_a_writable_folder_can_be_moved(outside: Path) -> None:
+    marker = outside / "ran"
+    project, said = _replant(outside, marker)
+    assert said == b""
+    assert not (project / ".git").exists() and not marker.exists()
+
+
+def test_with_nothing_held_above_the_project_the_box_replants_it(
+        outside: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sandbox.backends import bwrap_args
+
+    monkeypatch.setattr(bwrap_args, "_folders_between", lambda path, roots, held: [])
+    marker = outside / "ran"
+    _, said = _replant(outside, marker)
+    assert said == b"MOVED\n"
+    assert marker.exists()  # host git ran the box's fsmonitor

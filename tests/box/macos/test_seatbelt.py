@@ -262,6 +262,19 @@ def test_folders_above_protected_paths_cannot_be_unlinked_or_renamed(tmp_path: P
     assert not got.matches(rule, "/")
 
 
+def test_every_tool_config_name_is_denied_there_or_not(tmp_path: Path) -> None:
+    """macOS makes no folder over a missing row: its rules deny the names themselves,
+    so the box can neither make .claude/ nor write a .mcp.json that was not there."""
+    got = parts(make_plan(make_policy(tmp_path, allow_tool_configs=(".vscode",))))
+    (deny,) = rules(got.session, "deny", "file-write*")
+    project = private(tmp_path / "proj")
+    for name in (".claude", ".claude/settings.json", ".mcp.json", ".cursor/hooks.json",
+                 ".envrc"):
+        assert got.matches(deny, f"{project}/{name}"), name
+    assert not got.matches(deny, f"{project}/.vscode/settings.json")  # released
+    assert not got.matches(deny, f"{project}/notes.txt")
+
+
 def test_folders_above_hidden_paths_cannot_be_unlinked_or_renamed(tmp_path: Path) -> None:
     project = make_project(tmp_path, git=False)
     secret = project / "vault" / "keys"

@@ -83,12 +83,27 @@ def test_the_trust_store_cannot_be_written_from_the_box(world: World) -> None:
     assert b"DONE" not in r.stdout and not world.store.exists()
 
 
+MAKE_OH = "mkdir -p .oh && printf 'hooks:\\n  preToolUse:\\n    - command: touch {}\\n' " \
+          "> .oh/config.yaml && echo MADE"
+
+
+def test_a_missing_oh_cannot_be_made_by_the_box(world: World) -> None:
+    """No .oh at the start of the session: the session covers it with an empty
+    read-only folder (sandbox/toolconfigs.py), removed at its end."""
+    done = world.cli("run", "--project", str(world.project), "--", "sh", "-c",
+                     MAKE_OH.format(world.marker))
+    assert done.out == "" and "Read-only file system" in done.err, done.err
+    assert not (world.project / ".oh").exists()
+
+
 def test_a_file_the_box_makes_runs_nothing_on_the_host(world: World) -> None:
-    # No .oh at the start of the session: the box may make one (nothing protects a
-    # folder that does not exist), so only trust stands between it and the host.
-    script = (f"mkdir -p .oh && printf 'hooks:\\n  preToolUse:\\n    - command: touch "
-              f"{world.marker}\\n' > .oh/config.yaml && echo MADE")
-    done = world.cli("run", "--project", str(world.project), "--", "sh", "-c", script)
+    # .oh released ([sandbox] allow_tool_configs): the box may make one, so only trust
+    # stands between it and the host.
+    home = world.base / "harness"
+    home.mkdir(exist_ok=True)
+    (home / "config.toml").write_text('[sandbox]\nallow_tool_configs = [".oh"]\n')
+    done = world.cli("run", "--project", str(world.project), "--", "sh", "-c",
+                     MAKE_OH.format(world.marker))
     assert (done.code, done.out) == (0, "MADE\n"), done.err
     assert f"touch {world.marker}" in world.oh.read_text()
 
