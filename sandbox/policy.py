@@ -88,6 +88,7 @@ class PolicyOptions(TypedDict, total=False):
     enabled: bool
     scrub: Iterable[str]
     allow_unix_sockets: Iterable[str]
+    allow_tool_configs: Iterable[str]
     boxed: bool
     private_tmp: str | None
     env: Mapping[str, str] | None
