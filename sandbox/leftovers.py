@@ -189,11 +189,13 @@ def refuse_linked(protected: Iterable[str]) -> None:
     """A read-only bind protects a name, not a file: a hard link the agent made earlier
     (``notes.txt`` for ``.git/config``) is a second, writable name for the same file.
     Raises :class:`PolicyError` for the first protected file -- or file in a protected
-    folder -- that has more than one name, with the fix."""
+    folder -- that has more than one name, with the fix; and for one it cannot look
+    at (but for a name that is gone): what it cannot check, it does not let through."""
     for p in protected:
         try:
             st = os.lstat(p)
-        except OSError:
+        except OSError as err:
+            _unchecked(p, err)
             continue
         if _stat.S_ISDIR(st.st_mode):
             _refuse_linked_in(p)
@@ -207,17 +209,34 @@ def _refuse_linked_in(folder: str) -> None:
     thousands of files), no link followed."""
     try:
         entries = list(os.scandir(folder))
-    except OSError:
+    except OSError as err:
+        _unchecked(folder, err)
         return
     for e in entries:
         try:
             st = e.stat(follow_symlinks=False)
-        except OSError:
+        except OSError as err:
+            _unchecked(e.path, err)
             continue
         if _stat.S_ISDIR(st.st_mode):
             _refuse_linked_in(e.path)
         else:
             _refuse_one(e.path, st)
+
+
+def _unchecked(path: str, err: OSError) -> None:
+    """A name that is gone (or that a file stands in the way of) needs no check; any
+    other failure (no descriptor left, no permission) refuses the session."""
+    import errno
+
+    if err.errno in (errno.ENOENT, errno.ENOTDIR):
+        return
+    from .errors import PolicyError
+    from .text import escape
+
+    raise PolicyError(f"{escape(path)} could not be checked for hard links "
+                      f"({err.strerror}), so the session is not opened; make it "
+                      "readable to you and try again")
 
 
 def _refuse_one(path: str, st: os.stat_result) -> None:

@@ -34,6 +34,10 @@ from . import allow, hello
 HEAD_LIMIT = 64 * 1024
 CHUNK = 256 * 1024
 CONNECT_TIMEOUT = 30.0
+# Connections through the proxy at once. Each holds two descriptors of the harness's
+# process, whose limit is often 1,024: a box that opened thousands would leave the
+# harness none for its next run or its session's end. Clients open a few each.
+MAX_CLIENTS = 128
 # Hop-by-hop headers (RFC 9110 7.6.1) and the proxy's own: not sent to the origin.
 _DROPPED = frozenset({"connection", "proxy-connection", "keep-alive", "proxy-authorization",
                       "proxy-authenticate", "te", "trailer", "upgrade", "host"})
@@ -106,6 +110,7 @@ class Proxy:
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self._stop: asyncio.Event | None = None
+        self._clients = 0  # connections being served (the loop's thread alone)
         self._thread = threading.Thread(target=self._main, daemon=True,
                                         name="harness-sandbox-proxy")
         self.path = ""
@@ -193,6 +198,14 @@ class Proxy:
 
     async def _client(self, reader: asyncio.StreamReader,
                       writer: asyncio.StreamWriter) -> None:
+        if self._clients >= MAX_CLIENTS:
+            with contextlib.suppress(OSError):
+                writer.write(_answer(503, "Service Unavailable", "harness-sandbox: the box "
+                                     f"has {MAX_CLIENTS} connections through the proxy "
+                                     "already; close some and try again.\n"))
+            writer.close()
+            return
+        self._clients += 1
         try:
             await self._handle(reader, writer)
         except Refused as err:
@@ -205,6 +218,7 @@ class Proxy:
                 ValueError, TimeoutError):
             pass
         finally:
+            self._clients -= 1
             writer.close()
             with contextlib.suppress(OSError):
                 await writer.wait_closed()

@@ -99,3 +99,37 @@ def test_the_fix_the_refusal_names_works(project: Path) -> None:
         r = s.run(["sh", "-c", "echo '[core]' >> notes.txt; git status >/dev/null"])
         assert r.returncode == 0, r
     assert b"fsmonitor" not in config.read_bytes()
+
+
+def test_a_folder_that_cannot_be_looked_at_refuses_rather_than_passes(
+        tmp_path: Path) -> None:
+    """The check cannot read a protected folder (here: no descriptor left, as a box
+    could bring about in a harness holding sessions side by side): the session is
+    refused, not opened unchecked. A name that is gone needs no check."""
+    hooks = tmp_path / "hooks"
+    (hooks / "deeper").mkdir(parents=True)
+    script = f"""
+import os, resource
+import errno
+import sandbox.text  # imported, as in a harness with a session open
+from sandbox import leftovers
+from sandbox.errors import PolicyError
+leftovers.refuse_linked([{str(tmp_path / "gone")!r}])
+resource.setrlimit(resource.RLIMIT_NOFILE, (32, 32))
+held = []
+try:
+    while True:
+        held.append(os.open("/", os.O_RDONLY))
+except OSError:
+    pass
+try:
+    leftovers.refuse_linked([{str(hooks)!r}])
+    print("passed")
+except PolicyError as err:
+    print(err)
+"""
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                       check=False)
+    assert r.stdout == (f"{hooks} could not be checked for hard links (Too many open "
+                        "files), so the session is not opened; make it readable to you "
+                        "and try again\n"), r.stderr

@@ -375,3 +375,33 @@ def test_a_request_sent_behind_the_first_never_reaches_the_origin(
     head, _, body = got[0].partition(b"\r\n\r\n")
     assert head.startswith(b"POST /a HTTP/1.1\r\nHost: 127.0.0.1:")
     assert body == b"abc"
+
+
+# The box's client: N connections to the proxy held open without a word, then what
+# each was told (a 503 line, or nothing yet).
+HOARD = """
+import socket, sys, time
+held = [socket.create_connection(("127.0.0.1", THE_PROXY), timeout=20)
+        for _ in range(int(sys.argv[1]))]
+time.sleep(1.0)
+told = 0
+for s in held:
+    s.setblocking(False)
+    try:
+        told += s.recv(100).startswith(b"HTTP/1.1 503 ")
+    except BlockingIOError:
+        pass
+print(told)
+""".replace("THE_PROXY", str(PROXY_PORT))
+
+
+def test_a_box_cannot_take_every_descriptor_of_the_harness(project: Path, site: Path) -> None:
+    """Connections beyond the proxy's bound get a 503 at once (each held one costs the
+    harness's process a descriptor); when they close, requests go through again."""
+    from sandbox.network.proxy import MAX_CLIENTS
+
+    with serving(site) as port, Session.open(str(project), listed(f"127.0.0.1:{port}")) as s:
+        r = s.run(["/usr/bin/python3", "-I", "-c", HOARD, str(MAX_CLIENTS + 12)])
+        after = s.run([*CURL, f"http://127.0.0.1:{port}/hello.txt"])
+    assert r.stdout == b"12\n", out(r)
+    assert after.stdout == b"hello from the origin\n", out(after)
