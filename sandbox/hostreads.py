@@ -4,14 +4,17 @@ The project's own files of that kind are covered by :mod:`sandbox.git.dirs` and
 :mod:`sandbox.toolconfigs`. A ``[sandbox] writable`` folder can hold more: a writable
 home holds the toolkit's own config and trust store, git's global config and the
 shells' start-up files. Each that exists inside a folder the box can write is bound
-read-only; one that does not exist yet is said at the session's end if the box made it
-(it cannot be covered without leaving a mount point behind). A leaf: the standard
-library only.
+read-only. A folder among them that does not exist yet (git's ``~/.config/git``, the
+toolkit's config and data folders) is made empty by a Linux session, with any folder
+missing above it, listed in its manifest and removed at its end if still empty, so the
+box cannot make it and fill it; a file that does not exist yet is said at the
+session's end if the box made it. A leaf: the standard library only.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable, Mapping
 
 # Under the home folder: git's and the shells' files.
@@ -38,6 +41,39 @@ def candidates(env: Mapping[str, str], home: str) -> tuple[str, ...]:
         if folder and os.path.isabs(folder):
             out.append(folder)
     return tuple(dict.fromkeys(os.path.normpath(p) for p in out))
+
+
+def folders(env: Mapping[str, str], home: str) -> frozenset[str]:
+    """The candidates that are folders: git's and the toolkit's."""
+    files = {os.path.normpath(os.path.join(home, n)) for n in HOME_FILES
+             if n != ".config/git"}
+    files.add(os.path.normpath(env.get("GIT_CONFIG_GLOBAL") or "/"))
+    return frozenset(p for p in candidates(env, home) if p not in files)
+
+
+def covers(roots: Iterable[str], env: Mapping[str, str], home: str,
+           platform: str = sys.platform) -> tuple[str, ...]:
+    """The folders among the candidates that lie in one of ``roots`` (the folders the
+    box can write) and do not exist, each after the missing folders above it, by their
+    real paths: what a Linux session makes before the box. Empty elsewhere (macOS's
+    profile denies the names themselves)."""
+    if not platform.startswith("linux"):
+        return ()
+    real = [os.path.realpath(r) for r in roots]
+    wanted = folders(env, home)
+    out: list[str] = []
+    for p in inside(roots, env, home):
+        if p not in wanted or os.path.lexists(p):
+            continue
+        missing = [p]
+        while not os.path.lexists(os.path.dirname(missing[-1])):
+            missing.append(os.path.dirname(missing[-1]))
+        above = os.path.realpath(os.path.dirname(missing[-1]))
+        chain = [os.path.join(above, *os.path.relpath(m, os.path.dirname(missing[-1]))
+                              .split(os.sep)) for m in reversed(missing)]
+        if os.path.isdir(above) and any(_under(above, r) for r in real):
+            out += [c for c in chain if c not in out]
+    return tuple(out)
 
 
 def _under(path: str, root: str) -> bool:

@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
+from . import hostreads, toolconfigs
 from . import leftovers as _leftovers
-from . import toolconfigs
 from .backends import Box, choose, supervised
 from .backends.host import HostBackend
 from .errors import PolicyError
@@ -318,10 +318,14 @@ class Session:
             # The watchdog first: from here on a killed harness leaves nothing behind.
             watch_session(manifest)
             if layout is not None:
-                covers = toolconfigs.covers(roots[0], settings.allow_tool_configs)
+                # Folders other tools and the host read, missing: made empty, bound
+                # read-only like the rest (sandbox/toolconfigs.py, sandbox/hostreads.py).
+                covers = (*toolconfigs.covers(roots[0], settings.allow_tool_configs),
+                          *hostreads.covers(named, scrubbed, home))
                 _leftovers.make(manifest, tmp, roots, dirs=(*layout.make_dirs, *covers),
                                 files=layout.make_files,
-                                protected=(*layout.protected, *toolconfigs.folders(roots[0])))
+                                protected=(*layout.protected, *toolconfigs.folders(roots[0]),
+                                           *hostreads.folders(scrubbed, home)))
                 layout = _with_views(layout, roots, scrubbed, tmp)
             policy = Policy.from_settings(project, settings, boxed=boxed, private_tmp=tmp,
                                           env=env, git=layout)._replace(output_cap=output_cap)

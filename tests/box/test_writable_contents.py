@@ -57,16 +57,64 @@ def test_a_writable_home_keeps_what_the_host_runs_from(project: Path, home: Path
     assert not marker.exists()
 
 
-def test_one_the_box_makes_is_said_at_the_end(project: Path, home: Path) -> None:
+def test_a_file_the_box_makes_is_said_at_the_end(project: Path, home: Path) -> None:
     env = {**os.environ, "HOME": str(home)}
     env.pop("XDG_CONFIG_HOME", None)
     settings = SandboxSettings(writable=(str(home),), hide_defaults=False)
     with Session.open(str(project), settings, env=env) as s:
-        r = s.run(["sh", "-c", f"mkdir -p {home}/.config/git && "
-                               f"echo '[core]' > {home}/.config/git/config"])
+        r = s.run(["sh", "-c", f"echo 'touch /tmp/x' > {home}/.zshrc"])
         assert r.returncode == 0, r
-    assert (f"the box made {home}/.config/git, which the host reads to decide what to run "
+    assert (f"the box made {home}/.zshrc, which the host reads to decide what to run "
             "(git, a shell, or this toolkit); check it before you use them") in s.warnings
+
+
+@pytest.mark.parametrize("warm", [True, False], ids=["warm", "cold"])
+def test_a_missing_folder_the_host_reads_cannot_be_made(project: Path, outside: Path,
+                                                        warm: bool) -> None:
+    """git's ~/.config/git and the toolkit's data folder, missing (with ~/.local
+    itself): made empty for the session and read-only in the box, the folders above
+    them writable but fixed; what the session made goes at its end, what the box left
+    beside stays."""
+    home = outside / "bare-home"
+    (home / ".config").mkdir(parents=True)
+    env = {**os.environ, "HOME": str(home)}
+    for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "HARNESS_HOME"):
+        env.pop(name, None)
+    settings = SandboxSettings(writable=(str(home),), hide_defaults=False)
+    script = (f"H={home}; mkdir -p $H/.config/git && echo '[core]' > $H/.config/git/config "
+              "&& echo GIT; mkdir -p $H/.local/share/harness && echo '{{}}' > "
+              "$H/.local/share/harness/trusted.json && echo DATA; "
+              "mv $H/.local $H/.local-old && echo MOVED; "
+              "echo pip > $H/.local/share/left.txt; true")
+    with Session.open(str(project), settings, env=env, warm=warm) as s:
+        r = s.run(["sh", "-c", script])
+    assert r.stdout == b"", r
+    assert not (home / ".config" / "git").exists()
+    assert not (home / ".local" / "share" / "harness").exists()
+    assert (home / ".local" / "share" / "left.txt").read_text() == "pip\n"
+    assert [w for w in s.warnings if w.startswith("the box made")] == []
+
+
+def test_without_the_covers_the_box_makes_git_s_global_config(
+        project: Path, outside: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sandbox import hostreads
+
+    monkeypatch.setattr(hostreads, "covers", lambda *a, **k: ())
+    home = outside / "bare-home"
+    (home / ".config").mkdir(parents=True)
+    marker = outside / "ran"
+    env = {**os.environ, "HOME": str(home)}
+    env.pop("XDG_CONFIG_HOME", None)
+    settings = SandboxSettings(writable=(str(home),), hide_defaults=False)
+    with Session.open(str(project), settings, env=env) as s:
+        r = s.run(["sh", "-c", f"mkdir -p {home}/.config/git && printf '[core]\\n\\t"
+                               f"fsmonitor = \"touch {marker}\"\\n' > "
+                               f"{home}/.config/git/config"])
+        assert r.returncode == 0, r
+    # The host side for real: git in a repository reads the box's global config.
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    subprocess.run(["git", "status"], cwd=project, env=env, capture_output=True, check=False)
+    assert marker.exists()
 
 
 # Renaming a folder above a protected path takes its bind along and frees the name.
