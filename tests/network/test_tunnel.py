@@ -7,10 +7,12 @@ proxy."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import ssl
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -163,34 +165,52 @@ def test_clear_http_in_a_tunnel_is_refused(project: Path, site: Path,
         "tunnel)"]
 
 
-@pytest.fixture
-def banner() -> Iterator[int]:
-    """A server that speaks first (as SMTP or ssh do), then echoes one line."""
+@contextmanager
+def _listening(handle: Callable[[socket.socket], None]) -> Iterator[int]:
+    """A TCP server on 127.0.0.1 that answers each connection with ``handle``, one at a
+    time; yields its port. It ends on a last connection of its own, not by closing the
+    socket under the thread waiting in ``accept`` (whose next call could then take a
+    later test's socket, by the same number, and its connections)."""
     listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    done = threading.Event()
 
     def serve() -> None:
         while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
+            conn, _ = listener.accept()
             with conn:
-                conn.sendall(b"220 hello\r\n")
-                line = b""
-                while not line.endswith(b"\n"):
-                    got = conn.recv(1)
-                    if not got:
-                        break
-                    line += got
-                conn.sendall(b"250 " + line)
+                if done.is_set():
+                    return
+                conn.settimeout(5.0)
+                with contextlib.suppress(OSError):
+                    handle(conn)
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     try:
-        yield listener.getsockname()[1]
+        yield port
     finally:
+        done.set()
+        socket.create_connection(("127.0.0.1", port)).close()
+        thread.join()
         listener.close()
-        thread.join(5)
+
+
+@pytest.fixture
+def banner() -> Iterator[int]:
+    """A server that speaks first (as SMTP or ssh do), then echoes one line."""
+    def speak_first(conn: socket.socket) -> None:
+        conn.sendall(b"220 hello\r\n")
+        line = b""
+        while not line.endswith(b"\n"):
+            got = conn.recv(1)
+            if not got:
+                break
+            line += got
+        conn.sendall(b"250 " + line)
+
+    with _listening(speak_first) as port:
+        yield port
 
 
 def test_a_server_that_speaks_first_is_heard_and_answered(project: Path,
@@ -307,34 +327,22 @@ def lenient() -> Iterator[tuple[int, list[bytes]]]:
     """An origin that reads on after a request (as a lenient server serves what is sent
     behind one): it keeps everything each connection sent until a pause, then answers
     and closes. Yields its port and what each connection sent."""
-    listener = socket.create_server(("127.0.0.1", 0))
     got: list[bytes] = []
 
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            with conn:
-                conn.settimeout(1.0)
-                data = b""
-                try:
-                    while chunk := conn.recv(4096):
-                        data += chunk
-                except TimeoutError:
-                    pass
-                got.append(data)
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close"
-                             b"\r\n\r\nok\n")
+    def read_on(conn: socket.socket) -> None:
+        conn.settimeout(1.0)
+        data = b""
+        try:
+            while chunk := conn.recv(4096):
+                data += chunk
+        except TimeoutError:
+            pass
+        got.append(data)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close"
+                     b"\r\n\r\nok\n")
 
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield listener.getsockname()[1], got
-    finally:
-        listener.close()
-        thread.join(5)
+    with _listening(read_on) as port:
+        yield port, got
 
 
 # The box's client for the plain path: its argument sent to the proxy in one piece.
