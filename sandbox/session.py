@@ -39,6 +39,7 @@ from .process.watchdog import forget_session, watch_session
 from .settings import SandboxSettings
 from .systemtemp import mkdtemp
 from .text import escape
+from .watched import Watched
 
 if TYPE_CHECKING:
     from .harden import Hardening
@@ -106,46 +107,6 @@ def _shift_for_root(st: os.stat_result) -> int:
     if needed() or st.st_uid == 0:
         return 6
     return 3 if st.st_gid in (0, *os.getgroups()) else 0
-
-
-def _new_host_reads(reads: tuple[str, ...], before: tuple[str, ...]) -> list[str]:
-    """What the box made of the files the host reads to decide what to run, in a
-    ``[sandbox] writable`` folder (sandbox/hostreads.py)."""
-    from .text import escape
-
-    return [f"the box made {escape(p)}, which the host reads to decide what to run "
-            "(git, a shell, or this toolkit); check it before you use them"
-            for p in reads if p not in before and os.path.lexists(p)]
-
-
-def _new_tool_configs(policy: Policy, before: tuple[str, ...]) -> list[str]:
-    """What the box made of the project files other tools run (sandbox/toolconfigs.py)."""
-    from .text import escape
-    from .toolconfigs import made_during
-
-    return [f"the box made {escape(path)}, read by {row.tool} ({row.why}); check it "
-            "before that tool opens the project"
-            for path, row in made_during(policy.project, before, policy.allow_tool_configs)]
-
-
-class _Made:
-    """What a session's end reports the box made: files other tools run from the project
-    (sandbox/toolconfigs.py), and files the host reads to decide what to run in a
-    writable folder (sandbox/hostreads.py). Looked at once at the open."""
-
-    def __init__(self, policy: Policy) -> None:
-        from sandbox import hostreads
-
-        from .toolconfigs import present
-
-        self.policy = policy
-        self.configs = present(policy.project, policy.allow_tool_configs)
-        self.reads = hostreads.inside(policy.writable, policy.env, policy.home)
-        self.before = hostreads.present(self.reads)
-
-    def report(self) -> list[str]:
-        return [*_new_tool_configs(self.policy, self.configs),
-                *_new_host_reads(self.reads, self.before)]
 
 
 def _git_layout(project: str, named: tuple[str, ...], env: Mapping[str, str] | None,
@@ -341,7 +302,7 @@ class Session:
             session._start(roots if layout is not None else None, warm,
                            meanwhile=lambda: _leftovers.refuse_linked(protected))
             started = time.time()
-            made = _Made(policy)
+            made = Watched(policy)
             yield session
             if policy.boxed:
                 session.warnings += made.report()

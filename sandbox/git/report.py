@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 from collections.abc import Mapping
 
 from sandbox import beneath
@@ -17,6 +16,7 @@ from sandbox.git import config as gitconfig
 from sandbox.git import safe as gitsafe
 from sandbox.git.dirs import GitLayout, find_layout
 from sandbox.git.index import gitlinks as index_gitlinks
+from sandbox.relink import restore_link
 from sandbox.text import escape
 
 
@@ -174,7 +174,7 @@ def _links(project: str, start: GitLayout, now: GitLayout) -> list[str]:
             same = False
         if same:
             continue
-        aside = _restore(path, text)
+        aside = restore_link(path, text)
         if aside is None:
             out.append(f"{escape(path)} was a link to {escape(text)} at the start and was "
                        "changed during the session" + _tail(project))
@@ -183,30 +183,6 @@ def _links(project: str, start: GitLayout, now: GitLayout) -> list[str]:
             out.append(f"{escape(path)} was a link to {escape(text)} at the start and was "
                        f"changed during the session: the link is back{put}")
     return out
-
-
-def _restore(path: str, text: str) -> str | None:
-    """Put the link back as it was: what the box left in its place is renamed aside
-    (the path, "" if nothing was there). None when that could not be done. Every folder
-    above the link was pinned in the box, so the folder is the one checked at the start;
-    it is opened without following a link all the same."""
-    folder, name = os.path.split(path)
-    try:
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        aside = ""
-        if os.path.lexists(path):
-            aside = f"{name}.from-the-box-{int(time.time())}"
-            os.rename(name, aside, src_dir_fd=fd, dst_dir_fd=fd)
-            aside = os.path.join(folder, aside)
-        os.symlink(text, name, dir_fd=fd)
-        return aside
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 # The folders of an operation left in progress, where _exec_lines and _strategies read.

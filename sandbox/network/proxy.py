@@ -302,8 +302,10 @@ class Proxy:
         if kind == hello.TLS and name is not None:
             named = allow.host_of(name)
             if allow.match(self.entries, named, request.port) is None:
+                from sandbox.text import escape
+
                 raise Refused(named, request.port, "named by a TLS hello in a tunnel to "
-                              f"{request.host}; not on the [sandbox] network list",
+                              f"{escape(request.host)}; not on the [sandbox] network list",
                               said=False)
         return data
 

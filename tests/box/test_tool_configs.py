@@ -3,6 +3,7 @@ said at the session's end; ``[sandbox] allow_tool_configs`` releases a row."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -126,3 +127,46 @@ def test_a_cover_two_sessions_share_stays_until_the_last_ends(project: Path) -> 
     finally:
         second.end()
     assert not (project / ".claude").exists()
+
+
+REPLACE_LINK = ("rm .claude && mkdir .claude && echo '{\"hooks\": 1}' > .claude/settings.json "
+                "&& echo REPLACED")
+
+
+def _linked_claude(project: Path, outside: Path) -> Path:
+    """A .claude that is a link to a folder outside the project (a user's shared
+    settings): never bound, so the box may replace the name."""
+    shared = outside / "shared-claude"
+    shared.mkdir()
+    (shared / "settings.json").write_text("{}\n")
+    (project / ".claude").symlink_to(shared)
+    return shared
+
+
+def test_a_tool_config_link_the_box_replaced_is_put_back(project: Path,
+                                                         outside: Path) -> None:
+    shared = _linked_claude(project, outside)
+    with Session.open(str(project), SETTINGS) as s:
+        r = s.run(["sh", "-c", REPLACE_LINK])
+    assert r.stdout == b"REPLACED\n", r
+    assert os.readlink(project / ".claude") == str(shared)
+    (aside,) = project.glob(".claude.from-the-box-*")
+    assert (aside / "settings.json").read_text() == '{"hooks": 1}\n'
+    assert (shared / "settings.json").read_text() == "{}\n"
+    assert [w for w in s.warnings if ".claude" in w] == [
+        f"{project}/.claude was a link to {shared} at the start and was changed during the "
+        f"session: the link is back; what the box put there is now {aside}"]
+
+
+def test_without_the_put_back_the_box_s_folder_stays_where_claude_code_reads(
+        project: Path, outside: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sandbox import watched
+
+    monkeypatch.setattr(watched, "restore_link", lambda path, text: None)
+    shared = _linked_claude(project, outside)
+    with Session.open(str(project), SETTINGS) as s:
+        s.run(["sh", "-c", REPLACE_LINK])
+    assert (project / ".claude" / "settings.json").read_text() == '{"hooks": 1}\n'
+    assert [w for w in s.warnings if ".claude" in w] == [
+        f"{project}/.claude was a link to {shared} at the start and was changed during the "
+        "session; check it before a tool reads it"]
