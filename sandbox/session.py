@@ -131,6 +131,22 @@ def _with_views(layout: GitLayout, roots: tuple[str, ...], env: Mapping[str, str
                                               views_folder(tmp, roots)))
 
 
+def _make_missing(layout: GitLayout, manifest: str, roots: tuple[str, ...], *, tmp: str,
+                  settings: SandboxSettings, named: Sequence[str], env: Mapping[str, str],
+                  home: str) -> GitLayout:
+    """Make what is missing before the box, listed in ``manifest``: git's protected
+    names, and the folders other tools and the host read (made empty, bound read-only
+    like the rest: sandbox/toolconfigs.py, sandbox/hostreads.py). Returns ``layout``
+    with its module configs' views."""
+    covers = (*toolconfigs.covers(roots[0], settings.allow_tool_configs),
+              *hostreads.covers(named, env, home))
+    _leftovers.make(manifest, tmp, roots, dirs=(*layout.make_dirs, *covers),
+                    files=layout.make_files,
+                    protected=(*layout.protected, *toolconfigs.folders(roots[0]),
+                               *hostreads.folders(env, home)))
+    return _with_views(layout, roots, env, tmp)
+
+
 def _end(session: Session | None, manifest: str | None, tmp: str) -> None:
     """Remove what the session made, and tell the watchdog it need not."""
     if session is not None:
@@ -279,15 +295,8 @@ class Session:
             # The watchdog first: from here on a killed harness leaves nothing behind.
             watch_session(manifest)
             if layout is not None:
-                # Folders other tools and the host read, missing: made empty, bound
-                # read-only like the rest (sandbox/toolconfigs.py, sandbox/hostreads.py).
-                covers = (*toolconfigs.covers(roots[0], settings.allow_tool_configs),
-                          *hostreads.covers(named, scrubbed, home))
-                _leftovers.make(manifest, tmp, roots, dirs=(*layout.make_dirs, *covers),
-                                files=layout.make_files,
-                                protected=(*layout.protected, *toolconfigs.folders(roots[0]),
-                                           *hostreads.folders(scrubbed, home)))
-                layout = _with_views(layout, roots, scrubbed, tmp)
+                layout = _make_missing(layout, manifest, roots, tmp=tmp, settings=settings,
+                                       named=named, env=scrubbed, home=home)
             policy = Policy.from_settings(project, settings, boxed=boxed, private_tmp=tmp,
                                           env=env, git=layout)._replace(output_cap=output_cap)
             # The toolkit will not run from a folder the box can write (selfguard.py).

@@ -37,14 +37,12 @@ import os
 import select
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from sandbox.backends.bwrap import args_by_fd
-from sandbox.plan import LaunchPlan, RunResult
+from sandbox.plan import RunResult
 from sandbox.process import reaper
 from sandbox.process.beside import Beside
 from sandbox.process.pipes import Pipes
@@ -52,41 +50,17 @@ from sandbox.text import escape
 from sandbox.warm.bwraplog import gone_why, keep, last_words
 from sandbox.warm.channel import FIX, WarmBoxDown, ask, pump, result
 from sandbox.warm.inbox import MAX_MESSAGE, pack, unpack
+from sandbox.warm.starting import called, starter_plan
 
 if TYPE_CHECKING:
     from sandbox.process.cgroup import Spawn
 
-HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "helper.py")
-# The starter's, in the box's user namespace only: each run's namespaces and mounts
-# (SYS_ADMIN), its loopback brought up (NET_ADMIN), dropping them (SETPCAP), and the
-# Unix-socket guard's taking a socket of a caller that is not dumpable (SYS_PTRACE).
-CAPS = ("CAP_SYS_ADMIN", "CAP_SETPCAP", "CAP_SYS_PTRACE", "CAP_NET_ADMIN")
 START_LIMIT = 10.0
 KILL_LIMIT = 5.0
 # Runs made ahead and waiting here: a run's namespaces, mounts, forks and dropped
 # privileges are made while nothing else runs, off the next run's start.
 SPARE = 3
 IDLE = 0.01
-
-
-def _bwrap(options: Sequence[str], pass_fds: tuple[int, ...], fd: int) -> LaunchPlan:
-    """bwrap with ``options``, the starter's capabilities and the starter as its
-    command, told its end of the box's socket (``fd``); the options by descriptor
-    (thousands of binds would pass the kernel's ``ARG_MAX``)."""
-    command = (os.path.realpath(sys.executable), "-I", "-S", HELPER, str(fd))
-    return args_by_fd(LaunchPlan("bwrap", (*options, *(
-        x for c in CAPS for x in ("--cap-add", c)), "--", *command), {}, "/",
-        "the warm box", pass_fds=(*pass_fds, fd)), len(command))
-
-
-def _called(check: Callable[[], None] | None) -> BaseException | None:
-    """What ``check`` raised, if anything (the box is closed before it is raised)."""
-    if check is not None:
-        try:
-            check()
-        except BaseException as err:  # raised again by the caller, after the close
-            return err
-    return None
 
 
 class WarmBox:
@@ -142,7 +116,7 @@ class WarmBox:
         closes the box, once started, and is raised. Raises
         :class:`SandboxUnavailable` when the box or its starter does not come up."""
         self = cls()
-        made = _bwrap(options, pass_fds, self._theirs.fileno())
+        made = starter_plan(options, pass_fds, self._theirs.fileno())
         spawned = threading.Event()
         self._keeper = threading.Thread(
             # bwrap starts on the host with an empty environment: a linker variable
@@ -161,7 +135,14 @@ class WarmBox:
                  *(guard or (b"", b"", b"")), b"net" if own_network else b""]
         with contextlib.suppress(OSError):  # a starter already gone is said just below
             self._sock.send(pack(setup))
-        refused = _called(meanwhile)
+        self._come_up(beside, meanwhile)
+        return self
+
+    def _come_up(self, beside: Beside | None, meanwhile: Callable[[], None] | None) -> None:
+        """``meanwhile`` here, then the starter's word and the work ``beside``; the
+        first failure closes the box and is raised. Then the runs made ahead are asked
+        for."""
+        refused = called(meanwhile)
         up = self._ready.wait(START_LIMIT) and self._why is None
         failed = beside.join() if beside is not None else None
         if refused is not None:
@@ -177,7 +158,6 @@ class WarmBox:
         with self._lock:
             for _ in range(SPARE):
                 self._more()
-        return self
 
     @property
     def made_ahead(self) -> int:
