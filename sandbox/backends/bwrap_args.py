@@ -329,7 +329,8 @@ def _make_mount_ops(policy: Policy) -> tuple[list[_Op], list[str]]:
             held.add(d)
             pinned.append(d)
     for g in _hidden_ancestors(policy, rw):
-        if g not in pinned:
+        if g not in held:
+            held.add(g)
             pinned.append(g)
     for g in pinned:
         if not any(_under(g, r) for r in rw):
