@@ -4,11 +4,12 @@ The project's own files of that kind are covered by :mod:`sandbox.git.dirs` and
 :mod:`sandbox.toolconfigs`. A ``[sandbox] writable`` folder can hold more: a writable
 home holds the toolkit's own config and trust store, git's global config and the
 shells' start-up files. Each that exists inside a folder the box can write is bound
-read-only. A folder among them that does not exist yet (git's ``~/.config/git``, the
-toolkit's config and data folders) is made empty by a Linux session, with any folder
-missing above it, listed in its manifest and removed at its end if still empty, so the
-box cannot make it and fill it; a file that does not exist yet is said at the
-session's end if the box made it. A leaf: the standard library only.
+read-only. One that does not exist yet is made empty by a Linux session, with any
+folder missing above it, listed in its manifest and removed at its end if still empty,
+so the box cannot make it and fill it: an empty ``~/.gitconfig`` or ``~/.bashrc`` is
+what none is to git and to bash. Not ``~/.bash_profile`` or ``~/.bash_login``, whose
+being there would hide ``~/.profile`` from a login bash: those the session's end says
+if the box made them. A leaf: the standard library only, and the records' base.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterable, Mapping
+
+from pathguard.records import NamedTuple
 
 # Under the home folder: git's and the shells' files.
 HOME_FILES = (".gitconfig", ".bashrc", ".bash_profile", ".bash_login", ".profile",
@@ -51,29 +54,50 @@ def folders(env: Mapping[str, str], home: str) -> frozenset[str]:
     return frozenset(p for p in candidates(env, home) if p not in files)
 
 
+# Files whose being there changes which other file a shell reads (a login bash reads the
+# first of .bash_profile, .bash_login and .profile): never made, only said at the end.
+ORDER_SENSITIVE = (".bash_profile", ".bash_login")
+
+
+class Covers(NamedTuple):
+    """What a Linux session makes before the box in the folders it can write: empty
+    folders (the missing ones above each cover first) and empty files."""
+
+    folders: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()
+
+
 def covers(roots: Iterable[str], env: Mapping[str, str], home: str,
-           platform: str = sys.platform) -> tuple[str, ...]:
-    """The folders among the candidates that lie in one of ``roots`` (the folders the
-    box can write) and do not exist, each after the missing folders above it, by their
-    real paths: what a Linux session makes before the box. Empty elsewhere (macOS's
-    profile denies the names themselves)."""
+           platform: str = sys.platform) -> Covers:
+    """The candidates that lie in one of ``roots`` (the folders the box can write) and
+    do not exist, by their real paths: the folders, and the files whose empty stand-in
+    means to their tool what no file means (all but :data:`ORDER_SENSITIVE`), each
+    after any folder missing above it. None elsewhere than on Linux (macOS's profile
+    denies the names themselves)."""
     if not platform.startswith("linux"):
-        return ()
+        return Covers()
     real = [os.path.realpath(r) for r in roots]
     wanted = folders(env, home)
-    out: list[str] = []
+    dirs: list[str] = []
+    files: list[str] = []
     for p in inside(roots, env, home):
-        if p not in wanted or os.path.lexists(p):
+        if os.path.lexists(p) or os.path.basename(p) in ORDER_SENSITIVE:
             continue
         missing = [p]
         while not os.path.lexists(os.path.dirname(missing[-1])):
             missing.append(os.path.dirname(missing[-1]))
         above = os.path.realpath(os.path.dirname(missing[-1]))
+        if not (os.path.isdir(above) and any(_under(above, r) for r in real)):
+            continue
         chain = [os.path.join(above, *os.path.relpath(m, os.path.dirname(missing[-1]))
                               .split(os.sep)) for m in reversed(missing)]
-        if os.path.isdir(above) and any(_under(above, r) for r in real):
-            out += [c for c in chain if c not in out]
-    return tuple(out)
+        *parents, last = chain
+        dirs += [c for c in parents if c not in dirs]
+        if p in wanted:
+            dirs.append(last)
+        else:
+            files.append(last)
+    return Covers(tuple(dirs), tuple(files))
 
 
 def _under(path: str, root: str) -> bool:

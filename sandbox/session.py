@@ -138,12 +138,13 @@ def _make_missing(layout: GitLayout, manifest: str, roots: tuple[str, ...], *, t
     names, and the folders other tools and the host read (made empty, bound read-only
     like the rest: sandbox/toolconfigs.py, sandbox/hostreads.py). Returns ``layout``
     with its module configs' views."""
-    covers = (*toolconfigs.covers(roots[0], settings.allow_tool_configs),
-              *hostreads.covers(named, env, home))
-    _leftovers.make(manifest, tmp, roots, dirs=(*layout.make_dirs, *covers),
-                    files=layout.make_files,
+    reads = hostreads.covers(named, env, home)
+    _leftovers.make(manifest, tmp, roots,
+                    dirs=(*layout.make_dirs, *reads.folders,
+                          *toolconfigs.covers(roots[0], settings.allow_tool_configs)),
+                    files=(*layout.make_files, *((f, b"") for f in reads.files)),
                     protected=(*layout.protected, *toolconfigs.folders(roots[0]),
-                               *hostreads.folders(env, home)))
+                               *hostreads.candidates(env, home)))
     return _with_views(layout, roots, env, tmp)
 
 

@@ -57,15 +57,17 @@ def test_a_writable_home_keeps_what_the_host_runs_from(project: Path, home: Path
     assert not marker.exists()
 
 
-def test_a_file_the_box_makes_is_said_at_the_end(project: Path, home: Path) -> None:
+def test_a_login_file_the_box_makes_is_said_at_the_end(project: Path, home: Path) -> None:
+    """~/.bash_profile is not made for the session (a login bash would then skip
+    ~/.profile): one the box makes is said."""
     env = {**os.environ, "HOME": str(home)}
     env.pop("XDG_CONFIG_HOME", None)
     settings = SandboxSettings(writable=(str(home),), hide_defaults=False)
     with Session.open(str(project), settings, env=env) as s:
-        r = s.run(["sh", "-c", f"echo 'touch /tmp/x' > {home}/.zshrc"])
+        r = s.run(["sh", "-c", f"echo 'touch /tmp/x' > {home}/.bash_profile"])
         assert r.returncode == 0, r
-    assert (f"the box made {home}/.zshrc, which the host reads to decide what to run "
-            "(git, a shell, or this toolkit); check it before you use them") in s.warnings
+    assert (f"the box made {home}/.bash_profile, which the host reads to decide what to "
+            "run (git, a shell, or this toolkit); check it before you use them") in s.warnings
 
 
 @pytest.mark.parametrize("warm", [True, False], ids=["warm", "cold"])
@@ -85,21 +87,28 @@ def test_a_missing_folder_the_host_reads_cannot_be_made(project: Path, outside: 
               "&& echo GIT; mkdir -p $H/.local/share/harness && echo '{{}}' > "
               "$H/.local/share/harness/trusted.json && echo DATA; "
               "mv $H/.local $H/.local-old && echo MOVED; "
+              "echo '[core]' >> $H/.gitconfig && echo GITCONFIG; "
+              "echo 'touch x' >> $H/.bashrc && echo BASHRC; "
+              "mkdir -p $H/.config/fish && echo x > $H/.config/fish/config.fish && echo FISH; "
               "echo pip > $H/.local/share/left.txt; true")
     with Session.open(str(project), settings, env=env, warm=warm) as s:
         r = s.run(["sh", "-c", script])
+        sizes = s.run(["sh", "-c", f"wc -c < {home}/.gitconfig; wc -c < {home}/.bashrc"])
     assert r.stdout == b"", r
-    assert not (home / ".config" / "git").exists()
-    assert not (home / ".local" / "share" / "harness").exists()
+    assert sizes.stdout.split() == [b"0", b"0"]  # empty, as no file is to git and bash
+    for gone in (".config/git", ".local/share/harness", ".gitconfig", ".bashrc",
+                 ".config/fish"):
+        assert not (home / gone).exists(), gone
     assert (home / ".local" / "share" / "left.txt").read_text() == "pip\n"
     assert [w for w in s.warnings if w.startswith("the box made")] == []
 
 
+@pytest.mark.parametrize("where", [".config/git/config", ".gitconfig"])
 def test_without_the_covers_the_box_makes_git_s_global_config(
-        project: Path, outside: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        project: Path, outside: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
     from sandbox import hostreads
 
-    monkeypatch.setattr(hostreads, "covers", lambda *a, **k: ())
+    monkeypatch.setattr(hostreads, "covers", lambda *a, **k: hostreads.Covers())
     home = outside / "bare-home"
     (home / ".config").mkdir(parents=True)
     marker = outside / "ran"
@@ -107,9 +116,8 @@ def test_without_the_covers_the_box_makes_git_s_global_config(
     env.pop("XDG_CONFIG_HOME", None)
     settings = SandboxSettings(writable=(str(home),), hide_defaults=False)
     with Session.open(str(project), settings, env=env) as s:
-        r = s.run(["sh", "-c", f"mkdir -p {home}/.config/git && printf '[core]\\n\\t"
-                               f"fsmonitor = \"touch {marker}\"\\n' > "
-                               f"{home}/.config/git/config"])
+        r = s.run(["sh", "-c", f"mkdir -p $(dirname {home}/{where}) && printf '[core]\\n\\t"
+                               f"fsmonitor = \"touch {marker}\"\\n' > {home}/{where}"])
         assert r.returncode == 0, r
     # The host side for real: git in a repository reads the box's global config.
     subprocess.run(["git", "init", "-q", str(project)], check=True)
