@@ -192,13 +192,16 @@ def protected_paths(policy: Policy) -> list[str]:
     """Protected paths, canonical, both spellings as for :func:`hidden_paths`: a link
     at ``.git/hooks`` must not be replaceable any more than the folder it leads to.
     A ``.git/hooks`` that does not exist yet is denied too, so it cannot be created;
-    so are :data:`USER_TMP_PROTECTED` and every row of other tools' project configs
-    (:mod:`sandbox.toolconfigs`, there or not; ``protect = false`` drops them all)."""
+    so are :data:`USER_TMP_PROTECTED`, every row of other tools' project configs
+    (:mod:`sandbox.toolconfigs`) and what the host reads in a writable folder
+    (:mod:`sandbox.hostreads`), there or not (``protect = false`` drops them all)."""
+    from sandbox.hostreads import inside
     from sandbox.toolconfigs import guarded
 
     tools = (os.path.join(policy.project, t.name)
              for t in guarded(policy.allow_tool_configs) if policy.protect)
-    paths = (*policy.protected_paths(), *policy.missing_hook_dirs(), *tools,
+    reads = inside(policy.writable, policy.env, policy.home) if policy.protect else ()
+    paths = (*policy.protected_paths(), *policy.missing_hook_dirs(), *tools, *reads,
              *(os.path.join(policy.tmpdir, n) for n in USER_TMP_PROTECTED if policy.protect))
     return _unique(q for p in paths for q in (_where_name_lives(p), canonical(p)))
 

@@ -275,6 +275,18 @@ def test_every_tool_config_name_is_denied_there_or_not(tmp_path: Path) -> None:
     assert not got.matches(deny, f"{project}/notes.txt")
 
 
+def test_what_the_host_reads_in_a_writable_home_is_denied_there_or_not(
+        tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / ".config").mkdir(parents=True)
+    got = parts(make_plan(make_policy(tmp_path, writable=[str(home)])))
+    (deny,) = rules(got.session, "deny", "file-write*")
+    for name in (".gitconfig", ".bashrc", ".bash_profile", ".config/git/config",
+                 ".config/harness/config.toml", ".local/share/harness/trusted.json"):
+        assert got.matches(deny, f"{private(home)}/{name}"), name
+    assert not got.matches(deny, f"{private(home)}/notes.txt")
+
+
 def test_folders_above_hidden_paths_cannot_be_unlinked_or_renamed(tmp_path: Path) -> None:
     project = make_project(tmp_path, git=False)
     secret = project / "vault" / "keys"
