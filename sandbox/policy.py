@@ -268,6 +268,10 @@ class Policy(NamedTuple):
     # Where the session's proxy listens on 127.0.0.1 for a box that shares the host's
     # network (macOS); 0 where the box reaches it through a socket (Linux) or has none.
     proxy_port: int = 0
+    # The password the proxy on that port asks of each request (Proxy-Authorization),
+    # which only the box's environment holds: another local user reaches the port, not
+    # the proxy.
+    proxy_token: str = ""
     # [sandbox] processes, memory, tmp_size and shm_size, in processes and bytes against
     # this machine's memory (sandbox/limits.py); the session's hardening enforces them.
     limits: Limits = Limits()

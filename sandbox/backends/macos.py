@@ -45,7 +45,8 @@ class MacBox(BoxBase):
 
         self.network = Network.open(self.policy, loopback=True)
         if self.network is not None and self.network.port:
-            self.policy = self.policy._replace(proxy_port=self.network.port)
+            self.policy = self.policy._replace(proxy_port=self.network.port,
+                                               proxy_token=self.network.proxy.token)
             self.backend = SeatbeltBackend(self.policy)
         return self.network
 

@@ -368,7 +368,8 @@ def _with_proxy(policy: Policy, env: dict[str, str]) -> dict[str, str]:
         return env
     from sandbox.network.box import proxy_env
 
-    return {**env, **proxy_env(policy.network_allow, port=policy.proxy_port)}
+    return {**env, **proxy_env(policy.network_allow, port=policy.proxy_port,
+                               token=policy.proxy_token)}
 
 
 class SeatbeltBackend:

@@ -48,11 +48,13 @@ def no_proxy(listed: Sequence[str] = ()) -> str:
     return ",".join(h for h in NO_PROXY.split(",") if h not in named)
 
 
-def proxy_env(listed: Sequence[str] = (), port: int = PROXY_PORT) -> dict[str, str]:
+def proxy_env(listed: Sequence[str] = (), port: int = PROXY_PORT,
+              token: str = "") -> dict[str, str]:
     """The variables that point HTTP clients at the proxy: the usual names in both
     cases (curl and git read the lower-case ``http_proxy`` only), and the ones of npm,
-    yarn, cargo and pip that do not read those."""
-    url = f"http://127.0.0.1:{port}"
+    yarn, cargo and pip that do not read those; with ``token``, the proxy's password in
+    the URL (clients send it as ``Proxy-Authorization``)."""
+    url = f"http://box:{token}@127.0.0.1:{port}" if token else f"http://127.0.0.1:{port}"
     skip = no_proxy(listed)
     out: dict[str, str] = {}
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):

@@ -99,8 +99,9 @@ class Proxy:
     """Started by :meth:`start` on ``path`` (made mode 0600 in a folder of mode 0700);
     :meth:`close` ends it and every connection through it."""
 
-    def __init__(self, entries: Sequence[allow.Entry]) -> None:
+    def __init__(self, entries: Sequence[allow.Entry], token: str = "") -> None:
         self.entries = tuple(entries)
+        self.token = token
         self.own = own_addresses()
         self._refusals: dict[tuple[str, int], Refusal] = {}
         # Every refusal in order, for the runs that ask what they were refused.
@@ -118,9 +119,11 @@ class Proxy:
 
     @classmethod
     def start(cls, entries: Sequence[allow.Entry], *, path: str = "",
-              port: int | None = None) -> Proxy:
-        """Listen on the Unix socket ``path``, or on 127.0.0.1 (``port``, 0 for any)."""
-        self = cls(entries)
+              port: int | None = None, token: str = "") -> Proxy:
+        """Listen on the Unix socket ``path``, or on 127.0.0.1 (``port``, 0 for any),
+        where any local user can connect: there each request must carry ``token`` as
+        its ``Proxy-Authorization`` password."""
+        self = cls(entries, token)
         self.path = path
         self.port = -1 if port is None else port
         self._thread.start()
@@ -241,6 +244,15 @@ class Proxy:
                                  "takes CONNECT host:port or an absolute http:// URL.\n"))
             await writer.drain()
             return
+        if self.token and not _authorized(raw, self.token):
+            writer.write(_answer(407, "Proxy Authentication Required", "harness-sandbox: "
+                                 "the proxy asks for the password in the box's proxy "
+                                 "variables.\n",
+                                 'Proxy-Authenticate: Basic realm="harness-sandbox"\r\n'))
+            await writer.drain()
+            raise Refused(request.host, request.port, "without the proxy's password",
+                          said=False, fix="use a client that sends the user and password "
+                          "of the box's proxy URL (HTTPS_PROXY)")
         up_reader, up_writer = await self._open(request.host, request.port)
         try:
             if request.tunnel:
@@ -409,7 +421,28 @@ def _forbidden(err: Refused) -> bytes:
                    "host to [sandbox] network in the user config.\n")
 
 
-def _answer(code: int, reason: str, body: str) -> bytes:
+def _authorized(raw: bytes, token: str) -> bool:
+    """Whether the request head carries ``token`` as its Basic proxy password."""
+    import base64
+    import hmac
+
+    for line in raw.decode("latin-1").split("\r\n")[1:]:
+        name, _, value = line.partition(":")
+        if name.strip().lower() != "proxy-authorization":
+            continue
+        scheme, _, encoded = value.strip().partition(" ")
+        if scheme.lower() != "basic":
+            return False
+        try:
+            given = base64.b64decode(encoded.strip(), validate=True).decode("utf-8")
+        except ValueError:
+            return False
+        return hmac.compare_digest(given.partition(":")[2].encode(), token.encode())
+    return False
+
+
+def _answer(code: int, reason: str, body: str, extra: str = "") -> bytes:
     data = body.encode("utf-8", "replace")
     return (f"HTTP/1.1 {code} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\n"
-            f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n").encode() + data
+            f"Content-Length: {len(data)}\r\n{extra}Connection: close\r\n\r\n"
+            ).encode() + data

@@ -38,8 +38,10 @@ class Network:
 
         entries = allow.parse_all(policy.network_allow)
         if loopback:
+            import secrets
+
             try:
-                return cls(Proxy.start(entries, port=0))
+                return cls(Proxy.start(entries, port=0, token=secrets.token_urlsafe(18)))
             except OSError as err:
                 raise SandboxUnavailable(f"the session's network proxy could not start: "
                                          f"{err}", "check that 127.0.0.1 can be listened "

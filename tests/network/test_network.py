@@ -373,19 +373,35 @@ def test_a_box_on_the_hosts_network_gets_the_proxy_on_a_loopback_port(
     net = box.proxy()
     assert net is not None and net.port > 0 and net.proxy.path == ""
     assert box.policy.proxy_port == net.port
-    assert box.backend.plan(["/usr/bin/true"]).env["HTTPS_PROXY"] == \
-        f"http://127.0.0.1:{net.port}"
+    token = box.policy.proxy_token
+    assert len(token) >= 24 and token == net.proxy.token
+    proxy = f"http://box:{token}@127.0.0.1:{net.port}"
+    assert box.backend.plan(["/usr/bin/true"]).env["HTTPS_PROXY"] == proxy
+    other = free_port()
     try:
-        proxy = f"http://127.0.0.1:{net.port}"
         ok = subprocess.run([*CURL, "-x", proxy, f"http://127.0.0.1:{port}/hello.txt"],
                             capture_output=True)
+        tunnel = subprocess.run([*CURL, "-x", proxy, "-p",
+                                 f"http://127.0.0.1:{port}/hello.txt"], capture_output=True)
         no = subprocess.run([*CURL, "-x", proxy, "-w", "%{http_code}",
-                             f"http://127.0.0.1:{free_port()}/"], capture_output=True)
+                             f"http://127.0.0.1:{other}/"], capture_output=True)
+        # Another local user reaches the port, not the proxy: no password, or a wrong one.
+        bare, wrong = (subprocess.run(
+            [*CURL, "-x", url, "-w", "%{http_code}", f"http://127.0.0.1:{port}/hello.txt"],
+            capture_output=True) for url in (f"http://127.0.0.1:{net.port}",
+                                             f"http://box:x{token}@127.0.0.1:{net.port}"))
     finally:
         net.close()
     assert ok.stdout == b"hello from the origin\n"
+    assert tunnel.returncode != 0  # clear HTTP in a tunnel: refused after the password
     assert no.stdout.endswith(b"403")
-    assert [r.host for r in net.refusals()] == ["127.0.0.1"]
+    for r in (bare, wrong):
+        assert r.stdout.endswith(b"407") and b"hello" not in r.stdout, r
+    assert net.proxy.since(0) == (
+        ("127.0.0.1", port, "clear HTTP inside a CONNECT tunnel"),
+        ("127.0.0.1", other, "not on the [sandbox] network list"),
+        ("127.0.0.1", port, "without the proxy's password"),
+        ("127.0.0.1", port, "without the proxy's password"))
 
 
 def test_the_macos_profile_opens_only_the_proxys_port(project: Path, tmp_path: Path) -> None:
