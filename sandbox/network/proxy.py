@@ -250,7 +250,8 @@ class Proxy:
                                  "variables.\n",
                                  'Proxy-Authenticate: Basic realm="harness-sandbox"\r\n'))
             await writer.drain()
-            raise Refused(request.host, request.port, "without the proxy's password",
+            raise Refused(request.host, request.port, "asked without the proxy's password "
+                          "(by a client that ignores it, or by another local user)",
                           said=False, fix="use a client that sends the user and password "
                           "of the box's proxy URL (HTTPS_PROXY)")
         up_reader, up_writer = await self._open(request.host, request.port)
