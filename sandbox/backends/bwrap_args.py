@@ -288,10 +288,9 @@ def _require_features(bwrap: str, features: Collection[str] | None) -> None:
 _Op = tuple[int, int, str]
 
 
-# The last policy's mounts: a session's open asks for them three times (the stage's
-# binds, whether they may come late, bwrap's arguments), and with hundreds of git
-# folders each answer takes milliseconds. Keyed by the policy object itself (held
-# here, so its identity cannot be reused); a policy is immutable.
+# The last policy's mounts: an open asks three times (the stage's binds, whether they
+# may come late, bwrap's arguments), each some milliseconds with hundreds of git
+# folders. Keyed by the (immutable) policy object, held here so its id is not reused.
 _last_ops: tuple[Policy, tuple[list[_Op], list[str]]] | None = None
 
 

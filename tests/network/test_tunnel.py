@@ -28,49 +28,62 @@ pytestmark = [pytest.mark.isolation, pytest.mark.timeout(120)]
 
 CURL = ["curl", "-sS", "--max-time", "20"]
 
-# The box's client: CONNECT to 127.0.0.1:PORT through the proxy, then TLS asking for the
-# server named (none when empty), then one request; prints the answer's first line.
-TLS_CLIENT = """
-import socket, ssl, sys
-port, name = int(sys.argv[1]), sys.argv[2] or None
-s = socket.create_connection(("127.0.0.1", THE_PROXY), timeout=20)
-s.sendall(b"CONNECT 127.0.0.1:%d HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n" % port)
-head = b""
-while not head.endswith(b"\\r\\n\\r\\n"):
-    head += s.recv(1)
+# What the box's clients below share: a connection to the proxy, a tunnel through it
+# (the proxy's answer read), what comes back until the end, and an argument's escapes.
+_PRELUDE = """
+import socket, ssl, sys, time
+def proxy():
+    return socket.create_connection(("127.0.0.1", THE_PROXY), timeout=20)
+def tunnel(port):
+    s = proxy()
+    s.sendall(b"CONNECT 127.0.0.1:%d HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n" % port)
+    head = b""
+    while not head.endswith(b"\\r\\n\\r\\n"):
+        head += s.recv(1)
+    return s, head
+def drain(s):
+    got = b""
+    try:
+        while chunk := s.recv(4096):
+            got += chunk
+    except OSError:
+        pass
+    return got
+def unescaped(text):
+    return text.encode().decode("unicode_escape").encode("latin-1")
+""".replace("THE_PROXY", str(PROXY_PORT))
+
+
+def _client(body: str) -> str:
+    """A client the box runs with ``python3 -I -c``: the prelude, then ``body``."""
+    return _PRELUDE + body
+
+
+# TLS through a tunnel to 127.0.0.1:PORT, asking for the server named (none when
+# empty), then one request; prints the proxy's answer and the origin's first line.
+TLS_CLIENT = _client("""
+s, head = tunnel(int(sys.argv[1]))
 print(head.split(b"\\r\\n")[0].decode())
 ctx = ssl.create_default_context()
 ctx.check_hostname = False
 ctx.verify_mode = ssl.CERT_NONE
 try:
-    t = ctx.wrap_socket(s, server_hostname=name)
+    t = ctx.wrap_socket(s, server_hostname=sys.argv[2] or None)
     t.sendall(b"GET /hello.txt HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n")
     print(t.recv(4096).split(b"\\r\\n")[0].decode())
 except (OSError, ssl.SSLError) as err:
     print("ended:", type(err).__name__)
-""".replace("THE_PROXY", str(PROXY_PORT))
+""")
 
-# The box's client for clear bytes: CONNECT, then each argument sent as it is, one
-# send each, a pause between; prints what came back.
-RAW_CLIENT = """
-import socket, sys, time
-port = int(sys.argv[1])
-s = socket.create_connection(("127.0.0.1", THE_PROXY), timeout=20)
-s.sendall(b"CONNECT 127.0.0.1:%d HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n" % port)
-head = b""
-while not head.endswith(b"\\r\\n\\r\\n"):
-    head += s.recv(1)
+# Clear bytes through a tunnel: each argument sent as it is, one send each, a pause
+# between; prints what came back.
+RAW_CLIENT = _client("""
+s, _ = tunnel(int(sys.argv[1]))
 for part in sys.argv[2:]:
-    s.sendall(part.encode().decode("unicode_escape").encode("latin-1"))
+    s.sendall(unescaped(part))
     time.sleep(0.2)
-got = b""
-try:
-    while chunk := s.recv(4096):
-        got += chunk
-except OSError:
-    pass
-print(repr(got))
-""".replace("THE_PROXY", str(PROXY_PORT))
+print(repr(drain(s)))
+""")
 
 
 def listed(*entries: str) -> SandboxSettings:
@@ -345,19 +358,13 @@ def lenient() -> Iterator[tuple[int, list[bytes]]]:
         yield port, got
 
 
-# The box's client for the plain path: its argument sent to the proxy in one piece.
-PLAIN_CLIENT = """
-import socket, sys
-s = socket.create_connection(("127.0.0.1", THE_PROXY), timeout=20)
-s.sendall(sys.argv[1].encode().decode("unicode_escape").encode("latin-1"))
-got = b""
-try:
-    while chunk := s.recv(4096):
-        got += chunk
-except OSError:
-    pass
-print(got.split(b"\\r\\n")[0].decode())
-""".replace("THE_PROXY", str(PROXY_PORT))
+# The plain path: the argument sent to the proxy in one piece; prints the answer's
+# first line.
+PLAIN_CLIENT = _client("""
+s = proxy()
+s.sendall(unescaped(sys.argv[1]))
+print(drain(s).split(b"\\r\\n")[0].decode())
+""")
 
 
 def test_a_request_sent_behind_the_first_never_reaches_the_origin(
@@ -387,10 +394,8 @@ def test_a_request_sent_behind_the_first_never_reaches_the_origin(
 
 # The box's client: N connections to the proxy held open without a word, then what
 # each was told (a 503 line, or nothing yet).
-HOARD = """
-import socket, sys, time
-held = [socket.create_connection(("127.0.0.1", THE_PROXY), timeout=20)
-        for _ in range(int(sys.argv[1]))]
+HOARD = _client("""
+held = [proxy() for _ in range(int(sys.argv[1]))]
 time.sleep(1.0)
 told = 0
 for s in held:
@@ -400,7 +405,7 @@ for s in held:
     except BlockingIOError:
         pass
 print(told)
-""".replace("THE_PROXY", str(PROXY_PORT))
+""")
 
 
 def test_a_box_cannot_take_every_descriptor_of_the_harness(project: Path, site: Path) -> None:
