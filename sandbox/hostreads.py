@@ -4,7 +4,7 @@ The project's own files of that kind are covered by :mod:`sandbox.git.dirs` and
 :mod:`sandbox.toolconfigs`. A ``[sandbox] writable`` folder can hold more: a writable
 home holds the toolkit's own config and trust store, git's global config and the
 shells' start-up files. Each that exists inside a folder the box can write is bound
-read-only. One that does not exist yet is made empty by a Linux session, with any
+read-only. One that does not exist yet is made empty by a session on Linux, with any
 folder missing above it, listed in its manifest and removed at its end if still empty,
 so the box cannot make it and fill it: an empty ``~/.gitconfig`` or ``~/.bashrc`` is
 what none is to git and to bash. Not ``~/.bash_profile`` or ``~/.bash_login``, whose
@@ -15,43 +15,46 @@ if the box made them. A leaf: the standard library only, and the records' base.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterable, Mapping
 
 from pathguard.records import NamedTuple
 
-# Under the home folder: git's and the shells' files.
+# Under the home folder: git's and the shells' files, and git's folder.
 HOME_FILES = (".gitconfig", ".bashrc", ".bash_profile", ".bash_login", ".profile",
-              ".zshrc", ".zshenv", ".zprofile", ".zlogin", ".config/git",
-              ".config/fish/config.fish")
+              ".zshrc", ".zshenv", ".zprofile", ".zlogin")
+HOME_FOLDERS = (".config/git",)
+HOME_LATE_FILES = (".config/fish/config.fish",)
+
+
+def _kinds(env: Mapping[str, str], home: str) -> dict[str, bool]:
+    """Each candidate (see :func:`candidates`), and whether it is a folder."""
+    xdg_config = env.get("XDG_CONFIG_HOME") or ""
+    xdg_data = env.get("XDG_DATA_HOME") or ""
+    named = [*((os.path.join(home, n), False) for n in HOME_FILES),
+             *((os.path.join(home, n), True) for n in HOME_FOLDERS),
+             *((os.path.join(home, n), False) for n in HOME_LATE_FILES),
+             *((p, True) for p in (
+                 env.get("HARNESS_HOME") or "",
+                 os.path.join(xdg_config, "harness") if xdg_config else "",
+                 os.path.join(xdg_config, "git") if xdg_config else "",
+                 os.path.join(home, ".config", "harness"),
+                 os.path.join(xdg_data, "harness") if xdg_data else "",
+                 os.path.join(home, ".local", "share", "harness"))),
+             (env.get("GIT_CONFIG_GLOBAL") or "", False)]
+    out: dict[str, bool] = {}
+    for path, folder in named:
+        if path and os.path.isabs(path):
+            out.setdefault(os.path.normpath(path), folder)
+    return out
 
 
 def candidates(env: Mapping[str, str], home: str) -> tuple[str, ...]:
     """Every path the host reads to decide what to run that this module knows, absolute:
-    git's and the shells' files in ``home``, and the toolkit's config and data folders
-    (``$HARNESS_HOME``, ``$XDG_CONFIG_HOME/harness``, ``~/.config/harness``,
-    ``$XDG_DATA_HOME/harness``, ``~/.local/share/harness``)."""
-    out = [os.path.join(home, name) for name in HOME_FILES]
-    xdg_config = env.get("XDG_CONFIG_HOME") or ""
-    xdg_data = env.get("XDG_DATA_HOME") or ""
-    for folder in (env.get("HARNESS_HOME") or "",
-                   os.path.join(xdg_config, "harness") if xdg_config else "",
-                   os.path.join(xdg_config, "git") if xdg_config else "",
-                   os.path.join(home, ".config", "harness"),
-                   os.path.join(xdg_data, "harness") if xdg_data else "",
-                   os.path.join(home, ".local", "share", "harness"),
-                   env.get("GIT_CONFIG_GLOBAL") or ""):
-        if folder and os.path.isabs(folder):
-            out.append(folder)
-    return tuple(dict.fromkeys(os.path.normpath(p) for p in out))
-
-
-def folders(env: Mapping[str, str], home: str) -> frozenset[str]:
-    """The candidates that are folders: git's and the toolkit's."""
-    files = {os.path.normpath(os.path.join(home, n)) for n in HOME_FILES
-             if n != ".config/git"}
-    files.add(os.path.normpath(env.get("GIT_CONFIG_GLOBAL") or "/"))
-    return frozenset(p for p in candidates(env, home) if p not in files)
+    git's and the shells' files in ``home``, git's global config wherever it is, and
+    the toolkit's config and data folders (``$HARNESS_HOME``,
+    ``$XDG_CONFIG_HOME/harness``, ``~/.config/harness``, ``$XDG_DATA_HOME/harness``,
+    ``~/.local/share/harness``)."""
+    return tuple(_kinds(env, home))
 
 
 # Files whose being there changes which other file a shell reads (a login bash reads the
@@ -67,37 +70,38 @@ class Covers(NamedTuple):
     files: tuple[str, ...] = ()
 
 
-def covers(roots: Iterable[str], env: Mapping[str, str], home: str,
-           platform: str = sys.platform) -> Covers:
+def covers(roots: Iterable[str], env: Mapping[str, str], home: str) -> Covers:
     """The candidates that lie in one of ``roots`` (the folders the box can write) and
     do not exist, by their real paths: the folders, and the files whose empty stand-in
     means to their tool what no file means (all but :data:`ORDER_SENSITIVE`), each
-    after any folder missing above it. None elsewhere than on Linux (macOS's profile
-    denies the names themselves)."""
-    if not platform.startswith("linux"):
-        return Covers()
+    after any folder missing above it: what a session whose box binds names that exist
+    (bwrap's) makes before the box."""
     real = [os.path.realpath(r) for r in roots]
-    wanted = folders(env, home)
+    kinds = _kinds(env, home)
     dirs: list[str] = []
     files: list[str] = []
     for p in inside(roots, env, home):
         if os.path.lexists(p) or os.path.basename(p) in ORDER_SENSITIVE:
             continue
-        missing = [p]
-        while not os.path.lexists(os.path.dirname(missing[-1])):
-            missing.append(os.path.dirname(missing[-1]))
-        above = os.path.realpath(os.path.dirname(missing[-1]))
-        if not (os.path.isdir(above) and any(_under(above, r) for r in real)):
+        top = p  # the highest missing folder on the way, or p itself
+        while not os.path.lexists(os.path.dirname(top)):
+            top = os.path.dirname(top)
+        above = os.path.dirname(top)
+        there = os.path.realpath(above)
+        if not (os.path.isdir(there) and any(_under(there, r) for r in real)):
             continue
-        chain = [os.path.join(above, *os.path.relpath(m, os.path.dirname(missing[-1]))
-                              .split(os.sep)) for m in reversed(missing)]
-        *parents, last = chain
-        dirs += [c for c in parents if c not in dirs]
-        if p in wanted:
-            dirs.append(last)
-        else:
-            files.append(last)
+        chain = [there + d[len(above):] for d in _up_to(p, above)]
+        dirs += [d for d in chain[:-1] if d not in dirs]
+        (dirs if kinds[p] else files).append(chain[-1])
     return Covers(tuple(dirs), tuple(files))
+
+
+def _up_to(path: str, above: str) -> list[str]:
+    """The folders below ``above`` on the way to ``path``, then ``path``: top down."""
+    out = [path]
+    while os.path.dirname(out[-1]) != above:
+        out.append(os.path.dirname(out[-1]))
+    return out[::-1]
 
 
 def _under(path: str, root: str) -> bool:

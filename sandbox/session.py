@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import hostreads, toolconfigs
 from . import leftovers as _leftovers
-from .backends import Box, choose, supervised
+from .backends import Box, box_name, choose, supervised
 from .backends.host import HostBackend
 from .errors import PolicyError
 from .git.config import find_git
@@ -138,10 +138,12 @@ def _make_missing(layout: GitLayout, manifest: str, roots: tuple[str, ...], *, t
     names, and the folders other tools and the host read (made empty, bound read-only
     like the rest: sandbox/toolconfigs.py, sandbox/hostreads.py). Returns ``layout``
     with its module configs' views."""
-    reads = hostreads.covers(named, env, home)
+    # A bind covers a name that exists; Seatbelt's rules deny names, there or not.
+    binds = box_name() == "bwrap"
+    reads = hostreads.covers(named, env, home) if binds else hostreads.Covers()
+    tools = toolconfigs.covers(roots[0], settings.allow_tool_configs) if binds else ()
     _leftovers.make(manifest, tmp, roots,
-                    dirs=(*layout.make_dirs, *reads.folders,
-                          *toolconfigs.covers(roots[0], settings.allow_tool_configs)),
+                    dirs=(*layout.make_dirs, *reads.folders, *tools),
                     files=(*layout.make_files, *((f, b"") for f in reads.files)),
                     protected=(*layout.protected, *toolconfigs.folders(roots[0]),
                                *hostreads.candidates(env, home)))

@@ -19,7 +19,6 @@ the box created, so the user checks them before that tool runs.
 from __future__ import annotations
 
 import os
-import sys
 
 from pathguard.records import NamedTuple
 
@@ -82,14 +81,11 @@ def present(project: str, allowed: tuple[str, ...] = ()) -> tuple[str, ...]:
     return tuple(out)
 
 
-def covers(project: str, allowed: tuple[str, ...] = (),
-           platform: str = sys.platform) -> tuple[str, ...]:
+def covers(project: str, allowed: tuple[str, ...] = ()) -> tuple[str, ...]:
     """The folder rows' paths in ``project`` where nothing is (not even a link): what a
-    session makes empty before the box, so that the box cannot make and fill one (it
-    binds each read-only, as one that was there). On Linux only: macOS's profile denies
-    the names whether they are there or not."""
-    if not platform.startswith("linux"):
-        return ()
+    session whose box binds names that exist (bwrap's) makes empty before the box, so
+    that the box cannot make and fill one (it binds each read-only, as one that was
+    there)."""
     return tuple(os.path.join(project, t.name) for t in guarded(allowed)
                  if t.folder and not os.path.lexists(os.path.join(project, t.name)))
 

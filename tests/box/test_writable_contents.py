@@ -205,3 +205,25 @@ def test_with_nothing_held_above_the_project_the_box_replants_it(
     _, said = _replant(outside, marker)
     assert said == b"MOVED\n"
     assert marker.exists()  # host git ran the box's fsmonitor
+
+
+def test_covers_are_named_by_real_paths_and_skip_what_hides_profile(tmp_path: Path) -> None:
+    """A home reached through a link: what is made is named by the real path (the
+    session's roots are real), each missing folder above a cover first; no cover for
+    ~/.bash_profile or ~/.bash_login, nor where the folder above is not the box's."""
+    from sandbox import hostreads
+
+    real = tmp_path / "real-home"
+    real.mkdir()
+    (real / ".bashrc").write_text("")
+    link = tmp_path / "home"
+    link.symlink_to(real)
+    got = hostreads.covers([str(link)], {}, str(link))
+    assert got.files == tuple(str(real / n) for n in (
+        ".gitconfig", ".profile", ".zshrc", ".zshenv", ".zprofile", ".zlogin",
+        ".config/fish/config.fish"))
+    assert got.folders == tuple(str(real / n) for n in (
+        ".config", ".config/git", ".config/fish", ".config/harness", ".local",
+        ".local/share", ".local/share/harness"))
+    assert hostreads.covers([str(tmp_path / "elsewhere")], {}, str(link)) == \
+        hostreads.Covers()
