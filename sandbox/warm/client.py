@@ -198,6 +198,8 @@ class WarmBox:
             self._fail(gone_why(proc, self._stderr))
             proc.kill()
             proc.wait()
+            if proc.stderr is not None:
+                proc.stderr.close()  # now, not when the last reference to the box goes
             reaper.running.discard(proc.pid)
             self._down.set()
             with self._lock:

@@ -47,16 +47,23 @@ def test_a_hard_link_to_the_git_config_refuses_the_session(project: Path,
 @pytest.mark.parametrize("warm", [True, False], ids=["warm", "cold"])
 def test_the_refusal_ends_the_box_that_was_starting(project: Path, warm: bool) -> None:
     """Hard links are looked for while the warm box starts: a refusal ends the box
-    (no bwrap left running) and the session's temp folder, warm or cold."""
+    (no bwrap left running, no descriptor of it left here) and the session's temp
+    folder, warm or cold."""
+    from helpers.procs import fds_settle
+
     from sandbox.policy import private_tmp_root
 
     subprocess.run(["git", "init", "-q", str(project)], check=True)
-    os.link(project / ".git" / "config", project / "notes.txt")
     root = Path(private_tmp_root())
     before = set(root.iterdir()) if root.exists() else set()
+    with Session.open(str(project), SETTINGS, warm=warm):  # the process's own, made once
+        pass
+    fds = len(os.listdir("/proc/self/fd"))
+    os.link(project / ".git" / "config", project / "notes.txt")
     with pytest.raises(PolicyError, match="has 2 names"), \
             Session.open(str(project), SETTINGS, warm=warm):
         pass
+    assert fds_settle(fds, seconds=3.0) <= fds
     assert [p for p in psutil.Process().children(recursive=True) if p.name() == "bwrap"] == []
     mine = f"session-{os.getpid()}-"
     assert [p for p in set(root.iterdir()) - before if p.name.startswith(mine)] == []
