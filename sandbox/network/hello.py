@@ -18,8 +18,9 @@ list does not have (domain fronting). So the proxy reads the box's first bytes:
 - anything else (what a box says after a server spoke first, ssh, a protocol of its
   own) goes on as it is.
 
-What is encrypted stays unread: a ``Host`` inside TLS, and the real name of an
-Encrypted Client Hello (whose outer name, the front's, must be listed itself).
+A hello that hides the name it asks for (Encrypted Client Hello) is refused: its outer
+name can be a listed site on the same front. What is encrypted stays unread: a ``Host``
+inside TLS.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ HELLO_LIMIT = 64 * 1024
 _HANDSHAKE = 0x16
 _CLIENT_HELLO = 0x01
 _SERVER_NAME = 0x0000
+# Encrypted Client Hello, and the draft before it (encrypted SNI): the server asked for
+# is inside, where only the front reads it; the outer name can be any name it serves.
+_HIDDEN_NAME = frozenset({0xfe0d, 0xffce})
 _HOST_NAME = 0x00
 # A request line (RFC 9112 3): a method, then the target and the version. Read as a
 # lenient server reads one: any letters for the method, blanks or tabs between, the
@@ -117,6 +121,9 @@ def server_name(data: bytes) -> str | None:
         if kind in seen:
             raise ValueError("an extension is sent twice")
         seen.add(kind)
+        if kind in _HIDDEN_NAME:
+            raise ValueError("the hello hides the server it asks for (Encrypted Client "
+                             "Hello)")
         if kind == _SERVER_NAME:
             found = _host_name(body)
     return found

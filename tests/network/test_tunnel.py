@@ -308,6 +308,9 @@ def test_a_hand_made_hello_is_read_as_a_real_one() -> None:
     ([(0, _names(b"a.example/x"))], "not a host name"),
     ([(0, _names(b""))], "not a host name"),
     ([(0, b"\x00\x09\x00\x00\x20")], "ends inside a field"),
+    # A listed outer name, and the real one encrypted for the front (ECH, then ESNI).
+    ([(0, _names(b"pypi.org")), (0xfe0d, b"\x00" * 8)], "hides the server"),
+    ([(0xffce, b"\x00" * 8), (0, _names(b"pypi.org"))], "hides the server"),
 ])
 def test_a_hello_naming_servers_in_a_way_of_its_own_is_refused(
         extensions: list[tuple[int, bytes]], why: str) -> None:
