@@ -9,7 +9,7 @@ folder missing above it, listed in its manifest and removed at its end if still 
 so the box cannot make it and fill it: an empty ``~/.gitconfig`` or ``~/.bashrc`` is
 what none is to git and to bash. Not ``~/.bash_profile`` or ``~/.bash_login``, whose
 being there would hide ``~/.profile`` from a login bash: those the session's end says
-if the box made them. A leaf: the standard library only, and the records' base.
+if the box made them, as is one reached through a link in such a folder.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import os
 from collections.abc import Iterable, Mapping
 
 from pathguard.records import NamedTuple
+from sandbox.beneath import link_on_the_way
 
 # Under the home folder: git's and the shells' files, and git's folder.
 HOME_FILES = (".gitconfig", ".bashrc", ".bash_profile", ".bash_login", ".profile",
@@ -83,6 +84,8 @@ def covers(roots: Iterable[str], env: Mapping[str, str], home: str) -> Covers:
     for p in inside(roots, env, home):
         if os.path.lexists(p) or os.path.basename(p) in ORDER_SENSITIVE:
             continue
+        if link_on_the_way(p, tuple(real)) is not None:
+            continue  # made through a link the box could re-point: said at the end
         top = p  # the highest missing folder on the way, or p itself
         while not os.path.lexists(os.path.dirname(top)):
             top = os.path.dirname(top)

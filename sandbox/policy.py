@@ -179,10 +179,21 @@ def project_config_dirs(project: str, allowed: tuple[str, ...] = ()) -> tuple[st
 def _host_reads(writable: tuple[str, ...], env: Mapping[str, str], home: str
                 ) -> tuple[str, ...]:
     """What the host reads to decide what to run that lies in a ``[sandbox] writable``
-    folder and exists (see :mod:`sandbox.hostreads`)."""
+    folder and exists (see :mod:`sandbox.hostreads`). Raises :class:`PolicyError` for
+    one reached through a link in such a folder: the box could point it elsewhere."""
     from .hostreads import inside, present
 
-    return present(inside(writable, env, home)) if writable else ()
+    reads = present(inside(writable, env, home)) if writable else ()
+    real = tuple(os.path.realpath(w) for w in writable)
+    for p in reads:
+        link = link_on_the_way(p, real)
+        if link is not None:
+            raise PolicyError(
+                f"{escape(p)}, which the host reads to decide what to run, is reached "
+                f"through {escape(link)}, a link in a folder the box can write (it could "
+                f"point it elsewhere): make {escape(link)} the folder it leads to, or "
+                "leave its folder out of [sandbox] writable")
+    return reads
 
 
 def _session_place(project: str, s: SandboxSettings, env: Mapping[str, str] | None,

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from launchers.config import SandboxSettings
+from sandbox.errors import PolicyError
 from sandbox.session import Session
 
 pytestmark = [
@@ -227,3 +228,42 @@ def test_covers_are_named_by_real_paths_and_skip_what_hides_profile(tmp_path: Pa
         ".local/share", ".local/share/harness"))
     assert hostreads.covers([str(tmp_path / "elsewhere")], {}, str(link)) == \
         hostreads.Covers()
+
+
+def _linked_config(outside: Path) -> tuple[Path, dict[str, str], SandboxSettings]:
+    """A writable home whose ~/.config is a link to a folder in it (dotfiles)."""
+    home = outside / "dot-home"
+    (home / "dotfiles" / "config").mkdir(parents=True)
+    (home / ".config").symlink_to(home / "dotfiles" / "config")
+    env = {**os.environ, "HOME": str(home)}
+    for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "HARNESS_HOME"):
+        env.pop(name, None)
+    return home, env, SandboxSettings(writable=(str(home),), hide_defaults=False)
+
+
+def test_what_the_host_reads_through_a_link_in_a_writable_home_refuses_the_session(
+        project: Path, outside: Path) -> None:
+    """The box could point ~/.config elsewhere, and the host would read what it leads
+    to: refused, naming the link and the fix."""
+    home, env, settings = _linked_config(outside)
+    (home / "dotfiles" / "config" / "harness").mkdir()
+    with pytest.raises(PolicyError) as err, Session.open(str(project), settings, env=env):
+        pass
+    assert str(err.value) == (
+        f"{home}/.config/harness, which the host reads to decide what to run, is reached "
+        f"through {home}/.config, a link in a folder the box can write (it could point "
+        f"it elsewhere): make {home}/.config the folder it leads to, or leave its folder "
+        "out of [sandbox] writable")
+
+
+def test_a_missing_name_through_a_link_is_not_made_but_said(project: Path,
+                                                            outside: Path) -> None:
+    """Missing behind the link: nothing is made there (the box could re-point the link
+    past it), and what the box makes is said at the end."""
+    home, env, settings = _linked_config(outside)
+    with Session.open(str(project), settings, env=env) as s:
+        r = s.run(["sh", "-c", f"mkdir -p {home}/.config/git && "
+                               f"echo '[core]' > {home}/.config/git/config"])
+    assert r.returncode == 0, r
+    assert (f"the box made {home}/.config/git, which the host reads to decide what to run "
+            "(git, a shell, or this toolkit); check it before you use them") in s.warnings
