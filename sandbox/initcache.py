@@ -1,5 +1,6 @@
-"""The compiled launcher of a box per run (``sandbox/warm/guardinit.c``): built once,
-kept, and handed to each box as a sealed memfd.
+"""The compiled launcher of a box per run (``sandbox/warm/guardinit.c``), which is also
+the warm box's starter (``sandbox/warm/warmstart.c``): built once, kept, and handed to
+each box as a sealed memfd.
 
 Each boxed command of a box per run is started by a launcher, the box's PID 1, that
 arms the Unix-socket guard (:mod:`sandbox.warm.unixguard`). The Python one
@@ -46,7 +47,10 @@ from pathguard.records import NamedTuple
 from . import kept
 from .digest import sha256_hex
 
-SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "warm", "guardinit.c")
+_WARM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "warm")
+# One program: the box per run's launcher, and the warm box's starter (``warm``).
+SOURCES = tuple(os.path.join(_WARM, n) for n in ("guardinit.c", "guardcore.c",
+                                                  "warmstart.c", "guard.h"))
 # Where a system keeps its compiler: never one found on PATH.
 COMPILERS = tuple(os.path.join(d, n) for d in ("/usr/bin", "/bin") for n in ("cc", "gcc"))
 # Static: no dynamic linker in PID 1 (see above).
@@ -120,7 +124,8 @@ def build(cc: str, root: str, path: str) -> str | None:
     out = os.path.join(work, "guardinit")
     try:
         try:
-            r = subprocess.run([cc, *FLAGS, "-o", out, SOURCE], cwd=work,
+            r = subprocess.run([cc, *FLAGS, "-o", out,
+                                *(p for p in SOURCES if p.endswith(".c"))], cwd=work,
                                env={**_BUILD_ENV, "TMPDIR": work},
                                stdin=subprocess.DEVNULL, capture_output=True, timeout=120,
                                check=False)
@@ -188,6 +193,15 @@ def sealed(program: bytes) -> int:
     return fd
 
 
+def _sources() -> bytes:
+    """Every source file's name and bytes, for the key. Raises OSError."""
+    out = []
+    for path in SOURCES:
+        with open(path, "rb") as f:
+            out.append(os.fsencode(os.path.basename(path)) + b"\0" + f.read())
+    return b"\0".join(out)
+
+
 def _made(root: str) -> Launcher:
     cc = compiler()
     if cc is None:
@@ -199,8 +213,7 @@ def _made(root: str) -> Launcher:
         return Launcher(None, "the Python launcher: this kernel executes no memfd "
                         f"({err.strerror})")
     try:
-        with open(SOURCE, "rb") as f:
-            name = key(f.read(), cc, static_libc())
+        name = key(_sources(), cc, static_libc())
     except OSError as err:
         return Launcher(None, f"the Python launcher: no source to build the compiled one "
                         f"from ({err.strerror})")

@@ -93,7 +93,7 @@ class WarmBox:
               read_only: Sequence[str], nulled: Sequence[str],
               pass_fds: tuple[int, ...] = (), processes: int = 0,
               launcher: Sequence[str] = (), guard: Sequence[bytes] = (),
-              own_network: bool = False,
+              own_network: bool = False, starter: int | None = None,
               spawn: Spawn[subprocess.Popen[bytes]] | None = None,
               alongside: Callable[[], None] | None = None,
               meanwhile: Callable[[], None] | None = None) -> WarmBox:
@@ -108,6 +108,8 @@ class WarmBox:
         :mod:`sandbox.backends.stage`). ``guard`` is what each run's Unix-socket guard
         needs (:func:`sandbox.sockets.guard_fields`); ``own_network`` gives each run a
         network namespace of its own, with only its loopback (a box without network).
+        ``starter`` is the compiled starter's sealed memfd (None: the Python one;
+        :mod:`sandbox.warm.starting`).
         ``spawn`` starts bwrap (a thread in the session's control group, where bwrap is
         then born: :class:`~sandbox.process.cgroup.Spawner`). ``alongside`` is called in
         a thread of its own once bwrap has started (the stage's binds): no run is made
@@ -116,7 +118,7 @@ class WarmBox:
         closes the box, once started, and is raised. Raises
         :class:`SandboxUnavailable` when the box or its starter does not come up."""
         self = cls()
-        made = starter_plan(options, pass_fds, self._theirs.fileno())
+        made = starter_plan(options, pass_fds, self._theirs.fileno(), starter)
         spawned = threading.Event()
         self._keeper = threading.Thread(
             # bwrap starts on the host with an empty environment: a linker variable

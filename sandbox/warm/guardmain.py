@@ -1,6 +1,6 @@
 """The Unix-socket guard's supervisor behind the compiled launcher of a box per run.
 
-``python3 -I -S guardmain.py LISTENER CHILD NOTIFICATION N ROOT... M SOCKET...``
+``python3 -I -S guardmain.py [--chan FD] LISTENER CHILD NOTIFICATION N ROOT... M SOCKET...``
 
 The launcher (``sandbox/warm/guardinit.c``, the box's PID 1) answers itself the calls
 that need no judgement; at the first that does, it becomes this, by an exec: it is
@@ -11,7 +11,9 @@ unanswered (a ``struct seccomp_notif`` in hex), ``N ROOT... M SOCKET...`` the bo
 writable folders and the allowed sockets, as :mod:`sandbox.warm.guarded` takes them.
 From then on :class:`~sandbox.warm.unixguard.Guard` answers every call, in a thread,
 while this thread reaps every orphan of the run and exits as the command did (a signal
-N as 128+N).
+N as 128+N). With ``--chan``, it is a warm run's init (``sandbox/warm/warmstart.c``)
+and ``FD`` that run's channel to the host: it then also kills and reaps every other
+process of the run before it says the run's end there (``exit status N``).
 
 Where the guard cannot be had here, the listener is closed: every call still stopped,
 and every later one, fails (``ENOSYS``), never through unchecked; the run goes on.
@@ -49,7 +51,6 @@ def _serve(listener: int, first: bytes, roots: list[bytes], allowed: list[bytes]
     # neither trace it nor take its listener, with or without the capability.
     if ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         raise OSError("the supervisor could not be made not dumpable")
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from guardparts import CAP_SYS_PTRACE, drop_capabilities  # type: ignore[import-not-found]
     from unixguard import Guard  # type: ignore[import-not-found]
 
@@ -64,6 +65,10 @@ def main(argv: list[str]) -> int:
     # The box's PID 1 takes no signal from inside the box but one it handles: the
     # interpreter's own for SIGINT would let a command end the run's guard.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    chan = -1
+    if argv[:1] == ["--chan"] and len(argv) > 1:
+        chan, argv = int(argv[1]), argv[2:]
     listener, child, first, roots, allowed = _args(argv)
     try:
         _serve(listener, first, roots, allowed)
@@ -75,7 +80,24 @@ def main(argv: list[str]) -> int:
         pid, status = os.waitpid(-1, 0)
         if pid == child:
             code = os.waitstatus_to_exitcode(status)
-            return 128 - code if code < 0 else code
+            code = 128 - code if code < 0 else code
+            break
+    if chan >= 0:
+        _said(chan, code)
+    return code
+
+
+def _said(chan: int, code: int) -> None:
+    """A warm run's end: nothing else of it left, then its status to the host."""
+    import _socket
+
+    from inbox import end_all, pack  # type: ignore[import-not-found]  # main put it on the path
+
+    end_all()
+    try:  # noqa: SIM105 (contextlib costs the supervisor's start an import)
+        _socket.socket(fileno=chan).send(pack([b"exit", b"status", b"%d" % code]))
+    except OSError:
+        pass  # a host that has gone hears nothing
 
 
 if __name__ == "__main__":

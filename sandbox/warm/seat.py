@@ -89,7 +89,8 @@ def open_box(backend: BwrapBackend, hardening: Hardening,
                             processes=hardening.limits.processes,
                             launcher=stage.argv() if stage else (),
                             guard=guard_fields(backend.policy, hardening.guard),
-                            own_network=_own_network(backend.policy), spawn=born_in,
+                            own_network=_own_network(backend.policy),
+                            starter=backend.launcher(), spawn=born_in,
                             alongside=stage.bind_late if stage else None,
                             meanwhile=meanwhile)
     except SandboxUnavailable as err:

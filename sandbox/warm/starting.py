@@ -1,5 +1,10 @@
 """The warm box's start (:class:`sandbox.warm.client.WarmBox`): the starter's command
-line under bwrap, and the check the caller runs while it comes up."""
+line under bwrap, and the check the caller runs while it comes up.
+
+The starter is the compiled launcher's warm mode (``sandbox/warm/warmstart.c``, from
+the session's sealed memfd: :mod:`sandbox.initcache`) where it could be built, else
+the Python one (:mod:`sandbox.warm.helper`): the same messages and the same runs; the
+compiled one saves each session's open an interpreter's start."""
 
 from __future__ import annotations
 
@@ -11,17 +16,25 @@ from sandbox.backends.bwrap import args_by_fd
 from sandbox.plan import LaunchPlan
 
 HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "helper.py")
+GUARDMAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "guardmain.py")
 # The starter's, in the box's user namespace only: each run's namespaces and mounts
 # (SYS_ADMIN), its loopback brought up (NET_ADMIN), dropping them (SETPCAP), and the
 # Unix-socket guard's taking a socket of a caller that is not dumpable (SYS_PTRACE).
 CAPS = ("CAP_SYS_ADMIN", "CAP_SETPCAP", "CAP_SYS_PTRACE", "CAP_NET_ADMIN")
 
 
-def starter_plan(options: Sequence[str], pass_fds: tuple[int, ...], fd: int) -> LaunchPlan:
+def starter_plan(options: Sequence[str], pass_fds: tuple[int, ...], fd: int,
+                 launcher: int | None = None) -> LaunchPlan:
     """bwrap with ``options``, the starter's capabilities and the starter as its
-    command, told its end of the box's socket (``fd``); the options by descriptor
-    (thousands of binds would pass the kernel's ``ARG_MAX``)."""
-    command = (os.path.realpath(sys.executable), "-I", "-S", HELPER, str(fd))
+    command, told its end of the box's socket (``fd``): the compiled one when
+    ``launcher`` is its sealed memfd, else the Python one. The options go by
+    descriptor (thousands of binds would pass the kernel's ``ARG_MAX``)."""
+    python = os.path.realpath(sys.executable)
+    command: tuple[str, ...] = (python, "-I", "-S", HELPER, str(fd))
+    if launcher is not None:
+        command = (f"/proc/self/fd/{launcher}", "warm", str(launcher), str(fd), python,
+                   GUARDMAIN)
+        pass_fds = (*pass_fds, launcher)
     return args_by_fd(LaunchPlan("bwrap", (*options, *(
         x for c in CAPS for x in ("--cap-add", c)), "--", *command), {}, "/",
         "the warm box", pass_fds=(*pass_fds, fd)), len(command))

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.launchers import STARTERS, launcher
 
 from sandbox.session import Session
 from sandbox.settings import SandboxSettings
@@ -37,6 +39,13 @@ for fam, addr in ((socket.AF_UNIX, "\0hs-run-listener"),
 t = socket.socket(); t.bind(("127.0.0.1", 0)); t.listen()
 c = socket.socket(); c.connect(t.getsockname()); print("own loopback")
 '''
+
+
+@pytest.fixture(params=STARTERS, autouse=True)
+def starter(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Each test with each of the warm box's starters (the compiled one, the Python one)."""
+    with launcher(request.param):
+        yield request.param
 
 
 def test_a_runs_listeners_are_its_own(project: Path) -> None:

@@ -9,9 +9,11 @@ import shutil
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.launchers import STARTERS, launcher
 
 from sandbox.plan import RunResult
 from sandbox.session import Session
@@ -33,6 +35,13 @@ BOMB = ("import os, time\n"
         "            os._exit(0)\n"
         "    except BlockingIOError:\n"
         "        time.sleep(0.001)\n")
+
+
+@pytest.fixture(params=STARTERS, autouse=True)
+def starter(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Each test with each of the warm box's starters (the compiled one, the Python one)."""
+    with launcher(request.param):
+        yield request.param
 
 
 def test_a_fork_bomb_at_the_bound_leaves_the_warm_box_whole(project: Path) -> None:

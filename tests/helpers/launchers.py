@@ -1,6 +1,8 @@
-"""The boxes a guard test runs in: the warm box, a box per run started by the compiled
-launcher (sandbox/warm/guardinit.c, the default where a compiler is found), and a box
-per run started by the Python launcher (sandbox/warm/guarded.py)."""
+"""The boxes a guard test runs in: the warm box started by the compiled starter
+(sandbox/warm/warmstart.c, the default where a compiler is found) and by the Python one
+(sandbox/warm/helper.py), a box per run started by the compiled launcher
+(sandbox/warm/guardinit.c, the same program) and one started by the Python launcher
+(sandbox/warm/guarded.py)."""
 
 from __future__ import annotations
 
@@ -12,21 +14,26 @@ import pytest
 
 from sandbox import initcache
 
-BOXES = ("warm", "per-run", "per-run-python")
+BOXES = ("warm", "warm-python", "per-run", "per-run-python")
 EACH_BOX = pytest.mark.parametrize("box", BOXES)
-PER_RUN = pytest.mark.parametrize("box", BOXES[1:])
+PER_RUN = pytest.mark.parametrize("box", BOXES[2:])
+# The warm box's two starters, for the tests of the warm box itself.
+STARTERS = ("warm", "warm-python")
+
+
+def python_only(root: str) -> initcache.Launcher:
+    return initcache.Launcher(None, "the Python launcher: asked for by a test")
 
 
 @contextlib.contextmanager
 def launcher(box: str) -> Iterator[bool]:
     """Sessions opened inside start their boxes per run as ``box`` asks; yields whether
     they are warm."""
-    if box == "per-run-python":
-        with mock.patch.object(initcache, "load", lambda root: initcache.Launcher(
-                None, "the Python launcher: asked for by a test")):
-            yield False
+    if box in ("per-run-python", "warm-python"):
+        with mock.patch.object(initcache, "load", python_only):
+            yield box == "warm-python"
         return
-    if box == "per-run":
+    if box in ("per-run", "warm"):
         # The compiled launcher, and no other: a machine without it fails here.
         real = initcache.load
 
@@ -35,7 +42,6 @@ def launcher(box: str) -> Iterator[bool]:
             assert got.program is not None, got.how
             return got
         with mock.patch.object(initcache, "load", compiled):
-            yield False
+            yield box == "warm"
         return
-    assert box == "warm", box
-    yield True
+    raise AssertionError(box)

@@ -487,7 +487,7 @@ def test_a_launcher_that_does_not_build_leaves_the_python_one(
         private: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     bad = private / "broken.c"
     bad.write_text("int main(void) { return }\n")
-    monkeypatch.setattr(initcache, "SOURCE", str(bad))
+    monkeypatch.setattr(initcache, "SOURCES", (str(bad),))
     got = initcache._made(str(private))
     assert got.program is None
     assert got.how.startswith("the Python launcher: the compiled one could not be built ("), \

@@ -1,0 +1,943 @@
+/*
+ * warmstart.c - the warm box's starter, compiled: what sandbox/warm/helper.py
+ * and sandbox/warm/inbox.py do, with no interpreter to start.
+ *
+ * SYNOPSIS
+ *     guardinit warm FD SOCK PYTHON GUARDMAIN
+ *
+ * DESCRIPTION
+ *     bwrap starts this as the warm box's command, from the session's sealed
+ *     memfd (FD, executed as /proc/self/fd/FD and closed here first), with
+ *     CAP_SYS_ADMIN, CAP_SETPCAP, CAP_SYS_PTRACE and CAP_NET_ADMIN in the box's
+ *     user namespace and no system-call filter of its own. SOCK is its end of
+ *     the SOCK_SEQPACKET pair whose other end the host holds
+ *     (sandbox/warm/client.py). The messages both ways, and what a run made
+ *     ahead is, are those helper.py documents; the host cannot tell the two
+ *     starters apart but by their speed (no interpreter's start, about 9 ms,
+ *     at each session's open).
+ *
+ *     A run made ahead: a short-lived child makes a PID namespace and forks the
+ *     run's init there, which this process adopts (it is the child subreaper).
+ *     The init makes the run's mount and IPC namespaces (and network namespace,
+ *     for a box without network), mounts a fresh /proc with the read-only belt
+ *     and a fresh /dev/shm, makes itself not dumpable, and forks the command's
+ *     process ahead too. That process drops every capability (effective,
+ *     permitted, inheritable, bounding, ambient), sets no_new_privs, loads the
+ *     session's filter and then the Unix-socket guard's (its listener taken by
+ *     the init, as guardinit.c takes it), and waits for the run's request on the
+ *     run's channel. The init keeps CAP_SYS_PTRACE alone, sets no_new_privs and
+ *     loads the session's filter. So when the request comes, one recvmsg(2) and
+ *     one execve(2) stand between it and the command.
+ *
+ *     The command's process tells the init on a pipe: R when the request came,
+ *     E and an errno when it could not be started (said to the host as
+ *     "exit exec ERRNO"), S and words when it could not be armed ("exit setup");
+ *     the pipe's end of file after R is its exec. The init then says "started",
+ *     answers the guard's calls as guardinit.c does (becoming guardmain.py, with
+ *     the run's channel, at the first call that needs judgement), and at the
+ *     command's end kills and reaps every other process of the run's PID
+ *     namespace before it says "exit status N".
+ *
+ * Plain C and the C library only, linked statically with guardcore.c and
+ * guardinit.c (sandbox/initcache.py): no dynamic linker runs in the box's
+ * starter or in a run's init.
+ */
+
+#include "guard.h"
+#include <net/if.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#ifndef SYS_close_range
+#define SYS_close_range 436
+#endif
+
+#define MAX_MESSAGE (1 << 17)
+#define PROC_FLAGS (MS_NOSUID | MS_NODEV | MS_NOEXEC)
+
+/* One field of a message: its bytes, not NUL-terminated. */
+struct field {
+	const char *p;
+	size_t n;
+};
+
+/* A message's fields (see pack() in sandbox/warm/inbox.py). */
+struct message {
+	struct field *f;
+	size_t n;
+};
+
+/* What every run needs, made once from the host's setup message. */
+struct box {
+	char shm[64];                 /* /dev/shm's mount data */
+	char **read_only;             /* procfs entries bound read-only */
+	char **nulled;                /* procfs entries covered by /dev/null */
+	unsigned long null_flags;
+	struct sock_fprog prog;       /* the session's filter */
+	struct sock_fprog guard;      /* the Unix-socket guard's (len 0: none) */
+	struct supervisor sup;        /* the guard's supervisor (chan set per run) */
+	int own_network;              /* each run in a network namespace of its own */
+	int life;                     /* read end of a pipe only this process writes */
+	sigset_t mask;                /* the signal mask bwrap gave */
+};
+
+/* A run being made (an outer child) or made (an init), in this process. */
+struct run {
+	pid_t pid;
+	int making;                   /* the outer child: report and chan are open */
+	int report;
+	int chan;
+	long rid;
+	int killed;                   /* the host waits for its end */
+};
+
+static struct run *runs;
+static size_t nruns, capruns;
+static pid_t early[64];           /* inits reaped before their outer was */
+static size_t nearly;
+static long next_rid;
+static char broken[512];          /* why no run can be made, or "" */
+
+/* -- messages ------------------------------------------------------------------ */
+
+static int unpack(const char *buf, size_t len, struct message *m)
+{
+	size_t pos = 0, cap = 16;
+
+	m->n = 0;
+	m->f = malloc(cap * sizeof *m->f);
+	if (m->f == NULL)
+		return -1;
+	while (pos < len) {
+		uint32_t n;
+
+		if (len - pos < sizeof n)
+			return -1;
+		memcpy(&n, buf + pos, sizeof n);
+		pos += sizeof n;
+		if (n > len - pos)
+			return -1;
+		if (m->n == cap) {
+			struct field *more = realloc(m->f, 2 * cap * sizeof *m->f);
+
+			if (more == NULL)
+				return -1;
+			m->f = more, cap *= 2;
+		}
+		m->f[m->n].p = buf + pos;
+		m->f[m->n++].n = n;
+		pos += n;
+	}
+	return 0;
+}
+
+static int is(const struct field *f, const char *word)
+{
+	return f->n == strlen(word) && memcmp(f->p, word, f->n) == 0;
+}
+
+/* A field as a C string (a copy); NULL when it holds a NUL or memory is out. */
+static char *text(const struct field *f)
+{
+	char *s;
+
+	if (memchr(f->p, '\0', f->n) != NULL || (s = malloc(f->n + 1)) == NULL)
+		return NULL;
+	memcpy(s, f->p, f->n);
+	s[f->n] = '\0';
+	return s;
+}
+
+/*
+ * Send the NUL-terminated fields given (NULL ends them) as one message, with
+ * `fd` when it is not -1. A host that has gone hears nothing.
+ */
+static void send_words(int sock, int fd, ...)
+{
+	char buf[4096], cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { buf, 0 };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	const char *word;
+	va_list ap;
+
+	va_start(ap, fd);
+	while ((word = va_arg(ap, const char *)) != NULL) {
+		uint32_t n = (uint32_t)strlen(word);
+
+		if (n > sizeof buf - iov.iov_len - sizeof n)
+			n = (uint32_t)(sizeof buf - iov.iov_len - sizeof n);
+		memcpy(buf + iov.iov_len, &n, sizeof n);
+		memcpy(buf + iov.iov_len + sizeof n, word, n);
+		iov.iov_len += sizeof n + n;
+	}
+	va_end(ap);
+	if (fd >= 0) {
+		struct cmsghdr *c;
+
+		memset(cbuf, 0, sizeof cbuf);
+		msg.msg_control = cbuf;
+		msg.msg_controllen = sizeof cbuf;
+		c = CMSG_FIRSTHDR(&msg);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &fd, sizeof fd);
+	}
+	while (sendmsg(sock, &msg, MSG_NOSIGNAL) < 0 && errno == EINTR)
+		;
+}
+
+/* "what: reason" into `why`; -1, for the caller to return. */
+static int failed(char *why, size_t size, const char *what, const char *detail)
+{
+	snprintf(why, size, "%s%s: %s", what, detail, strerror(errno));
+	return -1;
+}
+
+/* -- the setup ------------------------------------------------------------------ */
+
+/*
+ * The NUL-separated paths of `f`, empty ones left out, and (`existing`) those
+ * this kernel lacks, as bwrap's --ro-bind-try leaves them: a NULL-ended list.
+ */
+static char **paths(const struct field *f, int existing, int *count_out)
+{
+	char **out = calloc(f->n + 2, sizeof *out);
+	size_t at = 0;
+	int n = 0;
+
+	if (out == NULL)
+		return NULL;
+	while (at <= f->n && f->n) {
+		const char *end = memchr(f->p + at, '\0', f->n - at);
+		size_t len = end ? (size_t)(end - (f->p + at)) : f->n - at;
+		struct field one = { f->p + at, len };
+		struct stat st;
+		char *p;
+
+		if (len && (p = text(&one)) != NULL) {
+			if (!existing || stat(p, &st) == 0)
+				out[n++] = p;
+			else
+				free(p);
+		}
+		at += len + 1;
+	}
+	if (count_out)
+		*count_out = n;
+	return out;
+}
+
+static int bpf(const struct field *f, struct sock_fprog *prog)
+{
+	if (f->n % sizeof(struct sock_filter) ||
+	    f->n > PROGRAM_MAX * sizeof(struct sock_filter))
+		return -1;
+	prog->len = (unsigned short)(f->n / sizeof(struct sock_filter));
+	prog->filter = malloc(f->n ? f->n : 1);
+	if (prog->filter == NULL)
+		return -1;
+	memcpy(prog->filter, f->p, f->n);
+	return 0;
+}
+
+/* statvfs's flags that a bind's remount must repeat (a user namespace may not
+ * clear a flag locked on it, and the atime bits differ). */
+static unsigned long kept_flags(const char *path)
+{
+	struct statvfs st;
+	unsigned long out = 0;
+
+	if (statvfs(path, &st) != 0)
+		return 0;
+	if (st.f_flag & ST_NOSUID)
+		out |= MS_NOSUID;
+	if (st.f_flag & ST_NODEV)
+		out |= MS_NODEV;
+	if (st.f_flag & ST_NOEXEC)
+		out |= MS_NOEXEC;
+	if (st.f_flag & ST_NOATIME)
+		out |= MS_NOATIME;
+	if (st.f_flag & ST_NODIRATIME)
+		out |= MS_NODIRATIME;
+	if (st.f_flag & ST_RELATIME)
+		out |= MS_RELATIME;
+	return out;
+}
+
+/* The guard supervisor's N ROOT... M SOCKET... from two NUL-separated fields. */
+static int guard_args(struct box *b, const struct field *roots, const struct field *allowed)
+{
+	int n, m, i;
+	char **r = paths(roots, 0, &n), **s = paths(allowed, 0, &m), **out;
+	char *counts = malloc(32);
+
+	if (r == NULL || s == NULL || counts == NULL ||
+	    (out = calloc((size_t)(n + m + 3), sizeof *out)) == NULL)
+		return -1;
+	snprintf(counts, 16, "%d", n);
+	snprintf(counts + 16, 16, "%d", m);
+	out[0] = counts;
+	for (i = 0; i < n; i++)
+		out[1 + i] = r[i];
+	out[1 + n] = counts + 16;
+	for (i = 0; i < m; i++)
+		out[2 + n + i] = s[i];
+	b->sup.guard = out;
+	b->sup.guard_len = n + m + 2;
+	return 0;
+}
+
+/* The box from the setup message (sandbox/warm/helper.py says its fields). */
+static int setup(struct box *b, const struct message *m)
+{
+	long long shm;
+	char *s;
+
+	if (m->n < 6 || !is(&m->f[0], "setup") || (s = text(&m->f[1])) == NULL)
+		return -1;
+	shm = atoll(s);
+	snprintf(b->shm, sizeof b->shm, "size=%lld,mode=1777", shm);
+	b->read_only = paths(&m->f[2], 1, NULL);
+	b->nulled = paths(&m->f[3], 1, NULL);
+	if (b->read_only == NULL || b->nulled == NULL || bpf(&m->f[4], &b->prog) != 0 ||
+	    (s = text(&m->f[5])) == NULL)
+		return -1;
+	if (atol(s) > 0) {
+		struct rlimit lim = { (rlim_t)atol(s), (rlim_t)atol(s) };
+
+		if (setrlimit(RLIMIT_NPROC, &lim) != 0)
+			return -1;
+	}
+	b->guard.len = 0;
+	if (m->n >= 9 && m->f[6].n &&
+	    (bpf(&m->f[6], &b->guard) != 0 || guard_args(b, &m->f[7], &m->f[8]) != 0))
+		return -1;
+	b->own_network = m->n >= 10 && is(&m->f[9], "net");
+	/* nodev, as the cold box's binds are: opening a cover fails, "Permission
+	 * denied", rather than reading as empty. */
+	b->null_flags = kept_flags("/dev/null") | MS_NODEV | MS_NOSUID | MS_NOEXEC;
+	return 0;
+}
+
+/* -- a run's init ----------------------------------------------------------------- */
+
+static int loopback_up(char *why, size_t size)
+{
+	struct ifreq ifr;
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), rc = -1;
+
+	if (s < 0)
+		return failed(why, size, "the loopback", "");
+	memset(&ifr, 0, sizeof ifr);
+	strcpy(ifr.ifr_name, "lo");
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) == 0) {
+		ifr.ifr_flags |= IFF_UP;
+		rc = ioctl(s, SIOCSIFFLAGS, &ifr);
+	}
+	if (rc != 0)
+		failed(why, size, "the loopback", "");
+	close(s);
+	return rc;
+}
+
+static int read_only_bind(const char *src, const char *dest, unsigned long flags,
+			  char *why, size_t size)
+{
+	if (mount(src, dest, NULL, MS_BIND | MS_REC, NULL) != 0 ||
+	    mount(NULL, dest, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | flags, NULL) != 0)
+		return failed(why, size, "mount ", dest);
+	return 0;
+}
+
+/* The run's own namespaces and mounts. */
+static int mounts(const struct box *b, char *why, size_t size)
+{
+	char **p;
+
+	if (unshare(CLONE_NEWNS | CLONE_NEWIPC | (b->own_network ? CLONE_NEWNET : 0)) != 0)
+		return failed(why, size, "unshare", "");
+	if (b->own_network && loopback_up(why, size) != 0)
+		return -1;
+	/* Nothing mounted here may reach the box's other runs. */
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+		return failed(why, size, "mount ", "/");
+	if (mount("proc", "/proc", "proc", PROC_FLAGS, NULL) != 0)
+		return failed(why, size, "mount ", "/proc");
+	for (p = b->read_only; *p; p++)
+		if (read_only_bind(*p, *p, PROC_FLAGS | kept_flags(*p), why, size) != 0)
+			return -1;
+	for (p = b->nulled; *p; p++)
+		if (read_only_bind("/dev/null", *p, b->null_flags, why, size) != 0)
+			return -1;
+	if (mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, b->shm) != 0)
+		return failed(why, size, "mount ", "/dev/shm");
+	return 0;
+}
+
+static void tell(int pipe_fd, char kind, const void *data, size_t size)
+{
+	char buf[600];
+
+	if (size > sizeof buf - 1)
+		size = sizeof buf - 1;
+	buf[0] = kind;
+	memcpy(buf + 1, data, size);
+	if (write(pipe_fd, buf, size + 1) < 0)
+		return; /* the init is gone: so is the run */
+}
+
+static int starter_gone(int life)
+{
+	char c;
+
+	return read(life, &c, 1) == 0;
+}
+
+/* The run's request (and its three descriptors) on `chan`, read whole. */
+static int receive(int chan, struct message *req, int fds[4], int *nfds)
+{
+	char *buf = malloc(MAX_MESSAGE), cbuf[CMSG_SPACE(4 * sizeof(int))];
+	struct iovec iov = { buf, MAX_MESSAGE };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+			      .msg_controllen = sizeof cbuf };
+	struct cmsghdr *c;
+	ssize_t got;
+
+	if (buf == NULL)
+		return -1;
+	while ((got = recvmsg(chan, &msg, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
+		;
+	if (got <= 0)
+		return -1;
+	*nfds = 0;
+	for (c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+			int n = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+
+			memcpy(fds, CMSG_DATA(c), (size_t)(n > 4 ? 4 : n) * sizeof(int));
+			*nfds = n > 4 ? 4 : n;
+		}
+	if (unpack(buf, (size_t)got, req) != 0)
+		return -1;
+	if (req->n && is(&req->f[0], "big") && *nfds == 4) {
+		/* The whole request in a memfd (longer than a message may be). */
+		struct stat st;
+
+		if (fstat(fds[3], &st) != 0 || st.st_size < 0 || st.st_size > (1 << 30) ||
+		    (buf = malloc((size_t)st.st_size + 1)) == NULL ||
+		    pread(fds[3], buf, (size_t)st.st_size, 0) != st.st_size)
+			return -1;
+		close(fds[3]);
+		*nfds = 3;
+		free(req->f);
+		return unpack(buf, (size_t)st.st_size, req);
+	}
+	return 0;
+}
+
+/*
+ * The command's process: armed, then waiting for the request, then executed
+ * as execvp(3) does it with the request's environment (a bare name looked up
+ * on that environment's PATH, or the default path; a file without #! run by
+ * /bin/sh). Never returns.
+ */
+static void command(const struct box *b, int chan, int sock, int report)
+{
+	struct message req;
+	int fds[4], nfds, i, argc, listener, err;
+	char **argv, **envp, *cwd, *path = NULL, ack;
+	size_t e = 0;
+
+	signal(SIGPIPE, SIG_DFL);
+	signal(SIGXFSZ, SIG_DFL);
+	if (keep_only(-1) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+	    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &b->prog) != 0) {
+		char why[300];
+
+		failed(why, sizeof why, "dropping the command's privileges", "");
+		tell(report, 'S', why, strlen(why));
+		_exit(127);
+	}
+	if (b->guard.len) {
+		listener = load(&b->guard);
+		if (listener < 0) {
+			char why[300];
+
+			failed(why, sizeof why, "the Unix-socket guard's filter", "");
+			tell(report, 'S', why, strlen(why));
+			_exit(127);
+		}
+		if (write(sock, &listener, sizeof listener) != sizeof listener ||
+		    read(sock, &ack, 1) != 1)
+			_exit(127); /* the init has said why */
+		close(listener);
+	}
+	close(sock);
+	if (receive(chan, &req, fds, &nfds) != 0)
+		_exit(0); /* the host's end: no run */
+	tell(report, 'R', "", 0);
+	if (starter_gone(b->life))
+		_exit(127); /* the box is ending: no run starts in it */
+	if (req.n < 4 || nfds < 3 || (cwd = text(&req.f[2])) == NULL ||
+	    (argc = atoi(text(&req.f[3]) ?: "0")) < 1 || (size_t)(4 + argc) > req.n) {
+		err = EINVAL;
+		goto fail;
+	}
+	if (chdir(cwd) != 0) {
+		err = errno;
+		goto fail;
+	}
+	/* Out of the way first: one of them may hold a number below 3. */
+	for (i = 0; i < 3; i++)
+		fds[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 10);
+	for (i = 0; i < 3; i++)
+		if (fds[i] < 0 || dup2(fds[i], i) < 0) {
+			err = errno;
+			goto fail;
+		}
+	argv = calloc((size_t)argc + 1, sizeof *argv);
+	envp = calloc(req.n - 4 - (size_t)argc + 1, sizeof *envp);
+	if (argv == NULL || envp == NULL) {
+		err = ENOMEM;
+		goto fail;
+	}
+	for (i = 0; i < argc; i++)
+		if ((argv[i] = text(&req.f[4 + i])) == NULL) {
+			err = EINVAL;
+			goto fail;
+		}
+	for (i = 4 + argc; (size_t)i < req.n; i++) {
+		char *item = text(&req.f[i]);
+
+		if (item == NULL || strchr(item, '=') == NULL)
+			continue;
+		envp[e++] = item;
+		if (strncmp(item, "PATH=", 5) == 0)
+			path = item + 5;
+	}
+	/* execvpe(3) looks on this process's PATH: make it the command's. */
+	if (path != NULL)
+		setenv("PATH", path, 1);
+	else
+		unsetenv("PATH");
+	setsid();
+	sigprocmask(SIG_SETMASK, &b->mask, NULL);
+	execvpe(argv[0], argv, envp);
+	err = errno;
+fail:
+	tell(report, 'E', &err, sizeof err);
+	_exit(127);
+}
+
+/* Kill every other process of the run's PID namespace and reap each, until none is
+ * left (one forked while the kill went round is killed in the next round). */
+static void end_all(void)
+{
+	for (;;) {
+		kill(-1, SIGKILL);
+		if (waitpid(-1, NULL, 0) < 0 && errno == ECHILD)
+			return;
+	}
+}
+
+/* A run whose command could not be made ahead (no process at the box's bound):
+ * its request is answered as a fork there fails. */
+static void unarmed(int chan, int err)
+{
+	struct message req;
+	int fds[4], nfds;
+	char n[16];
+
+	if (receive(chan, &req, fds, &nfds) != 0)
+		_exit(0);
+	snprintf(n, sizeof n, "%d", err);
+	send_words(chan, -1, "exit", "exec", n, NULL);
+	_exit(127);
+}
+
+/*
+ * The command's word on `report` until it executes: 0 once it has (after its
+ * request came), or the code to end with (said to the host).
+ */
+static int until_started(int chan, int report)
+{
+	char buf[600], n[16];
+	ssize_t got;
+	int requested = 0, err;
+
+	for (;;) {
+		got = read(report, buf, sizeof buf - 1);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			return requested ? 0 : -1;
+		if (buf[0] == 'R') {
+			requested = 1;
+			/* The starter is this process's parent by now (the host has the run
+			 * only once it adopted this init): its death ends the run. */
+			prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+			if (got > 1)
+				memmove(buf, buf + 1, (size_t)--got);
+			else
+				continue;
+		}
+		if (buf[0] == 'E' && got >= 1 + (ssize_t)sizeof err) {
+			memcpy(&err, buf + 1, sizeof err);
+			snprintf(n, sizeof n, "%d", err);
+			send_words(chan, -1, "exit", "exec", n, NULL);
+			return 127;
+		}
+		if (buf[0] == 'S') {
+			buf[got] = '\0';
+			send_words(chan, -1, "exit", "setup", buf + 1, NULL);
+			return 127;
+		}
+	}
+}
+
+/* The run's PID 1 (see DESCRIPTION); never returns. */
+static void init(struct box *b, int chan)
+{
+	struct state s = { .sup = &b->sup, .listener = -1, .signals = -1 };
+	char why[600], n[16];
+	int sv[2], report[2], code;
+
+	b->sup.chan = chan;
+	if (mounts(b, why, sizeof why) != 0 ||
+	    (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0 &&
+	     failed(why, sizeof why, "prctl", "")) ||
+	    (pipe2(report, O_CLOEXEC) != 0 && failed(why, sizeof why, "pipe", "")) ||
+	    (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0 &&
+	     failed(why, sizeof why, "socketpair", ""))) {
+		send_words(chan, -1, "exit", "setup", why, NULL);
+		_exit(127);
+	}
+	sigemptyset(&s.chld);
+	sigaddset(&s.chld, SIGCHLD);
+	s.mask = b->mask;
+	/* Blocked before the fork: a child's end is never missed. */
+	sigprocmask(SIG_BLOCK, &s.chld, NULL);
+	s.signals = signalfd(-1, &s.chld, SFD_CLOEXEC | SFD_NONBLOCK);
+	s.child = fork();
+	if (s.child == 0)
+		command(b, chan, sv[1], report[1]);
+	if (s.child < 0 || s.signals < 0) {
+		if (errno == EAGAIN)
+			unarmed(chan, EAGAIN);
+		failed(why, sizeof why, "the command's process", "");
+		send_words(chan, -1, "exit", "setup", why, NULL);
+		_exit(127);
+	}
+	close(sv[1]);
+	close(report[1]);
+	s.ptrace = keep_only(CAP_SYS_PTRACE);
+	if (s.ptrace < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+	    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &b->prog) != 0 ||
+	    (b->guard.len && (s.listener = take_listener(s.child, sv[0])) < 0 && errno)) {
+		failed(why, sizeof why, "the run's guard", "");
+		send_words(chan, -1, "exit", "setup", why, NULL);
+		_exit(127);
+	}
+	close(sv[0]);
+	code = until_started(chan, report[0]);
+	if (code < 0)
+		_exit(0); /* no request: the host gave the run up */
+	if (code > 0)
+		_exit(code);
+	close(report[0]);
+	send_words(chan, -1, "started", NULL);
+	code = supervise(&s);
+	end_all();
+	snprintf(n, sizeof n, "%d", code);
+	send_words(chan, -1, "exit", "status", n, NULL);
+	_exit(code);
+}
+
+/* -- the starter ---------------------------------------------------------------- */
+
+static void close_all_but(int a, int b, int c)
+{
+	int keep[3] = { a, b, c }, i, j, low = 3;
+
+	/* sorted, then the gaps closed */
+	for (i = 0; i < 3; i++)
+		for (j = i + 1; j < 3; j++)
+			if (keep[j] < keep[i]) {
+				int t = keep[i];
+
+				keep[i] = keep[j], keep[j] = t;
+			}
+	for (i = 0; i < 3; i++) {
+		if (keep[i] > low && syscall(SYS_close_range, low, keep[i] - 1, 0) != 0)
+			for (j = low; j < keep[i]; j++)
+				close(j);
+		if (keep[i] + 1 > low)
+			low = keep[i] + 1;
+	}
+	if (syscall(SYS_close_range, low, ~0U, 0) != 0)
+		for (j = low; j < 1 << 16; j++)
+			close(j);
+}
+
+/*
+ * The child that makes a run's PID namespace: forks the run's init there, says
+ * its pid (P) and ends, so that the starter adopts the init. A fork refused at
+ * the box's process bound is said A, any other failure S.
+ */
+static void outer(struct box *b, int chan, int report)
+{
+	pid_t pid;
+
+	sigprocmask(SIG_SETMASK, &b->mask, NULL);
+	close_all_but(chan, report, b->life);
+	if (unshare(CLONE_NEWPID) != 0) {
+		dprintf(report, "Sunshare: %s\n", strerror(errno));
+		_exit(0);
+	}
+	pid = fork();
+	if (pid == 0) {
+		close(report);
+		init(b, chan);
+	}
+	if (pid < 0)
+		dprintf(report, "%sfork: %s\n", errno == EAGAIN ? "A" : "S", strerror(errno));
+	else
+		dprintf(report, "P%d\n", (int)pid);
+	_exit(0);
+}
+
+static struct run *add(void)
+{
+	if (nruns == capruns) {
+		size_t cap = capruns ? 2 * capruns : 16;
+		struct run *more = realloc(runs, cap * sizeof *runs);
+
+		if (more == NULL)
+			return NULL;
+		runs = more, capruns = cap;
+	}
+	memset(&runs[nruns], 0, sizeof runs[nruns]);
+	return &runs[nruns++];
+}
+
+static void drop(struct run *r)
+{
+	*r = runs[--nruns];
+}
+
+static struct run *find(pid_t pid)
+{
+	size_t i;
+
+	for (i = 0; i < nruns; i++)
+		if (runs[i].pid == pid)
+			return &runs[i];
+	return NULL;
+}
+
+static void make(struct box *b, int sock)
+{
+	int report[2], sv[2];
+	char n[16];
+	struct run *r;
+	pid_t pid;
+
+	if (broken[0]) {
+		send_words(sock, -1, "broken", broken, NULL);
+		return;
+	}
+	if (pipe2(report, O_CLOEXEC) != 0)
+		goto refused;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+		close(report[0]), close(report[1]);
+		goto refused;
+	}
+	pid = fork();
+	if (pid == 0)
+		outer(b, sv[1], report[1]);
+	close(report[1]);
+	close(sv[1]);
+	if (pid < 0 || (r = add()) == NULL) {
+		close(report[0]), close(sv[0]);
+		goto refused;
+	}
+	r->pid = pid, r->making = 1, r->report = report[0], r->chan = sv[0];
+	return;
+refused:
+	snprintf(n, sizeof n, "%d", errno ? errno : EAGAIN);
+	send_words(sock, -1, "nospare", n, NULL);
+}
+
+/* The outer child ended: the run's init waits for its request, and the host gets
+ * its channel; or the namespace could not be made. */
+static void made(struct run *r, int sock)
+{
+	char buf[4096], rid[24], *line, *why = NULL;
+	ssize_t got = read(r->report, buf, sizeof buf - 1);
+	int again = 0;
+	pid_t init = 0;
+	size_t i;
+
+	close(r->report);
+	buf[got > 0 ? got : 0] = '\0';
+	for (line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+		if (line[0] == 'P')
+			init = (pid_t)atoi(line + 1);
+		else if (line[0] == 'S' && why == NULL)
+			why = line + 1;
+		else if (line[0] == 'A')
+			again = 1;
+	}
+	if (init > 0) {
+		snprintf(rid, sizeof rid, "%ld", ++next_rid);
+		send_words(sock, r->chan, "spare", rid, NULL);
+		close(r->chan);
+		r->making = 0, r->pid = init, r->rid = next_rid;
+		for (i = 0; i < nearly; i++)
+			if (early[i] == init) {
+				/* Ended already: the host reads what it said. */
+				early[i] = early[--nearly];
+				drop(r);
+				break;
+			}
+		return;
+	}
+	close(r->chan);
+	drop(r);
+	if (why == NULL && again) {
+		/* No process at the box's bound: the run asked for fails as a fork there
+		 * does, and the box stays whole. */
+		snprintf(rid, sizeof rid, "%d", EAGAIN);
+		send_words(sock, -1, "nospare", rid, NULL);
+		return;
+	}
+	snprintf(broken, sizeof broken, "%s", why ? why : "a run's namespace could not be made");
+	send_words(sock, -1, "broken", broken, NULL);
+}
+
+static void reap(int sock)
+{
+	char rid[24];
+	struct run *r;
+	pid_t pid;
+
+	while ((pid = waitpid(-1, NULL, WNOHANG)) > 0) {
+		r = find(pid);
+		if (r == NULL) {
+			if (nearly < sizeof early / sizeof *early)
+				early[nearly++] = pid;
+			continue;
+		}
+		if (r->making) {
+			made(r, sock);
+			continue;
+		}
+		if (r->killed) {
+			snprintf(rid, sizeof rid, "%ld", r->rid);
+			send_words(sock, -1, "ended", rid, NULL);
+		}
+		drop(r);
+	}
+}
+
+/* One request from the host; 0 at the host's end. */
+static int request(struct box *b, int sock, char *buf)
+{
+	struct message m;
+	ssize_t got = recv(sock, buf, MAX_MESSAGE, 0);
+	size_t i;
+
+	if (got < 0 && errno == EINTR)
+		return 1;
+	if (got <= 0 || unpack(buf, (size_t)got, &m) != 0)
+		return 0;
+	if (m.n && is(&m.f[0], "more")) {
+		make(b, sock);
+	} else if (m.n > 1 && is(&m.f[0], "kill")) {
+		char *rid = text(&m.f[1]);
+		long want = rid ? atol(rid) : -1;
+
+		for (i = 0; i < nruns; i++)
+			if (!runs[i].making && runs[i].rid == want)
+				break;
+		if (i == nruns) {
+			send_words(sock, -1, "ended", rid ? rid : "", NULL);
+		} else {
+			/* The init: its end kills the rest of its namespace first. */
+			runs[i].killed = 1;
+			kill(runs[i].pid, SIGKILL);
+		}
+		free(rid);
+	}
+	free(m.f);
+	return 1;
+}
+
+int warm_main(int argc, char **argv)
+{
+	static struct box b;
+	struct message m;
+	struct pollfd p[2];
+	char *buf = malloc(MAX_MESSAGE);
+	int sock, life_w, fd, life[2];
+	sigset_t chld;
+	ssize_t got;
+	size_t i;
+
+	if (argc != 6 || buf == NULL || count(argv[2], 1 << 20) < 0 ||
+	    (sock = (int)count(argv[3], 1 << 20)) < 0) {
+		say("usage: guardinit warm FD SOCK PYTHON GUARDMAIN", "", "", "");
+		return 2;
+	}
+	close((int)count(argv[2], 1 << 20));
+	/* 0, 1 and 2 open, so that no descriptor of a run gets one of their numbers. */
+	for (fd = 0; fd < 3; fd++)
+		if (fcntl(fd, F_GETFD) < 0)
+			dup2(open("/dev/null", O_RDWR), fd);
+	signal(SIGPIPE, SIG_IGN);
+	b.sup.python = argv[4];
+	b.sup.main = argv[5];
+	b.sup.chan = -1;
+	got = recv(sock, buf, MAX_MESSAGE, 0);
+	if (got <= 0 || unpack(buf, (size_t)got, &m) != 0 || setup(&b, &m) != 0)
+		return 2;
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0 || pipe2(life, O_CLOEXEC) != 0)
+		return 2;
+	/* Held open here only: each run reads its end to know this process lives. */
+	b.life = life[0];
+	life_w = life[1];
+	(void)life_w;
+	fcntl(b.life, F_SETFL, O_NONBLOCK);
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, &b.mask);
+	p[0].fd = sock, p[0].events = POLLIN;
+	p[1].fd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK), p[1].events = POLLIN;
+	if (p[1].fd < 0)
+		return 2;
+	send_words(sock, -1, "ready", NULL);
+	for (;;) {
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (p[1].revents) {
+			struct signalfd_siginfo info;
+
+			while (read(p[1].fd, &info, sizeof info) == sizeof info)
+				;
+			reap(sock);
+		}
+		if (p[0].revents && !request(&b, sock, buf))
+			break;
+	}
+	for (i = 0; i < nruns; i++)
+		kill(runs[i].pid, SIGKILL);
+	return 0;
+}
