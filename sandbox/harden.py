@@ -391,8 +391,8 @@ class Hardening:
                          f"tmpfs of {size} on the session's folder", self.tmp_why))
         if self.boxed:
             out.append(Bound("shm", "in force", f"tmpfs of {describe(lim.shm_size)}"))
-            out.append(Bound("unix_guard", "in force", "each box per run's command started "
-                             f"under it by {self.launcher().how}"))
+            out.append(Bound("unix_guard", "in force", "each boxed command (a warm run's or "
+                             f"a box per run's) started under it by {self.launcher().how}"))
         if self.host_why is None:
             self.host_group_probe()
         out.append(Bound("host_runs", "in force" if self.host_why is None else

@@ -31,8 +31,10 @@
  *
  *     The command's process tells the init on a pipe: R when the request came,
  *     E and an errno when it could not be started (said to the host as
- *     "exit exec ERRNO"), S and words when it could not be armed ("exit setup");
- *     the pipe's end of file after R is its exec. The init then says "started",
+ *     "exit exec ERRNO"), S and words when it could not be armed ("exit setup"),
+ *     G when the starter was gone as the request came (the init then ends
+ *     without a word, and the host knows the box is gone); the pipe's end of
+ *     file after R is its exec. The init then says "started",
  *     answers the guard's calls as guardinit.c does (becoming guardmain.py, with
  *     the run's channel, at the first call that needs judgement), and at the
  *     command's end kills and reaps every other process of the run's PID
@@ -481,8 +483,11 @@ static void command(const struct box *b, int chan, int sock, int report)
 	if (receive(chan, &req, fds, &nfds) != 0)
 		_exit(0); /* the host's end: no run */
 	tell(report, 'R', "", 0);
-	if (starter_gone(b->life))
-		_exit(127); /* the box is ending: no run starts in it */
+	if (starter_gone(b->life)) {
+		/* The box is ending: no run starts in it, and the init ends unheard. */
+		tell(report, 'G', "", 0);
+		_exit(127);
+	}
 	if (req.n < 4 || nfds < 3 || (cwd = text(&req.f[2])) == NULL ||
 	    (argc = atoi(text(&req.f[3]) ?: "0")) < 1 || (size_t)(4 + argc) > req.n) {
 		err = EINVAL;
@@ -586,6 +591,8 @@ static int until_started(int chan, int report)
 			else
 				continue;
 		}
+		if (buf[0] == 'G')
+			return 127;
 		if (buf[0] == 'E' && got >= 1 + (ssize_t)sizeof err) {
 			memcpy(&err, buf + 1, sizeof err);
 			snprintf(n, sizeof n, "%d", err);

@@ -307,10 +307,12 @@ def test_doctor_reports_each_protection_in_force_or_why_not() -> None:
     assert got["seccomp"] == {"name": "seccomp", "in_force": True, "why": None,
                               "how": f"libseccomp filter for {arches}"}
     assert got["shm"]["in_force"] is True
-    # Which launcher starts a box per run's command under the Unix-socket guard, and
-    # why: the compiled one where the system has a compiler (scripts/_setup.sh).
+    # Which launcher starts a boxed command under the Unix-socket guard, and why: the
+    # compiled one where the system has a compiler (scripts/_setup.sh), which is also
+    # the warm box's starter.
     assert got["unix_guard"]["how"].startswith(
-        "each box per run's command started under it by the compiled launcher, built by /")
+        "each boxed command (a warm run's or a box per run's) started under it by the "
+        "compiled launcher, built by /")
     assert got["processes"]["in_force"] is True  # a cgroup, else RLIMIT_NPROC per box
     for b in got.values():
         assert b["in_force"] == (b["why"] is None), b

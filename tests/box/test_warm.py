@@ -27,6 +27,7 @@ from sandbox.errors import SandboxUnavailable
 from sandbox.plan import RunResult
 from sandbox.session import Session
 from sandbox.startenv import box_env
+from sandbox.warm.channel import ask, recv
 from sandbox.warm.client import SPARE, WarmBox
 from sandbox.warm.seat import box_options
 
@@ -292,6 +293,37 @@ def test_a_killed_starter_is_said_never_hidden(world: World) -> None:
     with pytest.raises(SandboxUnavailable, match="warm box is gone"):
         world.run(["true"])
     assert left_after("1008") == []
+
+
+def test_a_run_asked_for_once_its_starter_is_gone_never_starts(world: World) -> None:
+    # A run made ahead is taken, then its starter dies. The box's own init is held
+    # stopped so that the box outlives the starter as long as the test needs (it ends
+    # the box otherwise, a moment later): the run sees its starter gone when its
+    # request comes, and its init ends without a word, which the host takes as the
+    # box's end. Its command never starts.
+    spares_made(world.box)
+    starter = _starter(world.box)
+    box_init = starter.parent()
+    assert box_init is not None
+    got = world.box._take()
+    assert not isinstance(got, int)
+    _, chan = got
+    marker = Path(world.project) / "started"
+    box_init.suspend()
+    try:
+        starter.kill()
+        deadline = time.monotonic() + 5
+        while starter.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+            time.sleep(0.01)
+        proc = ask(chan, ["touch", str(marker)], world.env, str(world.project))
+        assert recv(chan) is None  # gone unheard, not "exit status ..."
+        for f in (proc.stdin, proc.stdout, proc.stderr):
+            assert f is not None
+            f.close()
+        assert not marker.exists()
+    finally:
+        chan.close()
+        box_init.resume()
 
 
 def test_a_starter_that_stops_answering_is_said(world: World) -> None:
