@@ -311,8 +311,12 @@ def test_a_run_asked_for_once_its_starter_is_gone_never_starts(world: World) -> 
     marker = Path(world.project) / "started"
     box_init.suspend()
     try:
-        starter.kill()
+        # Stopped, not only sent the signal: a box init woken for it would reap the
+        # starter first.
         deadline = time.monotonic() + 5
+        while box_init.status() != psutil.STATUS_STOPPED and time.monotonic() < deadline:
+            time.sleep(0.01)
+        starter.kill()
         while starter.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
             time.sleep(0.01)
         proc = ask(chan, ["touch", str(marker)], world.env, str(world.project))
