@@ -1,7 +1,8 @@
 """The host's side of a warm box: one bwrap per session, each run started inside it.
 
 :meth:`WarmBox.start` starts bubblewrap with the session's box options and, as its
-command, the resident starter (:mod:`sandbox.warm.helper`), and waits until it is ready.
+command, the resident starter (the compiled ``sandbox/warm/warmstart.c`` or the Python
+:mod:`sandbox.warm.helper`: :mod:`sandbox.warm.starting`), and waits until it is ready.
 :meth:`WarmBox.run` runs one command there and returns the same
 :class:`~sandbox.plan.RunResult` a cold box gives: stdin written, stdout and stderr read
 and capped by the supervisor's :class:`~sandbox.process.pipes.Pipes`, timeout and

@@ -1,5 +1,9 @@
 """The resident starter inside a session's warm box: ``python3 -I -S helper.py FD``.
 
+Where the guard's launcher is compiled, the box is started by its warm mode instead
+(``sandbox/warm/warmstart.c``), which keeps this file's messages and runs; this one
+stays for the machines without a C compiler, and documents the contract.
+
 Standard library only, and nothing of the toolkit but :mod:`sandbox.warm.inbox` (from
 its own folder): it runs inside the box, as the box's command, with ``CAP_SYS_ADMIN``
 and ``CAP_SETPCAP`` in the box's user namespace and no system-call filter of its own.
