@@ -20,14 +20,14 @@
  *     run's init there, which this process adopts (it is the child subreaper).
  *     The init makes the run's mount and IPC namespaces (and network namespace,
  *     for a box without network), mounts a fresh /proc with the read-only belt
- *     and a fresh /dev/shm, makes itself not dumpable, and forks the command's
- *     process ahead too. That process drops every capability (effective,
- *     permitted, inheritable, bounding, ambient), sets no_new_privs, loads the
- *     session's filter and then the Unix-socket guard's (its listener taken by
- *     the init, as guardinit.c takes it), and waits for the run's request on the
- *     run's channel. The init keeps CAP_SYS_PTRACE alone, sets no_new_privs and
- *     loads the session's filter. So when the request comes, one recvmsg(2) and
- *     one execve(2) stand between it and the command.
+ *     and a fresh /dev/shm, makes itself not dumpable, sets no_new_privs, loads
+ *     the session's filter, and forks the command's process ahead too, under
+ *     that filter. That process drops every capability (effective, permitted,
+ *     inheritable, bounding, ambient), loads the Unix-socket guard's filter (its
+ *     listener taken by the init, as guardinit.c takes it), and waits for the
+ *     run's request on the run's channel. The init keeps CAP_SYS_PTRACE alone.
+ *     So when the request comes, one recvmsg(2) and one execve(2) stand between
+ *     it and the command.
  *
  *     The command's process tells the init on a pipe: R when the request came,
  *     E and an errno when it could not be started (said to the host as
@@ -457,8 +457,8 @@ static void command(const struct box *b, int chan, int sock, int report)
 
 	signal(SIGPIPE, SIG_DFL);
 	signal(SIGXFSZ, SIG_DFL);
-	if (keep_only(-1) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
-	    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &b->prog) != 0) {
+	/* no_new_privs and the session's filter are the init's, inherited. */
+	if (keep_only(-1) < 0) {
 		char why[300];
 
 		failed(why, sizeof why, "dropping the command's privileges", "");
@@ -624,6 +624,14 @@ static void init(struct box *b, int chan)
 		send_words(chan, -1, "exit", "setup", why, NULL);
 		_exit(127);
 	}
+	/* Under the session's filter from here, and so is the command's process: the
+	 * kernel checks and compiles it once for both. */
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+	    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &b->prog) != 0) {
+		failed(why, sizeof why, "the session's filter", "");
+		send_words(chan, -1, "exit", "setup", why, NULL);
+		_exit(127);
+	}
 	sigemptyset(&s.chld);
 	sigaddset(&s.chld, SIGCHLD);
 	s.mask = b->mask;
@@ -643,9 +651,7 @@ static void init(struct box *b, int chan)
 	close(sv[1]);
 	close(report[1]);
 	s.ptrace = keep_only(CAP_SYS_PTRACE);
-	if (s.ptrace < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
-	    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &b->prog) != 0 ||
-	    (b->guard.len && (s.listener = take_listener(s.child, sv[0])) < 0 && errno)) {
+	if (s.ptrace < 0 || (b->guard.len && (s.listener = take_listener(s.child, sv[0])) < 0 && errno)) {
 		failed(why, sizeof why, "the run's guard", "");
 		send_words(chan, -1, "exit", "setup", why, NULL);
 		_exit(127);
