@@ -386,7 +386,22 @@ def scale_cases(base: Path, rounds: int, modules: int = 200) -> Results:
         results.update(interleave({"s_boxed_true_200_modules": in_many,
                                    "s_boxed_true_plain_folder": in_few},
                                   max(2, rounds // 3), warmup=1))
+        # The same with a pause before each run, as an agent's runs come: then each
+        # finds a run made ahead, and what the 1,400 mounts cost a run being made
+        # (its mount namespace copies them) is off the run's path.
+        paced: dict[str, list[float]] = {"s_boxed_true_200_modules_paced": [],
+                                         "s_boxed_true_plain_folder_paced": []}
+        for _ in range(max(2, rounds // 3) + 1):
+            for name, fn in zip(paced, (in_many, in_few), strict=True):
+                time.sleep(PAUSE)
+                paced[name].append(timed(fn))
+        results.update({k: summary(v[1:]) for k, v in paced.items()})
     return results
+
+
+# The pause before each paced run: more than the warm box's IDLE, after which it makes
+# runs ahead again.
+PAUSE = 0.02
 
 
 # -- serve, from the Node.js client (examples/node-harness/bench.mjs) ----------------
@@ -575,6 +590,8 @@ DERIVED = {
     "e_minus_a_ms": _diff("e_host_runner", "a_bare_spawn"),
     "s_boxed_200_modules_over_plain": _ratio("s_boxed_true_200_modules",
                                              "s_boxed_true_plain_folder"),
+    "s_boxed_200_modules_over_plain_paced": _ratio("s_boxed_true_200_modules_paced",
+                                                   "s_boxed_true_plain_folder_paced"),
     "n_allow_list_open_minus_plain_ms": _diff("n_session_open_allow_list",
                                               "n_session_open_no_network"),
     "n_proxy_over_host_download": _ratio("n_100mb_through_proxy", "n_100mb_on_host"),
@@ -615,6 +632,11 @@ TARGETS: dict[str, tuple[tuple[str, ...], Callable[[Callable[[str], float]], boo
     "warm boxed hook of one program < 3x a bare spawn": (
         ("w_warm_one_program_hook_over_bare",),
         lambda v: v("w_warm_one_program_hook_over_bare") < 3),
+    "session open with 200 git modules < 150 ms": (
+        ("s_session_open_200_modules",), lambda v: v("s_session_open_200_modules") < 150),
+    "boxed run with 200 git modules <= 2x a plain folder, paced": (
+        ("s_boxed_200_modules_over_plain_paced",),
+        lambda v: v("s_boxed_200_modules_over_plain_paced") <= 2),
     "CLI run <= 4x a raw bwrap (paired)": (
         ("f_run_over_raw_bwrap_paired",), lambda v: v("f_run_over_raw_bwrap_paired") <= 4),
     "CLI hook <= CLI run + 5 ms (paired)": (
