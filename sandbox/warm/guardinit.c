@@ -4,6 +4,10 @@
  *
  * SYNOPSIS
  *     guardinit FD PYTHON GUARDMAIN PROGRAM N ROOT... M SOCKET... -- CMD [ARG...]
+ *     guardinit warm FD SOCK PYTHON GUARDMAIN
+ *
+ *     The second form is the warm box's starter (warmstart.c); what follows is the
+ *     first. The guard's parts both use are in guardcore.c.
  *
  * DESCRIPTION
  *     bwrap starts this as the box's command (under the session's filter, which
