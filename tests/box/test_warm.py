@@ -150,6 +150,34 @@ def test_no_capability_no_new_privileges_and_the_filter(world: World) -> None:
     assert r.returncode != 0, explain(r)
 
 
+def _status(pid: int) -> dict[str, str]:
+    with open(f"/proc/{pid}/status") as f:
+        return {k: v.strip() for k, _, v in (line.partition(":\t") for line in f) if v}
+
+
+def test_a_run_made_ahead_waits_already_without_privileges(world: World) -> None:
+    # What waits for a request is already as the command will be: a run made ahead
+    # holds nothing more while it waits (the compiled starter's command process, made
+    # ahead; the Python starter's init, which keeps CAP_SYS_PTRACE in its guard's
+    # thread alone).
+    spares_made(world.box)
+    inits = _starter(world.box).children()
+    assert len(inits) == SPARE
+    for init in inits:
+        waiting = init.children() if world.starter == "warm" else [init]
+        assert len(waiting) == 1, waiting
+        got = _status(waiting[0].pid)
+        for name in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+            assert int(got[name], 16) == 0, (name, got[name])
+        assert got["NoNewPrivs"] == "1" and got["Seccomp"] == "2", got
+        if world.starter == "warm":
+            # The run's init: CAP_SYS_PTRACE alone (its guard takes a caller's
+            # socket), under the same filter, and not dumpable.
+            init_caps = _status(init.pid)
+            assert int(init_caps["CapEff"], 16) == 1 << 19, init_caps["CapEff"]
+            assert init_caps["Seccomp"] == "2"
+
+
 def test_the_procfs_belt_holds_in_every_run(world: World) -> None:
     r = world.run(sh("echo x > /proc/sys/kernel/core_pattern"))
     assert r.returncode != 0 and b"Read-only file system" in r.stderr, explain(r)
