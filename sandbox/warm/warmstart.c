@@ -650,7 +650,8 @@ static void init(struct box *b, int chan)
 	}
 	close(sv[1]);
 	close(report[1]);
-	s.ptrace = keep_only(CAP_SYS_PTRACE);
+	/* CAP_SYS_PTRACE kept for the guard alone (to take a caller's socket). */
+	s.ptrace = keep_only(b->guard.len ? CAP_SYS_PTRACE : -1);
 	if (s.ptrace < 0 || (b->guard.len && (s.listener = take_listener(s.child, sv[0])) < 0 && errno)) {
 		failed(why, sizeof why, "the run's guard", "");
 		send_words(chan, -1, "exit", "setup", why, NULL);

@@ -171,10 +171,11 @@ def test_a_run_made_ahead_waits_already_without_privileges(world: World) -> None
             assert int(got[name], 16) == 0, (name, got[name])
         assert got["NoNewPrivs"] == "1" and got["Seccomp"] == "2", got
         if world.starter == "warm":
-            # The run's init: CAP_SYS_PTRACE alone (its guard takes a caller's
-            # socket), under the same filter, and not dumpable.
+            # The run's init, under the same filter: with no Unix-socket guard to
+            # answer for (these boxes have none), no capability either; a session's
+            # keeps CAP_SYS_PTRACE alone (test_warm_session.py).
             init_caps = _status(init.pid)
-            assert int(init_caps["CapEff"], 16) == 1 << 19, init_caps["CapEff"]
+            assert int(init_caps["CapEff"], 16) == 0, init_caps["CapEff"]
             assert init_caps["Seccomp"] == "2"
 
 

@@ -130,6 +130,32 @@ def test_many_threads_on_one_session(project: Path) -> None:
         assert left_after("1031") == []
 
 
+def _caps(path: str) -> int:
+    with open(path) as f:
+        return next(int(line.split()[1], 16) for line in f if line.startswith("CapEff:"))
+
+
+def test_a_run_s_guard_alone_keeps_a_capability(project: Path, starter: str) -> None:
+    # A session's runs answer their Unix-socket guard, which takes a caller's socket
+    # with CAP_SYS_PTRACE: that capability alone, and only where the guard is (the
+    # compiled starter's init; the Python one's guard thread). The command's process
+    # made ahead has none.
+    with Session.open(str(project)) as s:
+        assert s.warm is not None
+        spares_made(s.warm)
+        box_starter = next(p for p in _tree(s) if p.name() != "bwrap"
+                           and (q := p.parent()) is not None and q.name() == "bwrap")
+        for init in box_starter.children():
+            tasks = sorted(_caps(f"/proc/{init.pid}/task/{t}/status")
+                           for t in os.listdir(f"/proc/{init.pid}/task"))
+            if starter == "warm":
+                assert tasks == [1 << 19]
+                (command,) = init.children()
+                assert _caps(f"/proc/{command.pid}/status") == 0
+            else:
+                assert tasks == [0, 1 << 19]
+
+
 def test_a_dead_starter_fails_the_next_run_clearly(project: Path) -> None:
     with Session.open(str(project)) as s:
         starter = next(p for p in _tree(s) if p.name() != "bwrap"
