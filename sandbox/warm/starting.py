@@ -9,14 +9,13 @@ compiled one saves each session's open an interpreter's start."""
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable, Sequence
 
+from sandbox import sockets
 from sandbox.backends.bwrap import args_by_fd
 from sandbox.plan import LaunchPlan
 
 HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "helper.py")
-GUARDMAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "guardmain.py")
 # The starter's, in the box's user namespace only: each run's namespaces and mounts
 # (SYS_ADMIN), its loopback brought up (NET_ADMIN), dropping them (SETPCAP), and the
 # Unix-socket guard's taking a socket of a caller that is not dumpable (SYS_PTRACE).
@@ -29,11 +28,11 @@ def starter_plan(options: Sequence[str], pass_fds: tuple[int, ...], fd: int,
     command, told its end of the box's socket (``fd``): the compiled one when
     ``launcher`` is its sealed memfd, else the Python one. The options go by
     descriptor (thousands of binds would pass the kernel's ``ARG_MAX``)."""
-    python = os.path.realpath(sys.executable)
+    python = sockets.interpreter()
     command: tuple[str, ...] = (python, "-I", "-S", HELPER, str(fd))
     if launcher is not None:
         command = (f"/proc/self/fd/{launcher}", "warm", str(launcher), str(fd), python,
-                   GUARDMAIN)
+                   sockets.GUARDMAIN)
         pass_fds = (*pass_fds, launcher)
     return args_by_fd(LaunchPlan("bwrap", (*options, *(
         x for c in CAPS for x in ("--cap-add", c)), "--", *command), {}, "/",

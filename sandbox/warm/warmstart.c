@@ -607,6 +607,25 @@ static int until_started(int chan, int report)
 	}
 }
 
+/*
+ * The run's stderr, taken from the command that has just been executed with it:
+ * what the guard must say (its supervisor could not start) then reaches the run's
+ * stderr, as a box per run's PID 1 writes to the box's.
+ */
+static void take_stderr(pid_t child)
+{
+	int pidfd = (int)syscall(SYS_pidfd_open, child, 0), fd;
+
+	if (pidfd < 0)
+		return;
+	fd = (int)syscall(SYS_pidfd_getfd, pidfd, 2, 0);
+	close(pidfd);
+	if (fd >= 0) {
+		dup2(fd, 2);
+		close(fd);
+	}
+}
+
 /* The run's PID 1 (see DESCRIPTION); never returns. */
 static void init(struct box *b, int chan)
 {
@@ -665,6 +684,8 @@ static void init(struct box *b, int chan)
 		_exit(code);
 	close(report[0]);
 	send_words(chan, -1, "started", NULL);
+	if (s.listener >= 0)
+		take_stderr(s.child);
 	code = supervise(&s);
 	end_all();
 	snprintf(n, sizeof n, "%d", code);

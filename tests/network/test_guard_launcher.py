@@ -1,7 +1,8 @@
 """The launchers of a box per run (sandbox/warm/guardinit.c, compiled; sandbox/warm/
 guarded.py): the command's start, end and descriptors, the compiled launcher's own
-answers and the supervisor it becomes, and how it is built and kept
-(sandbox/initcache.py). Real boxes, real host servers, root and plain user alike."""
+answers and the supervisor it becomes (also as a warm run's PID 1, from the compiled
+starter, sandbox/warm/warmstart.c), and how it is built and kept (sandbox/initcache.py).
+Real boxes, real host servers, root and plain user alike."""
 
 from __future__ import annotations
 
@@ -34,6 +35,9 @@ pytestmark = [
 ]
 
 PY = sys.executable
+# The compiled launcher's own answers and the supervisor it becomes: the same code
+# starts a box per run's command and, as a warm run's PID 1, a warm box's.
+COMPILED = pytest.mark.parametrize("box", ("per-run", "warm"))
 world = test_unix_guard.world  # the same host services beside a project
 
 # PID 1 is still the compiled launcher (no supervisor started), or what it became.
@@ -55,7 +59,9 @@ def connect(path, kind=socket.SOCK_STREAM):
 """
 
 
-def test_a_socket_that_is_not_there_is_answered_by_the_launcher_itself(world: World) -> None:
+@COMPILED
+def test_a_socket_that_is_not_there_is_answered_by_the_launcher_itself(world: World,
+                                                                        box: str) -> None:
     # nscd's socket (glibc asks it at each user lookup), a relative path, a path through
     # a file: the kernel's own answers, and no supervisor started for them.
     code = TRY + """
@@ -65,7 +71,7 @@ subprocess.run(["id"], check=True, capture_output=True)
 subprocess.run(["ls", "-l", "/"], check=True, capture_output=True)
 print(got, pid1())
 """
-    assert out(world.run(code, box="per-run")) == "[2, 2, 20] launcher\n"
+    assert out(world.run(code, box=box)) == "[2, 2, 20] launcher\n"
 
 
 @pytest.mark.parametrize(("how", "want"), [
@@ -86,13 +92,15 @@ print(got, pid1())
      "print(socket.create_connection(l.getsockname()).getpeername() == l.getsockname())",
      "True"),
 ], ids=["abstract", "not-a-socket", "own", "datagram", "tcp"])
+@COMPILED
 def test_a_call_that_needs_judgement_starts_the_supervisor(world: World, how: str,
-                                                          want: str) -> None:
+                                                          want: str, box: str) -> None:
     code = TRY + how + "\nprint(pid1())\n"
-    assert out(world.run(code, box="per-run")) == f"{want}\nguardmain.py\n"
+    assert out(world.run(code, box=box)) == f"{want}\nguardmain.py\n"
 
 
-def test_a_command_cannot_interrupt_the_supervisor_s_start(world: World) -> None:
+@COMPILED
+def test_a_command_cannot_interrupt_the_supervisor_s_start(world: World, box: str) -> None:
     # The interpreter the launcher becomes would take SIGINT as KeyboardInterrupt from
     # its start until the supervisor set it back: a command sending SIGINT to PID 1
     # meanwhile ended its own guard, and so its box. Ignored from the exec on, the
@@ -116,11 +124,12 @@ got.append(connect('\\0hs-sigint'))
 print(got)
 """
     for _ in range(3):
-        r = world.run(code, box="per-run")
+        r = world.run(code, box=box)
         assert out(r) == "['reached', 'guardmain.py', 'reached']\n", r.stderr
 
 
-def test_the_supervisor_started_late_still_refuses_a_host_socket(world: World) -> None:
+@COMPILED
+def test_the_supervisor_started_late_still_refuses_a_host_socket(world: World, box: str) -> None:
     stream = world.serve("agent.sock")
     dgram = world.serve("log.sock", socket.SOCK_DGRAM)
     code = TRY + f"""
@@ -133,15 +142,16 @@ except OSError as err:
     got.append(err.errno)
 print(got)
 """
-    assert out(world.run(code, box="per-run")) == \
+    assert out(world.run(code, box=box)) == \
         "[2, 'launcher', 'reached', 'guardmain.py', 13, 13]\n"
     assert stream.seen == 0 and dgram.seen == 0
 
 
-def test_a_race_on_the_address_after_a_miss_never_reaches_the_host(world: World) -> None:
+@COMPILED
+def test_a_race_on_the_address_after_a_miss_never_reaches_the_host(world: World, box: str) -> None:
     server = world.serve("agent.sock")
     code = TRY + "print(connect('/run/nscd/socket'), pid1())\n" + RACE.format(path=server.path)
-    assert out(world.run(code, box="per-run")) == "2 launcher\nTrue True\n"
+    assert out(world.run(code, box=box)) == "2 launcher\nTrue True\n"
     assert server.seen == 0
 
 
@@ -173,11 +183,12 @@ print(0 in errors, 2 in errors, 13 in errors)
 """
 
 
-def test_a_race_between_a_missing_path_and_a_host_socket_is_lost(world: World) -> None:
+@COMPILED
+def test_a_race_between_a_missing_path_and_a_host_socket_is_lost(world: World, box: str) -> None:
     # The launcher refuses what it reads as missing; whatever it reads as there is the
     # supervisor's to read again and judge.
     server = world.serve("agent.sock")
-    assert out(world.run(MISS_RACE.format(path=server.path), box="per-run")) == \
+    assert out(world.run(MISS_RACE.format(path=server.path), box=box)) == \
         "False True True\n"
     assert server.seen == 0
 
@@ -208,8 +219,9 @@ print(any(got), len(got) > 100)
 """
 
 
-def test_the_supervisor_cannot_be_reached_through_its_start(world: World) -> None:
-    assert out(world.run("import os\n" + HANDOFF_REACH, box="per-run", timeout=30)) == \
+@COMPILED
+def test_the_supervisor_cannot_be_reached_through_its_start(world: World, box: str) -> None:
+    assert out(world.run("import os\n" + HANDOFF_REACH, box=box, timeout=30)) == \
         "reached guardmain.py\nFalse True\n"
 
 
@@ -227,8 +239,10 @@ print(status("self"))
 """
 
 
-def test_the_supervisor_holds_ptrace_alone_outside_the_guard_s_filter(world: World) -> None:
-    got = out(world.run(STATUS, box="per-run")).splitlines()
+@COMPILED
+def test_the_supervisor_holds_ptrace_alone_outside_the_guard_s_filter(world: World,
+                                                                       box: str) -> None:
+    got = out(world.run(STATUS, box=box)).splitlines()
     assert got[0] == "reached guardmain.py"
     ptrace = f"{1 << 19:016x}"
     # The launcher: CAP_SYS_PTRACE, ambient too (to carry it through the exec).
@@ -247,8 +261,9 @@ def test_the_supervisor_holds_ptrace_alone_outside_the_guard_s_filter(world: Wor
         "NoNewPrivs": "1", "Seccomp_filters": "2"}
 
 
+@COMPILED
 def test_a_supervisor_that_cannot_start_leaves_every_call_refused(
-        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+        world: World, monkeypatch: pytest.MonkeyPatch, box: str) -> None:
     monkeypatch.setattr(sockets, "interpreter", lambda: "/nonexistent/python3")
     server = world.serve("agent.sock")
     code = TRY + f"""
@@ -256,7 +271,7 @@ l = socket.socket(socket.AF_UNIX); l.bind("/tmp/own.sock"); l.listen()
 print([connect("/run/nscd/socket"), connect("/tmp/own.sock"), connect({server.path!r}),
        connect("/tmp/own.sock"), pid1()])
 """
-    r = world.run(code, box="per-run")
+    r = world.run(code, box=box)
     assert out(r) == "[2, 13, 13, 13, 'launcher']\n"
     assert r.stderr == (b"harness-sandbox: the Unix-socket guard's supervisor could not "
                         b"start (No such file or directory): each call it would judge is "
