@@ -272,7 +272,8 @@ static unsigned long kept_flags(const char *path)
 }
 
 /* The guard supervisor's N ROOT... M SOCKET... from two NUL-separated fields. */
-static int guard_args(struct box *b, const struct field *roots, const struct field *allowed)
+static int guard_args(struct box *b, const struct field *roots,
+		      const struct field *allowed)
 {
 	int n, m, i;
 	char **r = paths(roots, 0, &n), **s = paths(allowed, 0, &m), **out;
@@ -671,7 +672,10 @@ static void init(struct box *b, int chan)
 	close(report[1]);
 	/* CAP_SYS_PTRACE kept for the guard alone (to take a caller's socket). */
 	s.ptrace = keep_only(b->guard.len ? CAP_SYS_PTRACE : -1);
-	if (s.ptrace < 0 || (b->guard.len && (s.listener = take_listener(s.child, sv[0])) < 0 && errno)) {
+	if (b->guard.len && s.ptrace >= 0)
+		s.listener = take_listener(s.child, sv[0]);
+	/* No listener and errno 0: the command's process ended unarmed, and says why. */
+	if (s.ptrace < 0 || (b->guard.len && s.listener < 0 && errno)) {
 		failed(why, sizeof why, "the run's guard", "");
 		send_words(chan, -1, "exit", "setup", why, NULL);
 		_exit(127);
