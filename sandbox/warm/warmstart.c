@@ -248,26 +248,26 @@ static int bpf(const struct field *f, struct sock_fprog *prog)
 }
 
 /* statvfs's flags that a bind's remount must repeat (a user namespace may not
- * clear a flag locked on it, and the atime bits differ). */
+ * clear a flag locked on it, and the atime bits differ), and their mount flags. */
+static const struct {
+	unsigned long st, ms;
+} KEPT[] = {
+	{ ST_NOSUID, MS_NOSUID }, { ST_NODEV, MS_NODEV }, { ST_NOEXEC, MS_NOEXEC },
+	{ ST_NOATIME, MS_NOATIME }, { ST_NODIRATIME, MS_NODIRATIME },
+	{ ST_RELATIME, MS_RELATIME },
+};
+
 static unsigned long kept_flags(const char *path)
 {
 	struct statvfs st;
 	unsigned long out = 0;
+	size_t i;
 
 	if (statvfs(path, &st) != 0)
 		return 0;
-	if (st.f_flag & ST_NOSUID)
-		out |= MS_NOSUID;
-	if (st.f_flag & ST_NODEV)
-		out |= MS_NODEV;
-	if (st.f_flag & ST_NOEXEC)
-		out |= MS_NOEXEC;
-	if (st.f_flag & ST_NOATIME)
-		out |= MS_NOATIME;
-	if (st.f_flag & ST_NODIRATIME)
-		out |= MS_NODIRATIME;
-	if (st.f_flag & ST_RELATIME)
-		out |= MS_RELATIME;
+	for (i = 0; i < sizeof KEPT / sizeof *KEPT; i++)
+		if (st.f_flag & KEPT[i].st)
+			out |= KEPT[i].ms;
 	return out;
 }
 

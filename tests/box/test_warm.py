@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 from helpers.launchers import STARTERS
-from helpers.procs import fds_settle, left_after, running_with, spares_made
+from helpers.procs import eventually, fds_settle, left_after, running_with, spares_made
 
 from sandbox.backends.bwrap import KEYRING_LISTS, PROC_READ_ONLY
 from sandbox.backends.linux import LinuxBox
@@ -161,22 +161,27 @@ def test_a_run_made_ahead_waits_already_without_privileges(world: World) -> None
     # ahead; the Python starter's init, which keeps CAP_SYS_PTRACE in its guard's
     # thread alone).
     spares_made(world.box)
-    inits = _starter(world.box).children()
-    assert len(inits) == SPARE
-    for init in inits:
-        waiting = init.children() if world.starter == "warm" else [init]
-        assert len(waiting) == 1, waiting
-        got = _status(waiting[0].pid)
-        for name in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
-            assert int(got[name], 16) == 0, (name, got[name])
-        assert got["NoNewPrivs"] == "1" and got["Seccomp"] == "2", got
-        if world.starter == "warm":
-            # The run's init, under the same filter: with no Unix-socket guard to
-            # answer for (these boxes have none), no capability either; a session's
-            # keeps CAP_SYS_PTRACE alone (test_warm_session.py).
-            init_caps = _status(init.pid)
-            assert int(init_caps["CapEff"], 16) == 0, init_caps["CapEff"]
-            assert init_caps["Seccomp"] == "2"
+
+    def made_as_they_wait() -> None:
+        inits = _starter(world.box).children()
+        assert len(inits) == SPARE
+        for init in inits:
+            waiting = init.children() if world.starter == "warm" else [init]
+            assert len(waiting) == 1, waiting
+            got = _status(waiting[0].pid)
+            for name in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+                assert int(got[name], 16) == 0, (name, got[name])
+            assert got["NoNewPrivs"] == "1" and got["Seccomp"] == "2", got
+            if world.starter == "warm":
+                # The run's init, under the same filter: with no Unix-socket guard to
+                # answer for (these boxes have none), no capability either; a
+                # session's keeps CAP_SYS_PTRACE alone (test_warm_session.py).
+                init_caps = _status(init.pid)
+                assert int(init_caps["CapEff"], 16) == 0, init_caps["CapEff"]
+                assert init_caps["Seccomp"] == "2"
+
+    # A run is handed over once its PID 1 exists, and goes on being made meanwhile.
+    eventually(made_as_they_wait)
 
 
 def test_the_procfs_belt_holds_in_every_run(world: World) -> None:

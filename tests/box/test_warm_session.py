@@ -15,11 +15,12 @@ from pathlib import Path
 import psutil
 import pytest
 from helpers.launchers import STARTERS, launcher
-from helpers.procs import fds_settle, left_after, spares_made
+from helpers.procs import eventually, fds_settle, left_after, spares_made
 
 from sandbox.errors import SandboxUnavailable
 from sandbox.plan import RunResult
 from sandbox.session import Session
+from sandbox.warm.client import SPARE
 
 pytestmark = [
     pytest.mark.isolation,
@@ -145,15 +146,22 @@ def test_a_run_s_guard_alone_keeps_a_capability(project: Path, starter: str) -> 
         spares_made(s.warm)
         box_starter = next(p for p in _tree(s) if p.name() != "bwrap"
                            and (q := p.parent()) is not None and q.name() == "bwrap")
-        for init in box_starter.children():
-            tasks = sorted(_caps(f"/proc/{init.pid}/task/{t}/status")
-                           for t in os.listdir(f"/proc/{init.pid}/task"))
-            if starter == "warm":
-                assert tasks == [1 << 19]
-                (command,) = init.children()
-                assert _caps(f"/proc/{command.pid}/status") == 0
-            else:
-                assert tasks == [0, 1 << 19]
+
+        def as_made() -> None:
+            inits = box_starter.children()
+            assert len(inits) == SPARE
+            for init in inits:
+                tasks = sorted(_caps(f"/proc/{init.pid}/task/{t}/status")
+                               for t in os.listdir(f"/proc/{init.pid}/task"))
+                if starter == "warm":
+                    assert tasks == [1 << 19]
+                    (command,) = init.children()
+                    assert _caps(f"/proc/{command.pid}/status") == 0
+                else:
+                    assert tasks == [0, 1 << 19]
+
+        # A run is handed over once its PID 1 exists, and goes on being made meanwhile.
+        eventually(as_made)
 
 
 def test_a_dead_starter_fails_the_next_run_clearly(project: Path) -> None:

@@ -6,8 +6,11 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
+
+import psutil
 
 from helpers.paths import FIXTURES, REPO
 
@@ -73,3 +76,18 @@ def box_driver(project: Path, *argv: str) -> subprocess.Popen[bytes]:
     ``project`` running ``argv`` in its box, for a test to kill while the command runs."""
     return subprocess.Popen([sys.executable, str(FIXTURES / "box_driver.py"), str(project),
                              "--", *argv], cwd=str(REPO), stdout=subprocess.DEVNULL)
+
+
+def eventually(check: Callable[[], None], seconds: float = 5.0) -> None:
+    """``check`` until it passes, or what it raised once ``seconds`` have gone: for what
+    a box finishes a moment after the host is told (a run made ahead is handed over
+    once its PID 1 exists, and goes on making itself)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            check()
+            return
+        except (AssertionError, ValueError, OSError, psutil.Error):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
