@@ -923,7 +923,7 @@ int warm_main(int argc, char **argv)
 	struct message m;
 	struct pollfd p[2];
 	char *buf = malloc(MAX_MESSAGE);
-	int sock, life_w, fd, life[2];
+	int sock, fd, life[2];
 	sigset_t chld;
 	ssize_t got;
 	size_t i;
@@ -947,10 +947,9 @@ int warm_main(int argc, char **argv)
 		return 2;
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0 || pipe2(life, O_CLOEXEC) != 0)
 		return 2;
-	/* Held open here only: each run reads its end to know this process lives. */
+	/* life[1] is held open here only (close-on-exec, and closed in each outer
+	 * child): each run reads life[0] to know this process lives. */
 	b.life = life[0];
-	life_w = life[1];
-	(void)life_w;
 	fcntl(b.life, F_SETFL, O_NONBLOCK);
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
