@@ -6,6 +6,7 @@ built from a real session's policy and filter, as root and as a plain user.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -380,8 +381,15 @@ def test_a_starter_that_stops_answering_is_said(world: World) -> None:
         assert time.monotonic() - t < 5
         with pytest.raises(SandboxUnavailable, match="did not start a run"):
             world.run(["true"])
+
+        # The box given up on is ended, its stopped starter with it.
+        def starter_gone() -> None:
+            assert not starter.is_running() or starter.status() == psutil.STATUS_ZOMBIE
+
+        eventually(starter_gone)
     finally:
-        starter.resume()
+        with contextlib.suppress(psutil.NoSuchProcess):  # ended with its box
+            starter.resume()
 
 
 def test_a_run_whose_init_stops_answering_is_said(world: World) -> None:
