@@ -20,7 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 from helpers.launchers import STARTERS
-from helpers.procs import eventually, fds_settle, left_after, running_with, spares_made
+from helpers.procs import eventually, fds_settle, left_after, proc_status, running_with, spares_made
 
 from sandbox.backends.bwrap import KEYRING_LISTS, PROC_READ_ONLY
 from sandbox.backends.linux import LinuxBox
@@ -151,11 +151,6 @@ def test_no_capability_no_new_privileges_and_the_filter(world: World) -> None:
     assert r.returncode != 0, explain(r)
 
 
-def _status(pid: int) -> dict[str, str]:
-    with open(f"/proc/{pid}/status") as f:
-        return {k: v.strip() for k, _, v in (line.partition(":\t") for line in f) if v}
-
-
 def test_a_run_made_ahead_waits_already_without_privileges(world: World) -> None:
     # What waits for a request is already as the command will be: a run made ahead
     # holds nothing more while it waits (the compiled starter's command process, made
@@ -169,7 +164,7 @@ def test_a_run_made_ahead_waits_already_without_privileges(world: World) -> None
         for init in inits:
             waiting = init.children() if world.starter == "warm" else [init]
             assert len(waiting) == 1, waiting
-            got = _status(waiting[0].pid)
+            got = proc_status(f"/proc/{waiting[0].pid}/status")
             for name in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
                 assert int(got[name], 16) == 0, (name, got[name])
             assert got["NoNewPrivs"] == "1" and got["Seccomp"] == "2", got
@@ -177,7 +172,7 @@ def test_a_run_made_ahead_waits_already_without_privileges(world: World) -> None
                 # The run's init, under the same filter: with no Unix-socket guard to
                 # answer for (these boxes have none), no capability either; a
                 # session's keeps CAP_SYS_PTRACE alone (test_warm_session.py).
-                init_caps = _status(init.pid)
+                init_caps = proc_status(f"/proc/{init.pid}/status")
                 assert int(init_caps["CapEff"], 16) == 0, init_caps["CapEff"]
                 assert init_caps["Seccomp"] == "2"
 
@@ -290,10 +285,16 @@ def test_many_runs_at_once_leave_nothing(world: World) -> None:
     # each an init and its command's process, made ahead too): no process of a run
     # that ended is left.
     want = 2 + SPARE * (2 if world.starter == "warm" else 1)
-    deadline = time.monotonic() + 10  # the spares are made again meanwhile
-    while len(box.children(recursive=True)) != want and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert len(box.children(recursive=True)) == want
+
+    def only_those() -> None:
+        assert len(box.children(recursive=True)) == want
+
+    eventually(only_those, seconds=10)  # the spares are made again meanwhile
+
+
+def _is(p: psutil.Process, status: str, *, gone: bool = False) -> None:
+    """That ``p`` is in ``status`` (or, with ``gone``, no longer running)."""
+    assert (gone and not p.is_running()) or p.status() == status, p
 
 
 def _starter(box: WarmBox) -> psutil.Process:
@@ -348,12 +349,9 @@ def test_a_run_asked_for_once_its_starter_is_gone_never_starts(world: World) -> 
     try:
         # Stopped, not only sent the signal: a box init woken for it would reap the
         # starter first.
-        deadline = time.monotonic() + 5
-        while box_init.status() != psutil.STATUS_STOPPED and time.monotonic() < deadline:
-            time.sleep(0.01)
+        eventually(lambda: _is(box_init, psutil.STATUS_STOPPED))
         starter.kill()
-        while starter.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
-            time.sleep(0.01)
+        eventually(lambda: _is(starter, psutil.STATUS_ZOMBIE))
         proc = ask(chan, ["touch", str(marker)], world.env, str(world.project))
         assert recv(chan) is None  # gone unheard, not "exit status ..."
         for f in (proc.stdin, proc.stdout, proc.stderr):
@@ -383,10 +381,7 @@ def test_a_starter_that_stops_answering_is_said(world: World) -> None:
             world.run(["true"])
 
         # The box given up on is ended, its stopped starter with it.
-        def starter_gone() -> None:
-            assert not starter.is_running() or starter.status() == psutil.STATUS_ZOMBIE
-
-        eventually(starter_gone)
+        eventually(lambda: _is(starter, psutil.STATUS_ZOMBIE, gone=True))
     finally:
         with contextlib.suppress(psutil.NoSuchProcess):  # ended with its box
             starter.resume()

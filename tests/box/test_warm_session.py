@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 from helpers.launchers import STARTERS, launcher
-from helpers.procs import eventually, fds_settle, left_after, spares_made
+from helpers.procs import eventually, fds_settle, left_after, proc_status, spares_made
 
 from sandbox.errors import SandboxUnavailable
 from sandbox.plan import RunResult
@@ -132,8 +132,7 @@ def test_many_threads_on_one_session(project: Path) -> None:
 
 
 def _caps(path: str) -> int:
-    with open(path) as f:
-        return next(int(line.split()[1], 16) for line in f if line.startswith("CapEff:"))
+    return int(proc_status(path)["CapEff"], 16)
 
 
 def test_a_run_s_guard_alone_keeps_a_capability(project: Path, starter: str) -> None:

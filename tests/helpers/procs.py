@@ -91,3 +91,9 @@ def eventually(check: Callable[[], None], seconds: float = 5.0) -> None:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.01)
+
+
+def proc_status(path: str) -> dict[str, str]:
+    """A ``/proc/PID/status`` (or a task's) as a dict of its fields."""
+    with open(path) as f:
+        return {k: v.strip() for k, _, v in (line.partition(":\t") for line in f) if v}
