@@ -84,12 +84,11 @@ struct state {
 };
 
 void say(const char *a, const char *b, const char *c, const char *d);
-void arming_failed(const char *what, int err);
 long count(const char *s, long max);
-int decode(const char *hex, struct sock_fprog *prog);
 int keep_only(int keep);
 int load(const struct sock_fprog *prog);
 int take_listener(pid_t pid, int sock);
+int arm_command(const struct sock_fprog *guard, int sock, const char **what);
 int exit_code(int status);
 int supervise(struct state *s);
 int warm_main(int argc, char **argv);

@@ -18,13 +18,6 @@ void say(const char *a, const char *b, const char *c, const char *d)
 		return; /* nowhere else to say it */
 }
 
-
-void arming_failed(const char *what, int err)
-{
-	say("harness-sandbox: the Unix-socket guard could not be armed: ", what, ": ",
-	    strerror(err));
-}
-
 /* A count in decimal, within [0, max]; -1 for anything else. */
 long count(const char *s, long max)
 {
@@ -36,45 +29,6 @@ long count(const char *s, long max)
 	if (errno || end == s || *end || n < 0 || n > max)
 		return -1;
 	return n;
-}
-
-
-
-static int hexdigit(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-/* The guard's filter from its hex; 0, or -1 when it is no whole program. */
-int decode(const char *hex, struct sock_fprog *prog)
-{
-	size_t len = strlen(hex), size = len / 2, i;
-	unsigned char *bytes;
-
-	if (len % 2 || size == 0 || size % sizeof(struct sock_filter) ||
-	    size > PROGRAM_MAX * sizeof(struct sock_filter))
-		return -1;
-	bytes = malloc(size);
-	if (bytes == NULL)
-		return -1;
-	for (i = 0; i < size; i++) {
-		int hi = hexdigit(hex[2 * i]), lo = hexdigit(hex[2 * i + 1]);
-
-		if (hi < 0 || lo < 0) {
-			free(bytes);
-			return -1;
-		}
-		bytes[i] = (unsigned char)(hi << 4 | lo);
-	}
-	prog->len = (unsigned short)(size / sizeof(struct sock_filter));
-	prog->filter = (struct sock_filter *)bytes;
-	return 0;
 }
 
 /*
@@ -150,6 +104,41 @@ int take_listener(pid_t pid, int sock)
 	if (fd < 0 || write(sock, "", 1) != 1)
 		return -1;
 	return fd;
+}
+
+/*
+ * The command's side of the arming, in the process that will execute it:
+ * every capability dropped and, where there is a guard, its filter loaded. The
+ * listener cannot be sent to the parent (SCM_RIGHTS is a sendmsg(2), which the
+ * filter just loaded stops until someone listens): its number is written on
+ * `sock` instead, and the parent takes the descriptor itself (take_listener);
+ * this waits for that, as the listener is close-on-exec and must have another
+ * holder first. 0; or -1 and errno, with `*what` the step that failed (NULL
+ * when the parent has said why).
+ */
+int arm_command(const struct sock_fprog *guard, int sock, const char **what)
+{
+	int listener;
+	char ack;
+
+	signal(SIGPIPE, SIG_DFL);
+	signal(SIGXFSZ, SIG_DFL);
+	*what = "dropping the command's capabilities";
+	if (keep_only(-1) < 0)
+		return -1;
+	if (guard != NULL) {
+		*what = "the guard's filter";
+		listener = load(guard);
+		if (listener < 0)
+			return -1;
+		*what = NULL;
+		if (write(sock, &listener, sizeof listener) != sizeof listener ||
+		    read(sock, &ack, 1) != 1)
+			return -1;
+		close(listener);
+	}
+	close(sock);
+	return 0;
 }
 
 /* What a wait status says, as bwrap and a shell say it. */

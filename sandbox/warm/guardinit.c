@@ -84,6 +84,49 @@ struct args {
 	char **command;            /* CMD [ARG...] */
 };
 
+static void arming_failed(const char *what, int err)
+{
+	say("harness-sandbox: the Unix-socket guard could not be armed: ", what, ": ",
+	    strerror(err));
+}
+
+static int hexdigit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* The guard's filter from its hex; 0, or -1 when it is no whole program. */
+static int decode(const char *hex, struct sock_fprog *prog)
+{
+	size_t len = strlen(hex), size = len / 2, i;
+	unsigned char *bytes;
+
+	if (len % 2 || size == 0 || size % sizeof(struct sock_filter) ||
+	    size > PROGRAM_MAX * sizeof(struct sock_filter))
+		return -1;
+	bytes = malloc(size);
+	if (bytes == NULL)
+		return -1;
+	for (i = 0; i < size; i++) {
+		int hi = hexdigit(hex[2 * i]), lo = hexdigit(hex[2 * i + 1]);
+
+		if (hi < 0 || lo < 0) {
+			free(bytes);
+			return -1;
+		}
+		bytes[i] = (unsigned char)(hi << 4 | lo);
+	}
+	prog->len = (unsigned short)(size / sizeof(struct sock_filter));
+	prog->filter = (struct sock_filter *)bytes;
+	return 0;
+}
+
 static void exec_failed(const char *command, int err)
 {
 	say("bwrap: execvp ", command, ": ", strerror(err));
@@ -113,36 +156,18 @@ static int parse(int argc, char **argv, struct args *a)
 	return 0;
 }
 
-/*
- * The command's side of the fork: nothing of this process's but what execvp
- * keeps. The listener cannot be sent to the parent (SCM_RIGHTS is a sendmsg(2),
- * which the filter just loaded stops until someone listens): its number is
- * written instead, and the parent takes the descriptor itself (pidfd_getfd);
- * the child waits for that before it executes (the listener is close-on-exec:
- * it must have another holder by then).
- */
+/* The command's side of the fork: armed (arm_command), then executed with
+ * nothing of this process's but what execvp keeps. */
 static void child(const struct args *a, const struct sock_fprog *prog, int sock,
 		  const sigset_t *mask)
 {
-	int listener;
-	char ack;
+	const char *what;
 
-	signal(SIGPIPE, SIG_DFL);
-	signal(SIGXFSZ, SIG_DFL);
-	if (keep_only(-1) < 0) {
-		arming_failed("dropping the command's capabilities", errno);
+	if (arm_command(prog, sock, &what) != 0) {
+		if (what != NULL)
+			arming_failed(what, errno);
 		_exit(EXIT_ARMING);
 	}
-	listener = load(prog);
-	if (listener < 0) {
-		arming_failed("the guard's filter", errno);
-		_exit(EXIT_ARMING);
-	}
-	if (write(sock, &listener, sizeof listener) != sizeof listener ||
-	    read(sock, &ack, 1) != 1)
-		_exit(EXIT_ARMING); /* the parent has said why */
-	close(listener);
-	close(sock);
 	sigprocmask(SIG_SETMASK, mask, NULL);
 	execvp(a->command[0], a->command);
 	exec_failed(a->command[0], errno);

@@ -301,14 +301,17 @@ static int setup(struct box *b, const struct message *m)
 	long long shm;
 	char *s;
 
-	if (m->n < 6 || !is(&m->f[0], "setup") || (s = text(&m->f[1])) == NULL)
+	errno = EINVAL; /* a field that is not whole, unless a call says otherwise */
+	if (m->n != 10 || !is(&m->f[0], "setup") || (s = text(&m->f[1])) == NULL)
 		return -1;
 	shm = atoll(s);
 	snprintf(b->shm, sizeof b->shm, "size=%lld,mode=1777", shm);
 	b->read_only = paths(&m->f[2], 1, NULL);
 	b->nulled = paths(&m->f[3], 1, NULL);
-	if (b->read_only == NULL || b->nulled == NULL || bpf(&m->f[4], &b->prog) != 0 ||
-	    (s = text(&m->f[5])) == NULL)
+	if (b->read_only == NULL || b->nulled == NULL)
+		return -1;
+	errno = EINVAL; /* looking for paths left it as the last one missing said */
+	if (bpf(&m->f[4], &b->prog) != 0 || (s = text(&m->f[5])) == NULL)
 		return -1;
 	if (atol(s) > 0) {
 		struct rlimit lim = { (rlim_t)atol(s), (rlim_t)atol(s) };
@@ -317,10 +320,10 @@ static int setup(struct box *b, const struct message *m)
 			return -1;
 	}
 	b->guard.len = 0;
-	if (m->n >= 9 && m->f[6].n &&
+	if (m->f[6].n &&
 	    (bpf(&m->f[6], &b->guard) != 0 || guard_args(b, &m->f[7], &m->f[8]) != 0))
 		return -1;
-	b->own_network = m->n >= 10 && is(&m->f[9], "net");
+	b->own_network = is(&m->f[9], "net");
 	/* nodev, as the cold box's binds are: opening a cover fails, "Permission
 	 * denied", rather than reading as empty. */
 	b->null_flags = kept_flags("/dev/null") | MS_NODEV | MS_NOSUID | MS_NOEXEC;
@@ -452,35 +455,21 @@ static int receive(int chan, struct message *req, int fds[4], int *nfds)
 static void command(const struct box *b, int chan, int sock, int report)
 {
 	struct message req;
-	int fds[4], nfds, i, argc, listener, err;
-	char **argv, **envp, *cwd, *path = NULL, ack;
+	int fds[4], nfds, i, argc, err;
+	char **argv, **envp, *cwd, *path = NULL;
+	const char *what;
 	size_t e = 0;
 
-	signal(SIGPIPE, SIG_DFL);
-	signal(SIGXFSZ, SIG_DFL);
 	/* no_new_privs and the session's filter are the init's, inherited. */
-	if (keep_only(-1) < 0) {
+	if (arm_command(b->guard.len ? &b->guard : NULL, sock, &what) != 0) {
 		char why[300];
 
-		failed(why, sizeof why, "dropping the command's privileges", "");
-		tell(report, 'S', why, strlen(why));
+		if (what != NULL) {
+			failed(why, sizeof why, what, "");
+			tell(report, 'S', why, strlen(why));
+		}
 		_exit(127);
 	}
-	if (b->guard.len) {
-		listener = load(&b->guard);
-		if (listener < 0) {
-			char why[300];
-
-			failed(why, sizeof why, "the Unix-socket guard's filter", "");
-			tell(report, 'S', why, strlen(why));
-			_exit(127);
-		}
-		if (write(sock, &listener, sizeof listener) != sizeof listener ||
-		    read(sock, &ack, 1) != 1)
-			_exit(127); /* the init has said why */
-		close(listener);
-	}
-	close(sock);
 	if (receive(chan, &req, fds, &nfds) != 0)
 		_exit(0); /* the host's end: no run */
 	tell(report, 'R', "", 0);
@@ -559,6 +548,7 @@ static void unarmed(int chan, int err)
 	int fds[4], nfds;
 	char n[16];
 
+	keep_only(-1); /* nothing of the init's while it waits */
 	if (receive(chan, &req, fds, &nfds) != 0)
 		_exit(0);
 	snprintf(n, sizeof n, "%d", err);
@@ -570,7 +560,7 @@ static void unarmed(int chan, int err)
  * The command's word on `report` until it executes: 0 once it has (after its
  * request came), or the code to end with (said to the host).
  */
-static int until_started(int chan, int report)
+static int until_started(int chan, int report, int life)
 {
 	char buf[600], n[16];
 	ssize_t got;
@@ -585,8 +575,13 @@ static int until_started(int chan, int report)
 		if (buf[0] == 'R') {
 			requested = 1;
 			/* The starter is this process's parent by now (the host has the run
-			 * only once it adopted this init): its death ends the run. */
+			 * only once it adopted this init): its death ends the run. Asked
+			 * again once that is set (the command asked before it): a starter
+			 * that died in between would send no signal. The init's end kills
+			 * the command, executed or not. */
 			prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+			if (starter_gone(life))
+				return 127;
 			if (got > 1)
 				memmove(buf, buf + 1, (size_t)--got);
 			else
@@ -658,10 +653,15 @@ static void init(struct box *b, int chan)
 	/* Blocked before the fork: a child's end is never missed. */
 	sigprocmask(SIG_BLOCK, &s.chld, NULL);
 	s.signals = signalfd(-1, &s.chld, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (s.signals < 0) {
+		failed(why, sizeof why, "signalfd", "");
+		send_words(chan, -1, "exit", "setup", why, NULL);
+		_exit(127);
+	}
 	s.child = fork();
 	if (s.child == 0)
 		command(b, chan, sv[1], report[1]);
-	if (s.child < 0 || s.signals < 0) {
+	if (s.child < 0) {
 		if (errno == EAGAIN)
 			unarmed(chan, EAGAIN);
 		failed(why, sizeof why, "the command's process", "");
@@ -681,7 +681,7 @@ static void init(struct box *b, int chan)
 		_exit(127);
 	}
 	close(sv[0]);
-	code = until_started(chan, report[0]);
+	code = until_started(chan, report[0], b->life);
 	if (code < 0)
 		_exit(0); /* no request: the host gave the run up */
 	if (code > 0)
@@ -870,6 +870,10 @@ static void reap(int sock)
 		if (r == NULL) {
 			if (nearly < sizeof early / sizeof *early)
 				early[nearly++] = pid;
+			else if (!broken[0])
+				/* A run could then keep a pid reused by another: no more. */
+				snprintf(broken, sizeof broken, "%s",
+					 "too many runs ended before they were made");
 			continue;
 		}
 		if (r->making) {
@@ -917,23 +921,32 @@ static int request(struct box *b, int sock, char *buf)
 	return 1;
 }
 
+/* The starter could not start: said on the box's stderr, which the host reports
+ * with the box's end. */
+static int starting_failed(const char *what)
+{
+	say("harness-sandbox: the warm box's starter could not start: ", what, ": ",
+	    errno ? strerror(errno) : "a message it could not read");
+	return 2;
+}
+
 int warm_main(int argc, char **argv)
 {
 	static struct box b;
 	struct message m;
 	struct pollfd p[2];
 	char *buf = malloc(MAX_MESSAGE);
-	int sock, fd, life[2];
+	int self, sock, fd, life[2];
 	sigset_t chld;
 	ssize_t got;
 	size_t i;
 
-	if (argc != 6 || buf == NULL || count(argv[2], 1 << 20) < 0 ||
+	if (argc != 6 || buf == NULL || (self = (int)count(argv[2], 1 << 20)) < 0 ||
 	    (sock = (int)count(argv[3], 1 << 20)) < 0) {
 		say("usage: guardinit warm FD SOCK PYTHON GUARDMAIN", "", "", "");
 		return 2;
 	}
-	close((int)count(argv[2], 1 << 20));
+	close(self);
 	/* 0, 1 and 2 open, so that no descriptor of a run gets one of their numbers. */
 	for (fd = 0; fd < 3; fd++)
 		if (fcntl(fd, F_GETFD) < 0)
@@ -942,11 +955,12 @@ int warm_main(int argc, char **argv)
 	b.sup.python = argv[4];
 	b.sup.main = argv[5];
 	b.sup.chan = -1;
+	errno = 0;
 	got = recv(sock, buf, MAX_MESSAGE, 0);
 	if (got <= 0 || unpack(buf, (size_t)got, &m) != 0 || setup(&b, &m) != 0)
-		return 2;
+		return starting_failed("its setup from the host");
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0 || pipe2(life, O_CLOEXEC) != 0)
-		return 2;
+		return starting_failed("becoming the box's reaper");
 	/* life[1] is held open here only (close-on-exec, and closed in each outer
 	 * child): each run reads life[0] to know this process lives. */
 	b.life = life[0];
@@ -957,7 +971,7 @@ int warm_main(int argc, char **argv)
 	p[0].fd = sock, p[0].events = POLLIN;
 	p[1].fd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK), p[1].events = POLLIN;
 	if (p[1].fd < 0)
-		return 2;
+		return starting_failed("signalfd");
 	send_words(sock, -1, "ready", NULL);
 	for (;;) {
 		if (poll(p, 2, -1) < 0) {

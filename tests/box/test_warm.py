@@ -55,7 +55,7 @@ class World:
         return self.box.run(argv, env, cwd, **kw)  # type: ignore[arg-type]
 
 
-def start(session: Session, starter: str = "warm") -> WarmBox:
+def start(session: Session, starter: str = "warm", bpf: bytes | None = None) -> WarmBox:
     assert isinstance(session._box, LinuxBox) and session.hardening is not None
     backend = session._box.backend
     flt = session.hardening.filter
@@ -66,7 +66,9 @@ def start(session: Session, starter: str = "warm") -> WarmBox:
                           staged=stage is not None)
     compiled = backend.launcher() if starter == "warm" else None
     assert compiled is not None or starter == "warm-python"
-    return WarmBox.start(options, bpf=os.pread(flt.fd, flt.size, 0), shm_size=SHM,
+    if bpf is None:
+        bpf = os.pread(flt.fd, flt.size, 0)
+    return WarmBox.start(options, bpf=bpf, shm_size=SHM,
                          read_only=PROC_READ_ONLY, nulled=KEYRING_LISTS,
                          launcher=stage.argv() if stage else (), starter=compiled)
 
@@ -361,6 +363,27 @@ def test_a_run_asked_for_once_its_starter_is_gone_never_starts(world: World) -> 
     finally:
         chan.close()
         box_init.resume()
+
+
+def test_a_starter_given_a_setup_it_cannot_take_says_why(world: World) -> None:
+    # A filter that is no whole program: never a box that runs without it. The compiled
+    # starter reads it whole at its start and ends there, in its own words (it said
+    # only "it ended with status 2"); the Python one compiles it for each run, and the
+    # first run says why no run can be made.
+    if world.starter == "warm":
+        with pytest.raises(SandboxUnavailable, match=(
+                "the warm box did not start: it ended: harness-sandbox: the warm box's "
+                "starter could not start: its setup from the host: Invalid argument")):
+            start(world.session, world.starter, bpf=b"not a filter").close()
+        return
+    box = start(world.session, world.starter, bpf=b"not a filter")
+    try:
+        with pytest.raises(SandboxUnavailable, match=(
+                r"the warm box could not make a run's namespaces: \[Errno 22\] seccomp: "
+                "Invalid argument")):
+            box.run(["true"], world.env, str(world.project))
+    finally:
+        box.close()
 
 
 def test_a_starter_that_stops_answering_is_said(world: World) -> None:
