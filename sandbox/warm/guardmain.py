@@ -79,22 +79,18 @@ def main(argv: list[str]) -> int:
     while True:
         pid, status = os.waitpid(-1, 0)
         if pid == child:
-            code = os.waitstatus_to_exitcode(status)
-            code = 128 - code if code < 0 else code
             break
+    # Once the command has ended (main put this folder on the path).
+    from inbox import end_all, exit_code, say  # type: ignore[import-not-found]
+
+    code: int = exit_code(status)
     if chan >= 0:
-        _said(chan, code)
+        # A warm run's end: nothing else of it left, then its status to the host.
+        import _socket
+
+        end_all()
+        say(_socket.socket(fileno=chan), b"exit", b"status", b"%d" % code)
     return code
-
-
-def _said(chan: int, code: int) -> None:
-    """A warm run's end: nothing else of it left, then its status to the host."""
-    import _socket
-
-    from inbox import end_all, say  # type: ignore[import-not-found]  # main put it on the path
-
-    end_all()
-    say(_socket.socket(fileno=chan), b"exit", b"status", b"%d" % code)
 
 
 if __name__ == "__main__":

@@ -29,8 +29,10 @@ def starter_plan(options: Sequence[str], pass_fds: tuple[int, ...], fd: int,
     ``launcher`` is its sealed memfd, else the Python one. The options go by
     descriptor (thousands of binds would pass the kernel's ``ARG_MAX``)."""
     python = sockets.interpreter()
-    command: tuple[str, ...] = (python, "-I", "-S", HELPER, str(fd))
-    if launcher is not None:
+    command: tuple[str, ...]
+    if launcher is None:
+        command = (python, "-I", "-S", HELPER, str(fd))
+    else:
         command = (f"/proc/self/fd/{launcher}", "warm", str(launcher), str(fd), python,
                    sockets.GUARDMAIN)
         pass_fds = (*pass_fds, launcher)
