@@ -33,9 +33,10 @@ HELLO_LIMIT = 64 * 1024
 _HANDSHAKE = 0x16
 _CLIENT_HELLO = 0x01
 _SERVER_NAME = 0x0000
-# Encrypted Client Hello, and the draft before it (encrypted SNI): the server asked for
-# is inside, where only the front reads it; the outer name can be any name it serves.
-_HIDDEN_NAME = frozenset({0xfe0d, 0xffce})
+# Encrypted Client Hello (its final code point and those of its drafts 08 to 12), and
+# the draft before it (encrypted SNI): the server asked for is inside, where only the
+# front reads it; the outer name can be any name it serves.
+_HIDDEN_NAME = frozenset({*range(0xfe08, 0xfe0e), 0xffce})
 _HOST_NAME = 0x00
 # A request line (RFC 9112 3): a method, then the target and the version. Read as a
 # lenient server reads one: any letters for the method, blanks or tabs between, the
@@ -50,12 +51,17 @@ class Incomplete(ValueError):
     """More bytes are needed to read the hello."""
 
 
+class Hidden(ValueError):
+    """The hello hides the server it asks for (Encrypted Client Hello)."""
+
+
 def judge(data: bytes, *, ended: bool = False) -> tuple[str, str | None]:
     """What the box's first bytes in a tunnel are: (:data:`MORE`, None) when they do not
     tell yet (and the box has not ``ended`` its sending), (:data:`TLS`, the name its
     hello asks for or None), (:data:`CLEAR_HTTP`, None) for a request line, or
-    (:data:`OTHER`, None). Raises ValueError for a TLS hello that cannot be read, or
-    that does not end within :data:`HELLO_LIMIT` bytes."""
+    (:data:`OTHER`, None). Raises :class:`Hidden` for a TLS hello that hides the server
+    it asks for, ValueError for one that cannot be read, or that does not end within
+    :data:`HELLO_LIMIT` bytes."""
     if data[:1] == bytes([_HANDSHAKE]):
         try:
             return TLS, server_name(data)
@@ -102,7 +108,8 @@ def first_handshake(data: bytes) -> bytes:
 def server_name(data: bytes) -> str | None:
     """The host name the TLS hello at the start of ``data`` asks for (lower-case, as
     sent), or None when it names none. Raises :class:`Incomplete` when more bytes are
-    needed, ValueError when it is not a client's hello or cannot be read."""
+    needed, :class:`Hidden` when it hides the server it asks for, ValueError when it is
+    not a client's hello or cannot be read."""
     message = first_handshake(data)
     if message[0] != _CLIENT_HELLO:
         raise ValueError("the first handshake message is not a client's hello")
@@ -122,8 +129,7 @@ def server_name(data: bytes) -> str | None:
             raise ValueError("an extension is sent twice")
         seen.add(kind)
         if kind in _HIDDEN_NAME:
-            raise ValueError("the hello hides the server it asks for (Encrypted Client "
-                             "Hello)")
+            raise Hidden("Encrypted Client Hello")
         if kind == _SERVER_NAME:
             found = _host_name(body)
     return found

@@ -38,6 +38,15 @@ CONNECT_TIMEOUT = 30.0
 # process, whose limit is often 1,024: a box that opened thousands would leave the
 # harness none for its next run or its session's end. Clients open a few each.
 MAX_CLIENTS = 128
+# How long a connection may take to send its request's head.
+HEAD_WAIT = 30.0
+# A request without the session's password (a proxy on a loopback port).
+NO_PASSWORD = ("asked without the proxy's password (by a client that ignores it, or by "
+               "another local user)")
+# Chrome and Chromium send an Encrypted Client Hello (a decoy one where the site has
+# none) unless told not to.
+HIDDEN_FIX = ("the proxy reads the server a tunnel's hello asks for; start a Chromium "
+              "browser with --disable-features=EncryptedClientHello")
 # Hop-by-hop headers (RFC 9110 7.6.1) and the proxy's own: not sent to the origin.
 _DROPPED = frozenset({"connection", "proxy-connection", "keep-alive", "proxy-authorization",
                       "proxy-authenticate", "te", "trailer", "upgrade", "host"})
@@ -102,6 +111,7 @@ class Proxy:
     def __init__(self, entries: Sequence[allow.Entry], token: str = "") -> None:
         self.entries = tuple(entries)
         self.token = token
+        self._token = token.encode()
         self.own = own_addresses()
         self._refusals: dict[tuple[str, int], Refusal] = {}
         # Every refusal in order, for the runs that ask what they were refused.
@@ -119,11 +129,13 @@ class Proxy:
 
     @classmethod
     def start(cls, entries: Sequence[allow.Entry], *, path: str = "",
-              port: int | None = None, token: str = "") -> Proxy:
+              port: int | None = None) -> Proxy:
         """Listen on the Unix socket ``path``, or on 127.0.0.1 (``port``, 0 for any),
-        where any local user can connect: there each request must carry ``token`` as
-        its ``Proxy-Authorization`` password."""
-        self = cls(entries, token)
+        where any local user can connect: there each request must carry :attr:`token`,
+        a password made here, as its ``Proxy-Authorization``."""
+        import secrets
+
+        self = cls(entries, "" if port is None else secrets.token_urlsafe(18))
         self.path = path
         self.port = -1 if port is None else port
         self._thread.start()
@@ -228,7 +240,8 @@ class Proxy:
 
     async def _handle(self, reader: asyncio.StreamReader,
                       writer: asyncio.StreamWriter) -> None:
-        raw = await reader.readuntil(b"\r\n\r\n")
+        # Within a time: a connection that says nothing holds one of MAX_CLIENTS.
+        raw = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEAD_WAIT)
         if len(raw) > HEAD_LIMIT:
             raise ValueError("request head too long")
         try:
@@ -244,16 +257,16 @@ class Proxy:
                                  "takes CONNECT host:port or an absolute http:// URL.\n"))
             await writer.drain()
             return
-        if self.token and not _authorized(raw, self.token):
+        if self._token and not _authorized(raw, self._token):
             writer.write(_answer(407, "Proxy Authentication Required", "harness-sandbox: "
                                  "the proxy asks for the password in the box's proxy "
                                  "variables.\n",
                                  'Proxy-Authenticate: Basic realm="harness-sandbox"\r\n'))
             await writer.drain()
-            raise Refused(request.host, request.port, "asked without the proxy's password "
-                          "(by a client that ignores it, or by another local user)",
-                          said=False, fix="use a client that sends the user and password "
-                          "of the box's proxy URL (HTTPS_PROXY)")
+            # Said once for all, not by the host each asked for: another local user
+            # chooses those, as many as it likes.
+            raise Refused("", 0, NO_PASSWORD, said=False, fix="use a client that sends "
+                          "the user and password of the box's proxy URL (HTTPS_PROXY)")
         up_reader, up_writer = await self._open(request.host, request.port)
         try:
             if request.tunnel:
@@ -298,6 +311,10 @@ class Proxy:
         while True:
             try:
                 kind, name = hello.judge(data, ended=ended)
+            except hello.Hidden as err:
+                raise Refused(request.host, request.port, f"its TLS hello in the tunnel "
+                              f"hides the server it asks for ({err})", said=False,
+                              fix=HIDDEN_FIX) from None
             except ValueError as err:
                 raise Refused(request.host, request.port, f"its TLS hello in the tunnel "
                               f"cannot be read ({err})", said=False,
@@ -422,7 +439,7 @@ def _forbidden(err: Refused) -> bytes:
                    "host to [sandbox] network in the user config.\n")
 
 
-def _authorized(raw: bytes, token: str) -> bool:
+def _authorized(raw: bytes, token: bytes) -> bool:
     """Whether the request head carries ``token`` as its Basic proxy password."""
     import base64
     import hmac
@@ -438,7 +455,7 @@ def _authorized(raw: bytes, token: str) -> bool:
             given = base64.b64decode(encoded.strip(), validate=True).decode("utf-8")
         except ValueError:
             return False
-        return hmac.compare_digest(given.partition(":")[2].encode(), token.encode())
+        return hmac.compare_digest(given.partition(":")[2].encode(), token)
     return False
 
 

@@ -38,10 +38,8 @@ class Network:
 
         entries = allow.parse_all(policy.network_allow)
         if loopback:
-            import secrets
-
             try:
-                return cls(Proxy.start(entries, port=0, token=secrets.token_urlsafe(18)))
+                return cls(Proxy.start(entries, port=0))
             except OSError as err:
                 raise SandboxUnavailable(f"the session's network proxy could not start: "
                                          f"{err}", "check that 127.0.0.1 can be listened "
@@ -72,8 +70,13 @@ class Network:
             by_host.setdefault(r.host, []).append(r)
         out = []
         for host, rs in by_host.items():
-            ports = ", ".join(str(r.port) for r in rs)
             n = sum(r.times for r in rs)
+            if not host:  # asked without the password: once for every host
+                out.append(f"network: the proxy refused {n} request{'s' if n > 1 else ''} "
+                           "without its password (from a client that ignores it, or from "
+                           f"another local user); {rs[0].fix}")
+                continue
+            ports = ", ".join(str(r.port) for r in rs)
             out.append(f"network: the box was refused {escape(host)} (port {ports}, "
                        f"{n} time{'s' if n > 1 else ''}): {rs[0].why}; {rs[0].fix}")
         return out

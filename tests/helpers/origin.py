@@ -1,11 +1,14 @@
-"""A real HTTP origin on 127.0.0.1 for network tests: serves a folder, counts requests."""
+"""Real origins on 127.0.0.1 for network tests: an HTTP server of a folder (counting
+requests), one over TLS, and a bare TCP server answering each connection its own way."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import http.server
+import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -84,3 +87,34 @@ def serving_tls(root: Path, keys: Path) -> Iterator[TlsOrigin]:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+@contextmanager
+def listening(handle: Callable[[socket.socket], None]) -> Iterator[int]:
+    """A TCP server on 127.0.0.1 that answers each connection with ``handle``, one at a
+    time; yields its port. It ends on a last connection of its own, not by closing the
+    socket under the thread waiting in ``accept`` (whose next call could then take a
+    later test's socket, by the same number, and its connections)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    done = threading.Event()
+
+    def serve() -> None:
+        while True:
+            conn, _ = listener.accept()
+            with conn:
+                if done.is_set():
+                    return
+                conn.settimeout(5.0)
+                with contextlib.suppress(OSError):
+                    handle(conn)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield port
+    finally:
+        done.set()
+        socket.create_connection(("127.0.0.1", port)).close()
+        thread.join()
+        listener.close()

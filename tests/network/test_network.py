@@ -15,11 +15,11 @@ import stat
 import subprocess
 import sys
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from helpers.origin import free_port, serving, serving_tls
+from helpers.origin import free_port, listening, serving, serving_tls
 
 from sandbox.network import allow
 from sandbox.network.box import BOX_SOCKET, PROXY_PORT, no_proxy, proxy_env
@@ -358,6 +358,17 @@ def test_a_platform_without_a_box_for_the_list_refuses_it(project: Path) -> None
 # -- the macOS box: the proxy on 127.0.0.1, one port in its profile ------------------
 
 
+def _recording(heads: list[bytes]) -> Callable[[socket.socket], None]:
+    """An origin's answer to a connection: its request head kept in ``heads``."""
+    def answer(conn: socket.socket) -> None:
+        head = b""
+        while b"\r\n\r\n" not in head and (got := conn.recv(4096)):
+            head += got
+        heads.append(head)
+        conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 3\r\n\r\nok\n")
+    return answer
+
+
 def test_a_box_on_the_hosts_network_gets_the_proxy_on_a_loopback_port(
         project: Path, site: tuple[Path, int]) -> None:
     # The proxy itself is the same on every platform: tried for real here, from the
@@ -367,41 +378,65 @@ def test_a_box_on_the_hosts_network_gets_the_proxy_on_a_loopback_port(
     from sandbox.policy import Policy
 
     _, port = site
-    policy = Policy.from_settings(str(project), listed(f"127.0.0.1:{port}"),
-                                  private_tmp="/nonexistent", platform="darwin")
-    box = choose(policy)
-    net = box.proxy()
-    assert net is not None and net.port > 0 and net.proxy.path == ""
-    assert box.policy.proxy_port == net.port
-    token = box.policy.proxy_token
-    assert len(token) >= 24 and token == net.proxy.token
-    proxy = f"http://box:{token}@127.0.0.1:{net.port}"
-    assert box.backend.plan(["/usr/bin/true"]).env["HTTPS_PROXY"] == proxy
-    other = free_port()
-    try:
-        ok = subprocess.run([*CURL, "-x", proxy, f"http://127.0.0.1:{port}/hello.txt"],
-                            capture_output=True)
-        tunnel = subprocess.run([*CURL, "-x", proxy, "-p",
-                                 f"http://127.0.0.1:{port}/hello.txt"], capture_output=True)
-        no = subprocess.run([*CURL, "-x", proxy, "-w", "%{http_code}",
-                             f"http://127.0.0.1:{other}/"], capture_output=True)
-        # Another local user reaches the port, not the proxy: no password, or a wrong one.
-        bare, wrong = (subprocess.run(
-            [*CURL, "-x", url, "-w", "%{http_code}", f"http://127.0.0.1:{port}/hello.txt"],
-            capture_output=True) for url in (f"http://127.0.0.1:{net.port}",
-                                             f"http://box:x{token}@127.0.0.1:{net.port}"))
-    finally:
-        net.close()
+    heads: list[bytes] = []
+    with listening(_recording(heads)) as seen:
+        policy = Policy.from_settings(str(project),
+                                      listed(f"127.0.0.1:{port}", f"127.0.0.1:{seen}"),
+                                      private_tmp="/nonexistent", platform="darwin")
+        box = choose(policy)
+        net = box.proxy()
+        assert net is not None and net.port > 0 and net.proxy.path == ""
+        assert box.policy.proxy_port == net.port
+        token = box.policy.proxy_token
+        assert len(token) >= 24 and token == net.proxy.token
+        proxy = f"http://box:{token}@127.0.0.1:{net.port}"
+        assert box.backend.plan(["/usr/bin/true"]).env["HTTPS_PROXY"] == proxy
+        other = free_port()
+        try:
+            ok = subprocess.run([*CURL, "-x", proxy, f"http://127.0.0.1:{port}/hello.txt"],
+                                capture_output=True)
+            passed = subprocess.run([*CURL, "-x", proxy, f"http://127.0.0.1:{seen}/x"],
+                                    capture_output=True)
+            tunnel = subprocess.run([*CURL, "-x", proxy, "-p",
+                                     f"http://127.0.0.1:{port}/hello.txt"], capture_output=True)
+            no = subprocess.run([*CURL, "-x", proxy, "-w", "%{http_code}",
+                                 f"http://127.0.0.1:{other}/"], capture_output=True)
+            # Another local user reaches the port, not the proxy: no password, a wrong one
+            # (of the same length), another scheme, or a tunnel asked for without one.
+            bare, wrong, bearer = (subprocess.run(
+                [*CURL, "-x", f"http://127.0.0.1:{net.port}", *how, "-i",
+                 f"http://127.0.0.1:{port}/hello.txt"], capture_output=True) for how in (
+                    [], ["-U", f"box:{token[::-1]}"],
+                    ["-H", f"Proxy-Authorization: Bearer {token}"]))
+            connect = subprocess.run([*CURL, "-x", f"http://127.0.0.1:{net.port}", "-p", "-v",
+                                      f"http://127.0.0.1:{port}/hello.txt"],
+                                     capture_output=True)
+            report = net.report()
+        finally:
+            net.close()
     assert ok.stdout == b"hello from the origin\n"
+    # The password is the proxy's: the origin never sees it.
+    assert passed.stdout == b"ok\n", passed
+    assert len(heads) == 1 and b"proxy-authorization" not in heads[0].lower(), heads
+    assert token.encode() not in heads[0]
     assert tunnel.returncode != 0  # clear HTTP in a tunnel: refused after the password
     assert no.stdout.endswith(b"403")
-    for r in (bare, wrong):
-        assert r.stdout.endswith(b"407") and b"hello" not in r.stdout, r
+    for r in (bare, wrong, bearer):
+        assert r.stdout.startswith(b"HTTP/1.1 407 Proxy Authentication Required\r\n"), r
+        assert b'\r\nProxy-Authenticate: Basic realm="harness-sandbox"\r\n' in r.stdout
+        assert r.stdout.endswith(b"\r\n\r\nharness-sandbox: the proxy asks for the "
+                                 b"password in the box's proxy variables.\n"), r
+    assert b"< HTTP/1.1 407 Proxy Authentication Required" in connect.stderr, connect
+    # Said once for all the hosts they named, which another local user chooses.
     assert net.proxy.since(0) == (
         ("127.0.0.1", port, "clear HTTP inside a CONNECT tunnel"),
         ("127.0.0.1", other, "not on the [sandbox] network list"),
-        *[("127.0.0.1", port, "asked without the proxy's password (by a client that "
-           "ignores it, or by another local user)")] * 2)
+        *[("", 0, "asked without the proxy's password (by a client that ignores it, or "
+           "by another local user)")] * 4)
+    assert report[-1] == (
+        "network: the proxy refused 4 requests without its password (from a client that "
+        "ignores it, or from another local user); use a client that sends the user and "
+        "password of the box's proxy URL (HTTPS_PROXY)")
 
 
 def test_the_macos_profile_opens_only_the_proxys_port(project: Path, tmp_path: Path) -> None:

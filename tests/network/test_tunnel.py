@@ -7,16 +7,13 @@ proxy."""
 
 from __future__ import annotations
 
-import contextlib
 import socket
 import ssl
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers.origin import TlsOrigin, serving, serving_tls
+from helpers.origin import TlsOrigin, listening, serving, serving_tls
 
 from sandbox.network import hello
 from sandbox.network.box import PROXY_PORT
@@ -178,37 +175,6 @@ def test_clear_http_in_a_tunnel_is_refused(project: Path, site: Path,
         "tunnel)"]
 
 
-@contextmanager
-def _listening(handle: Callable[[socket.socket], None]) -> Iterator[int]:
-    """A TCP server on 127.0.0.1 that answers each connection with ``handle``, one at a
-    time; yields its port. It ends on a last connection of its own, not by closing the
-    socket under the thread waiting in ``accept`` (whose next call could then take a
-    later test's socket, by the same number, and its connections)."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    port = listener.getsockname()[1]
-    done = threading.Event()
-
-    def serve() -> None:
-        while True:
-            conn, _ = listener.accept()
-            with conn:
-                if done.is_set():
-                    return
-                conn.settimeout(5.0)
-                with contextlib.suppress(OSError):
-                    handle(conn)
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield port
-    finally:
-        done.set()
-        socket.create_connection(("127.0.0.1", port)).close()
-        thread.join()
-        listener.close()
-
-
 @pytest.fixture
 def banner() -> Iterator[int]:
     """A server that speaks first (as SMTP or ssh do), then echoes one line."""
@@ -222,7 +188,7 @@ def banner() -> Iterator[int]:
             line += got
         conn.sendall(b"250 " + line)
 
-    with _listening(speak_first) as port:
+    with listening(speak_first) as port:
         yield port
 
 
@@ -308,14 +274,39 @@ def test_a_hand_made_hello_is_read_as_a_real_one() -> None:
     ([(0, _names(b"a.example/x"))], "not a host name"),
     ([(0, _names(b""))], "not a host name"),
     ([(0, b"\x00\x09\x00\x00\x20")], "ends inside a field"),
-    # A listed outer name, and the real one encrypted for the front (ECH, then ESNI).
-    ([(0, _names(b"pypi.org")), (0xfe0d, b"\x00" * 8)], "hides the server"),
-    ([(0xffce, b"\x00" * 8), (0, _names(b"pypi.org"))], "hides the server"),
 ])
 def test_a_hello_naming_servers_in_a_way_of_its_own_is_refused(
         extensions: list[tuple[int, bytes]], why: str) -> None:
     with pytest.raises(ValueError, match=why):
         hello.judge(_built(*extensions))
+
+
+# A listed outer name, and the real one encrypted for the front: Encrypted Client Hello,
+# one of its drafts, and the encrypted SNI before them.
+@pytest.mark.parametrize("kind", [0xfe0d, 0xfe08, 0xffce])
+def test_a_hello_that_hides_its_server_is_refused(kind: int) -> None:
+    with pytest.raises(hello.Hidden, match="Encrypted Client Hello"):
+        hello.judge(_built((0, _names(b"pypi.org")), (kind, b"\x00" * 8)))
+    with pytest.raises(hello.Hidden):
+        hello.judge(_built((kind, b"\x00" * 8), (0, _names(b"pypi.org"))))
+
+
+def test_a_hidden_server_is_refused_in_the_tunnel_with_its_own_fix(
+        project: Path, site: Path) -> None:
+    # The hello names a listed server outside and hides the one it asks for: it never
+    # reaches the origin, and the user is told what makes a browser send one.
+    ech = _built((0xfe0d, b"\x00" * 8), (0, _names(b"pypi.org")))
+    escaped = ech.decode("latin-1").encode("unicode_escape").decode("ascii")
+    with serving(site) as port, Session.open(str(project), listed(f"127.0.0.1:{port}")) as s:
+        r = s.run(["/usr/bin/python3", "-I", "-c", RAW_CLIENT, str(port), escaped])
+    assert r.stdout == b"b''\n", out(r)
+    assert r.refused == (("127.0.0.1", port, "its TLS hello in the tunnel hides the server "
+                          "it asks for (Encrypted Client Hello)"),)
+    assert [w for w in s.warnings if w.startswith("network:")] == [
+        f"network: the box was refused 127.0.0.1 (port {port}, 1 time): its TLS hello in "
+        "the tunnel hides the server it asks for (Encrypted Client Hello); the proxy reads "
+        "the server a tunnel's hello asks for; start a Chromium browser with "
+        "--disable-features=EncryptedClientHello"]
 
 
 @pytest.mark.parametrize(("data", "ended", "kind"), [
@@ -357,7 +348,7 @@ def lenient() -> Iterator[tuple[int, list[bytes]]]:
         conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close"
                      b"\r\n\r\nok\n")
 
-    with _listening(read_on) as port:
+    with listening(read_on) as port:
         yield port, got
 
 
