@@ -9,7 +9,10 @@ folder missing above it, listed in its manifest and removed at its end if still 
 so the box cannot make it and fill it: an empty ``~/.gitconfig`` or ``~/.bashrc`` is
 what none is to git and to bash. Not ``~/.bash_profile`` or ``~/.bash_login``, whose
 being there would hide ``~/.profile`` from a login bash: those the session's end says
-if the box made them, as is one reached through a link in such a folder.
+if the box made them, as is one reached through a link in such a folder. One that is
+itself a link there, or is reached through one, refuses the session
+(:func:`sandbox.policy.Policy.from_settings`): the box could write what it leads to, or
+point it elsewhere. What is bound is named by its folder's real path (:func:`as_bound`).
 """
 
 from __future__ import annotations
@@ -21,10 +24,12 @@ from pathguard.records import NamedTuple
 from sandbox.beneath import link_on_the_way
 
 # Under the home folder: git's and the shells' files, and git's folder.
-HOME_FILES = (".gitconfig", ".bashrc", ".bash_profile", ".bash_login", ".profile",
-              ".zshrc", ".zshenv", ".zprofile", ".zlogin")
-HOME_FOLDERS = (".config/git",)
-HOME_LATE_FILES = (".config/fish/config.fish",)
+# (~/.bash_aliases is what Debian's and Ubuntu's ~/.bashrc reads; fish runs every file
+# of its folder's conf.d, so the whole folder is covered.)
+HOME_FILES = (".gitconfig", ".bashrc", ".bash_aliases", ".bash_profile", ".bash_login",
+              ".profile", ".bash_logout", ".zshrc", ".zshenv", ".zprofile", ".zlogin",
+              ".zlogout")
+HOME_FOLDERS = (".config/git", ".config/fish")
 
 
 def _kinds(env: Mapping[str, str], home: str) -> dict[str, bool]:
@@ -33,11 +38,11 @@ def _kinds(env: Mapping[str, str], home: str) -> dict[str, bool]:
     xdg_data = env.get("XDG_DATA_HOME") or ""
     named = [*((os.path.join(home, n), False) for n in HOME_FILES),
              *((os.path.join(home, n), True) for n in HOME_FOLDERS),
-             *((os.path.join(home, n), False) for n in HOME_LATE_FILES),
              *((p, True) for p in (
                  env.get("HARNESS_HOME") or "",
                  os.path.join(xdg_config, "harness") if xdg_config else "",
                  os.path.join(xdg_config, "git") if xdg_config else "",
+                 os.path.join(xdg_config, "fish") if xdg_config else "",
                  os.path.join(home, ".config", "harness"),
                  os.path.join(xdg_data, "harness") if xdg_data else "",
                  os.path.join(home, ".local", "share", "harness"))),
@@ -121,6 +126,12 @@ def inside(roots: Iterable[str], env: Mapping[str, str], home: str) -> tuple[str
         if any(_under(os.path.realpath(os.path.dirname(p)), r) or _under(p, r) for r in real):
             out.append(p)
     return tuple(out)
+
+
+def as_bound(path: str) -> str:
+    """``path`` as the box binds it: its folder's real path (the session's roots are
+    real; a home reached through a link is named by where it is), then its name."""
+    return os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
 
 
 def present(paths: Iterable[str]) -> tuple[str, ...]:

@@ -181,9 +181,17 @@ def _host_reads(writable: tuple[str, ...], env: Mapping[str, str], home: str
     """What the host reads to decide what to run that lies in a ``[sandbox] writable``
     folder and exists (see :mod:`sandbox.hostreads`). Raises :class:`PolicyError` for
     one reached through a link in such a folder: the box could point it elsewhere."""
-    from .hostreads import inside, present
+    from .hostreads import as_bound, inside, present
 
-    reads = present(inside(writable, env, home)) if writable else ()
+    named = inside(writable, env, home) if writable else ()
+    for p in named:
+        if os.path.islink(p):
+            raise PolicyError(
+                f"{escape(p)}, which the host reads to decide what to run, is a link in a "
+                "folder the box can write (it could point it elsewhere, or write what it "
+                f"leads to): make {escape(p)} what it leads to, or leave its folder out "
+                "of [sandbox] writable")
+    reads = present(named)
     real = tuple(os.path.realpath(w) for w in writable)
     for p in reads:
         link = link_on_the_way(p, real)
@@ -193,7 +201,7 @@ def _host_reads(writable: tuple[str, ...], env: Mapping[str, str], home: str
                 f"through {escape(link)}, a link in a folder the box can write (it could "
                 f"point it elsewhere): make {escape(link)} the folder it leads to, or "
                 "leave its folder out of [sandbox] writable")
-    return reads
+    return tuple(map(as_bound, reads))
 
 
 def _session_place(project: str, s: SandboxSettings, env: Mapping[str, str] | None,

@@ -146,7 +146,7 @@ def _make_missing(layout: GitLayout, manifest: str, roots: tuple[str, ...], *, t
                     dirs=(*layout.make_dirs, *reads.folders, *tools),
                     files=(*layout.make_files, *((f, b"") for f in reads.files)),
                     protected=(*layout.protected, *toolconfigs.folders(roots[0]),
-                               *hostreads.candidates(env, home)))
+                               *map(hostreads.as_bound, hostreads.candidates(env, home))))
     return _with_views(layout, roots, env, tmp)
 
 

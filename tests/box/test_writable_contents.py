@@ -221,8 +221,9 @@ def test_covers_are_named_by_real_paths_and_skip_what_hides_profile(tmp_path: Pa
     link.symlink_to(real)
     got = hostreads.covers([str(link)], {}, str(link))
     assert got.files == tuple(str(real / n) for n in (
-        ".gitconfig", ".profile", ".zshrc", ".zshenv", ".zprofile", ".zlogin",
-        ".config/fish/config.fish"))
+        ".gitconfig", ".bash_aliases", ".profile", ".bash_logout", ".zshrc", ".zshenv",
+        ".zprofile", ".zlogin", ".zlogout"))
+    # fish's whole folder: it runs every file of its conf.d.
     assert got.folders == tuple(str(real / n) for n in (
         ".config", ".config/git", ".config/fish", ".config/harness", ".local",
         ".local/share", ".local/share/harness"))
@@ -267,3 +268,62 @@ def test_a_missing_name_through_a_link_is_not_made_but_said(project: Path,
     assert r.returncode == 0, r
     assert (f"the box made {home}/.config/git, which the host reads to decide what to run "
             "(git, a shell, or this toolkit); check it before you use them") in s.warnings
+
+
+def test_a_home_reached_through_a_link_opens_with_its_files_read_only(
+        project: Path, outside: Path) -> None:
+    """HOME named through a link (as /home is on some systems): what the host reads is
+    bound by where it is, and the session opens (it failed at its own plan)."""
+    real = outside / "var-home"
+    real.mkdir()
+    (real / ".bashrc").write_text("# reviewed\n")
+    linked = outside / "home-link"
+    linked.symlink_to(real)
+    env = {**os.environ, "HOME": str(linked)}
+    for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "HARNESS_HOME"):
+        env.pop(name, None)
+    settings = SandboxSettings(writable=(str(linked),), hide_defaults=False)
+    with Session.open(str(project), settings, env=env) as s:
+        r = s.run(["sh", "-c", f"echo x >> {linked}/.bashrc; echo x >> {real}/.bashrc"])
+    assert r.stderr.count(b"Read-only file system") == 2, r
+    assert (real / ".bashrc").read_text() == "# reviewed\n"
+
+
+@pytest.mark.parametrize("target", ["dotfiles/bashrc", "dotfiles/missing"])
+def test_a_file_the_host_reads_that_is_a_link_refuses_the_session(
+        project: Path, outside: Path, target: str) -> None:
+    """~/.bashrc a link into the writable home (a dotfiles layout): the box could write
+    what it leads to, or point it elsewhere, and the host reads it. Refused, naming the
+    link and the fix."""
+    home = outside / "stow-home"
+    (home / "dotfiles").mkdir(parents=True)
+    (home / "dotfiles" / "bashrc").write_text("# reviewed\n")
+    (home / ".bashrc").symlink_to(home / target)
+    env = {**os.environ, "HOME": str(home)}
+    for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "HARNESS_HOME"):
+        env.pop(name, None)
+    settings = SandboxSettings(writable=(str(home),), hide_defaults=False)
+    with pytest.raises(PolicyError) as err, Session.open(str(project), settings, env=env):
+        pass
+    assert str(err.value) == (
+        f"{home}/.bashrc, which the host reads to decide what to run, is a link in a "
+        "folder the box can write (it could point it elsewhere, or write what it leads "
+        f"to): make {home}/.bashrc what it leads to, or leave its folder out of "
+        "[sandbox] writable")
+
+
+def test_fish_s_folder_is_covered_whole(project: Path, outside: Path) -> None:
+    """fish runs every file of ~/.config/fish/conf.d: made for the session as an empty
+    read-only folder (a cover of config.fish alone made the folder the box then filled),
+    and gone at the end."""
+    home = outside / "fish-home"
+    home.mkdir()
+    env = {**os.environ, "HOME": str(home)}
+    for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "HARNESS_HOME"):
+        env.pop(name, None)
+    settings = SandboxSettings(writable=(str(home),), hide_defaults=False)
+    fish = home / ".config" / "fish"
+    with Session.open(str(project), settings, env=env) as s:
+        r = s.run(["sh", "-c", f"mkdir {fish}/conf.d || echo 'touch x' > {fish}/config.fish"])
+        assert r.returncode != 0 and b"Read-only file system" in r.stderr, r
+    assert not fish.exists()
