@@ -58,17 +58,35 @@ def test_a_writable_home_keeps_what_the_host_runs_from(project: Path, home: Path
     assert not marker.exists()
 
 
-def test_a_login_file_the_box_makes_is_said_at_the_end(project: Path, home: Path) -> None:
-    """~/.bash_profile is not made for the session (a login bash would then skip
-    ~/.profile): one the box makes is said."""
+@pytest.mark.parametrize("name", [".bash_profile", ".bash_login"])
+def test_a_login_file_the_box_makes_is_said_at_the_end(project: Path, home: Path,
+                                                      name: str) -> None:
+    """~/.bash_profile and ~/.bash_login are not made for the session (a login bash
+    would then skip ~/.profile): one the box makes is said."""
     env = {**os.environ, "HOME": str(home)}
     env.pop("XDG_CONFIG_HOME", None)
     settings = SandboxSettings(writable=(str(home),), hide_defaults=False)
     with Session.open(str(project), settings, env=env) as s:
-        r = s.run(["sh", "-c", f"echo 'touch /tmp/x' > {home}/.bash_profile"])
+        r = s.run(["sh", "-c", f"echo 'touch /tmp/x' > {home}/{name}"])
         assert r.returncode == 0, r
-    assert (f"the box made {home}/.bash_profile, which the host reads to decide what to "
+    assert (f"the box made {home}/{name}, which the host reads to decide what to "
             "run (git, a shell, or this toolkit); check it before you use them") in s.warnings
+
+
+def test_git_s_global_config_named_by_its_variable_is_covered(project: Path,
+                                                               outside: Path) -> None:
+    """GIT_CONFIG_GLOBAL naming a missing file in a writable folder: made empty and
+    read-only for the session, so the box cannot write the config host git reads, and
+    removed at the end."""
+    folder = outside / "cfg"
+    folder.mkdir()
+    config = folder / "gitconfig"
+    env = {**os.environ, "HOME": str(outside / "nohome"), "GIT_CONFIG_GLOBAL": str(config)}
+    settings = SandboxSettings(writable=(str(folder),), hide_defaults=False)
+    with Session.open(str(project), settings, env=env) as s:
+        r = s.run(["sh", "-c", f"printf '[core]\\n\\tfsmonitor = x\\n' > {config}"])
+        assert r.returncode != 0 and b"Read-only file system" in r.stderr, r
+    assert not config.exists()
 
 
 @pytest.mark.parametrize("warm", [True, False], ids=["warm", "cold"])
