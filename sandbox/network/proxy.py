@@ -83,6 +83,7 @@ class _Request(NamedTuple):
     tunnel: bool
     head: bytes  # what to send the origin first (empty for a tunnel)
     body: int = 0  # how many bytes follow the head (its Content-Length); no more go on
+    auth: str = ""  # its first Proxy-Authorization's value
 
 
 class _Chunked(ValueError):
@@ -257,7 +258,7 @@ class Proxy:
                                  "takes CONNECT host:port or an absolute http:// URL.\n"))
             await writer.drain()
             return
-        if self._token and not _authorized(raw, self._token):
+        if self._token and not _authorized(request.auth, self._token):
             writer.write(_answer(407, "Proxy Authentication Required", "harness-sandbox: "
                                  "the proxy asks for the password in the box's proxy "
                                  "variables.\n",
@@ -395,14 +396,16 @@ def _parse(raw: bytes) -> _Request:
     method, target, version = lines[0].split(" ")
     if not version.startswith("HTTP/1."):
         raise ValueError(version)
+    named = [(h.split(":", 1)[0].strip().lower(), h) for h in lines[1:]]
+    auth = next((h.partition(":")[2].strip() for name, h in named
+                 if name == "proxy-authorization"), "")
     if method == "CONNECT":
         host, port = _authority(target, None)
-        return _Request(host, port, True, b"")
+        return _Request(host, port, True, b"", auth=auth)
     if not target.lower().startswith("http://"):
         raise ValueError(target)
     authority, slash, path = target[7:].partition("/")
     host, port = _authority(authority.rpartition("@")[2], 80)
-    named = [(h.split(":", 1)[0].strip().lower(), h) for h in lines[1:]]
     if any(name == "transfer-encoding" for name, _ in named):
         raise _Chunked(target)
     lengths = {h.split(":", 1)[1].strip() if ":" in h else "" for name, h in named
@@ -414,7 +417,7 @@ def _parse(raw: bytes) -> _Request:
                         f"Host: {authority.rpartition('@')[2]}", *headers,
                         "Connection: close", "", ""])
     return _Request(host, port, False, head.encode("latin-1"),
-                    int(lengths.pop()) if lengths else 0)
+                    int(lengths.pop()) if lengths else 0, auth)
 
 
 def _authority(text: str, default: int | None) -> tuple[str, int]:
@@ -439,24 +442,19 @@ def _forbidden(err: Refused) -> bytes:
                    "host to [sandbox] network in the user config.\n")
 
 
-def _authorized(raw: bytes, token: bytes) -> bool:
-    """Whether the request head carries ``token`` as its Basic proxy password."""
+def _authorized(auth: str, token: bytes) -> bool:
+    """Whether a ``Proxy-Authorization`` value carries ``token`` as its Basic password."""
     import base64
     import hmac
 
-    for line in raw.decode("latin-1").split("\r\n")[1:]:
-        name, _, value = line.partition(":")
-        if name.strip().lower() != "proxy-authorization":
-            continue
-        scheme, _, encoded = value.strip().partition(" ")
-        if scheme.lower() != "basic":
-            return False
-        try:
-            given = base64.b64decode(encoded.strip(), validate=True).decode("utf-8")
-        except ValueError:
-            return False
-        return hmac.compare_digest(given.partition(":")[2].encode(), token)
-    return False
+    scheme, _, encoded = auth.partition(" ")
+    if scheme.lower() != "basic":
+        return False
+    try:
+        given = base64.b64decode(encoded.strip(), validate=True).decode("utf-8")
+    except ValueError:
+        return False
+    return hmac.compare_digest(given.partition(":")[2].encode(), token)
 
 
 def _answer(code: int, reason: str, body: str, extra: str = "") -> bytes:
