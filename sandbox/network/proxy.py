@@ -29,7 +29,7 @@ from collections.abc import Sequence
 
 from pathguard.records import NamedTuple
 
-from . import allow, hello
+from . import allow, head, hello
 
 HEAD_LIMIT = 64 * 1024
 CHUNK = 256 * 1024
@@ -47,11 +47,6 @@ NO_PASSWORD = ("asked without the proxy's password (by a client that ignores it,
 # none) unless told not to.
 HIDDEN_FIX = ("the proxy reads the server a tunnel's hello asks for; start a Chromium "
               "browser with --disable-features=EncryptedClientHello")
-# Hop-by-hop headers (RFC 9110 7.6.1) and the proxy's own: not sent to the origin.
-_DROPPED = frozenset({"connection", "proxy-connection", "keep-alive", "proxy-authorization",
-                      "proxy-authenticate", "te", "trailer", "upgrade", "host"})
-
-
 # What a refusal's report tells the user to do, unless the refusal says otherwise.
 ADD_IT = "to allow it, add it to [sandbox] network"
 
@@ -75,19 +70,6 @@ class Refused(Exception):
                  fix: str = ADD_IT) -> None:
         super().__init__(why)
         self.host, self.port, self.why, self.said, self.fix = host, port, why, said, fix
-
-
-class _Request(NamedTuple):
-    host: str
-    port: int
-    tunnel: bool
-    head: bytes  # what to send the origin first (empty for a tunnel)
-    body: int = 0  # how many bytes follow the head (its Content-Length); no more go on
-    auth: str = ""  # its first Proxy-Authorization's value
-
-
-class _Chunked(ValueError):
-    """A plain request whose body has no length said ahead (``Transfer-Encoding``)."""
 
 
 def own_addresses() -> tuple[allow.IPAddress, ...]:
@@ -246,8 +228,8 @@ class Proxy:
         if len(raw) > HEAD_LIMIT:
             raise ValueError("request head too long")
         try:
-            request = _parse(raw)
-        except _Chunked:
+            request = head.parse(raw)
+        except head.Chunked:
             writer.write(_answer(411, "Length Required", "harness-sandbox: the box's proxy "
                                  "sends a request's body on with its Content-Length only "
                                  "(not chunked).\n"))
@@ -258,7 +240,7 @@ class Proxy:
                                  "takes CONNECT host:port or an absolute http:// URL.\n"))
             await writer.drain()
             return
-        if self._token and not _authorized(request.auth, self._token):
+        if self._token and not head.authorized(request.auth, self._token):
             writer.write(_answer(407, "Proxy Authentication Required", "harness-sandbox: "
                                  "the proxy asks for the password in the box's proxy "
                                  "variables.\n",
@@ -287,7 +269,7 @@ class Proxy:
         finally:
             up_writer.close()
 
-    async def _tunnel(self, request: _Request,
+    async def _tunnel(self, request: head.Request,
                       box: tuple[asyncio.StreamReader, asyncio.StreamWriter],
                       up: tuple[asyncio.StreamReader, asyncio.StreamWriter]) -> None:
         """The tunnel, once the box's first bytes are judged (:mod:`.hello`): the
@@ -303,7 +285,7 @@ class Proxy:
             down.cancel()
             await asyncio.gather(down, return_exceptions=True)
 
-    async def _first_words(self, reader: asyncio.StreamReader, request: _Request) -> bytes:
+    async def _first_words(self, reader: asyncio.StreamReader, request: head.Request) -> bytes:
         """What the box sends first in a tunnel, read until it tells what it is; raises
         :class:`Refused` for clear HTTP, a TLS hello that cannot be read, or one naming
         a server the list does not have."""
@@ -390,71 +372,12 @@ async def _copy_body(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
         writer.close()
 
 
-def _parse(raw: bytes) -> _Request:
-    """The request's target from its head. Raises ValueError."""
-    lines = raw[:-4].decode("latin-1").split("\r\n")
-    method, target, version = lines[0].split(" ")
-    if not version.startswith("HTTP/1."):
-        raise ValueError(version)
-    named = [(h.split(":", 1)[0].strip().lower(), h) for h in lines[1:]]
-    auth = next((h.partition(":")[2].strip() for name, h in named
-                 if name == "proxy-authorization"), "")
-    if method == "CONNECT":
-        host, port = _authority(target, None)
-        return _Request(host, port, True, b"", auth=auth)
-    if not target.lower().startswith("http://"):
-        raise ValueError(target)
-    authority, slash, path = target[7:].partition("/")
-    host, port = _authority(authority.rpartition("@")[2], 80)
-    if any(name == "transfer-encoding" for name, _ in named):
-        raise _Chunked(target)
-    lengths = {h.split(":", 1)[1].strip() if ":" in h else "" for name, h in named
-               if name == "content-length"}
-    if len(lengths) > 1 or not all(n.isascii() and n.isdigit() for n in lengths):
-        raise ValueError(target)
-    headers = [h for name, h in named if name not in _DROPPED]
-    head = "\r\n".join([f"{method} {slash}{path or ''} {version}",
-                        f"Host: {authority.rpartition('@')[2]}", *headers,
-                        "Connection: close", "", ""])
-    return _Request(host, port, False, head.encode("latin-1"),
-                    int(lengths.pop()) if lengths else 0, auth)
-
-
-def _authority(text: str, default: int | None) -> tuple[str, int]:
-    if text.startswith("["):
-        host, _, rest = text.partition("]")
-        host += "]"
-        port = rest[1:] if rest.startswith(":") else ""
-    else:
-        host, _, port = text.rpartition(":") if ":" in text else (text, "", "")
-    if not host or (not port and default is None):
-        raise ValueError(text)
-    if port and not (port.isdigit() and 0 < int(port) < 65536):
-        raise ValueError(text)
-    return host, int(port) if port else (default or 0)
-
-
 def _forbidden(err: Refused) -> bytes:
     from sandbox.text import escape
 
     return _answer(403, "Forbidden", f"harness-sandbox: the box may not reach "
                    f"{escape(err.host)} port {err.port}: {err.why}. To allow it, add the "
                    "host to [sandbox] network in the user config.\n")
-
-
-def _authorized(auth: str, token: bytes) -> bool:
-    """Whether a ``Proxy-Authorization`` value carries ``token`` as its Basic password."""
-    import base64
-    import hmac
-
-    scheme, _, encoded = auth.partition(" ")
-    if scheme.lower() != "basic":
-        return False
-    try:
-        given = base64.b64decode(encoded.strip(), validate=True).decode("utf-8")
-    except ValueError:
-        return False
-    return hmac.compare_digest(given.partition(":")[2].encode(), token)
 
 
 def _answer(code: int, reason: str, body: str, extra: str = "") -> bytes:
