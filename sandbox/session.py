@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
-from . import hostreads, toolconfigs
+from . import hostreads
 from . import leftovers as _leftovers
 from .backends import Box, box_name, choose, supervised
 from .backends.host import HostBackend
@@ -25,6 +25,7 @@ from .errors import PolicyError
 from .git.config import find_git
 from .git.dirs import GitLayout, find_layout
 from .git.report import report
+from .moveout import MoveOut
 from .plan import LaunchPlan, RunResult
 from .policy import (
     DEFAULT_OUTPUT_CAP,
@@ -135,17 +136,17 @@ def _make_missing(layout: GitLayout, manifest: str, roots: tuple[str, ...], *, t
                   settings: SandboxSettings, named: Sequence[str], env: Mapping[str, str],
                   home: str) -> GitLayout:
     """Make what is missing before the box, listed in ``manifest``: git's protected
-    names, and the folders other tools and the host read (made empty, bound read-only
-    like the rest: sandbox/toolconfigs.py, sandbox/hostreads.py). Returns ``layout``
-    with its module configs' views."""
+    names, and what the host reads in a writable folder (made empty, bound read-only
+    like the rest: sandbox/hostreads.py; other tools' project configs are not made but
+    moved out, sandbox/moveout.py). Returns ``layout`` with its module configs'
+    views."""
     # A bind covers a name that exists; Seatbelt's rules deny names, there or not.
     binds = box_name() == "bwrap"
     reads = hostreads.covers(named, env, home) if binds else hostreads.Covers()
-    tools = toolconfigs.covers(roots[0], settings.allow_tool_configs) if binds else ()
     _leftovers.make(manifest, tmp, roots,
-                    dirs=(*layout.make_dirs, *reads.folders, *tools),
+                    dirs=(*layout.make_dirs, *reads.folders),
                     files=(*layout.make_files, *((f, b"") for f in reads.files)),
-                    protected=(*layout.protected, *toolconfigs.folders(roots[0]),
+                    protected=(*layout.protected,
                                *map(hostreads.as_bound, hostreads.candidates(env, home))))
     return _with_views(layout, roots, env, tmp)
 
@@ -154,6 +155,8 @@ def _end(session: Session | None, manifest: str | None, tmp: str) -> None:
     """Remove what the session made, and tell the watchdog it need not."""
     if session is not None:
         session.close()  # the box (its filter, bounds, /tmp tmpfs and binds) first
+        if session._moves is not None:  # what the box made of other tools' configs
+            session.warnings += session._moves.end()
     if manifest is not None:
         clean_session(manifest)
         forget_session(manifest)
@@ -211,6 +214,8 @@ class Session:
         # A session with no box: its host runs' groups and reaping, set by open().
         self._host_hardening: Hardening | None = None
         self._plan_fds: list[int] = []
+        # Other tools' configs the box makes, moved out after each run (moveout.py).
+        self._moves: MoveOut | None = None
 
     @property
     def hardening(self) -> Hardening | None:
@@ -307,6 +312,10 @@ class Session:
 
             check_self(policy)
             session = cls(policy)
+            if layout is not None and box_name() == "bwrap":
+                session._moves = MoveOut(policy.project, policy.allow_tool_configs,
+                                         os.environ if env is None else env,
+                                         os.path.basename(tmp))
             # Hard links to protected files are looked for while the warm box starts
             # (thousands of files in a repository with hundreds of modules); the box
             # runs nothing before the session is open.
@@ -401,8 +410,15 @@ class Session:
                             f"such as [{argv!r}], not as one string")
         reader = pipes or Pipes
         if boxed and self._box is not None:
-            return self._box.run(argv, env_extra=env_extra, stdin=stdin, timeout=timeout,
-                                 cancel=cancel, pipes=reader)
+            moves = self._moves
+            if moves is not None:
+                moves.run_starts()
+            try:
+                return self._box.run(argv, env_extra=env_extra, stdin=stdin,
+                                     timeout=timeout, cancel=cancel, pipes=reader)
+            finally:
+                if moves is not None:
+                    self.warnings += moves.run_ended()
         plan = self._host.plan(argv, env_extra)
         result = supervised(plan, self.hardening, box=False, stdin=stdin, timeout=timeout,
                             cancel=cancel, output_cap=self.policy.output_cap, pipes=reader)

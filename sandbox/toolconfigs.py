@@ -1,19 +1,19 @@
-"""Project files that other tools run: read-only in the box.
+"""Project files that other tools run: read-only in the box when they exist, moved out
+of the project when the box makes them.
 
 A developer who boxes one harness usually has other agent tools and an editor open on
 the same project. Each reads files of the project to decide what to start -- hooks, MCP
-servers, tasks run when a folder opens -- so a boxed command that rewrote one would run
-on the host the next time that tool opens the project. One table, each row with its tool;
-``[sandbox] allow_tool_configs`` releases rows by name. A leaf: the standard library only, and the
-records' base (:mod:`pathguard.records`).
+servers, tasks run when a folder opens -- so a boxed command that wrote one would run
+on the host the next time that tool opens the project. One table, each row the exact
+path its tool reads, with the tool; ``[sandbox] allow_tool_configs`` releases rows by
+name. A leaf: the standard library only, and the records' base
+(:mod:`pathguard.records`).
 
-An entry that exists is bound read-only (a folder with all it holds). A folder row that
-does not exist is made empty by the session on Linux (listed in its manifest, removed
-at its end if still empty, as a missing git ``hooks`` folder is) and bound read-only
-like the others, so the box cannot create it and fill it; on macOS the profile denies
-every row's name, there or not. A file row that does not exist is not made (an empty
-``.mcp.json`` or ``.envrc`` is not nothing to its tool): the session's end says which
-the box created, so the user checks them before that tool runs.
+An entry that exists at the session's open is bound read-only (a folder with all it
+holds). One that does not is not covered (a bind needs a name that exists, and a name
+made for it would show in the user's project): on Linux, what the box makes there is
+moved out of the project after each run and at the session's end
+(:mod:`sandbox.moveout`); on macOS the profile denies every row's name, there or not.
 """
 
 from __future__ import annotations
@@ -60,6 +60,22 @@ TOOL_CONFIGS: tuple[ToolConfig, ...] = (
     ToolConfig(".gitconfig", "git", "a user config where the project is a home"),
     ToolConfig(".gitmodules", "git", "submodule URLs and update commands"),
     ToolConfig(".ripgreprc", "ripgrep", "options, including a preprocessor program"),
+    ToolConfig("opencode.json", "opencode", "MCP servers and commands it starts"),
+    ToolConfig("opencode.jsonc", "opencode", "MCP servers and commands it starts"),
+    ToolConfig(".opencode", "opencode", "plugins it loads, commands and agents",
+               folder=True),
+    ToolConfig("crush.json", "Crush", "MCP servers and language servers it starts"),
+    ToolConfig(".crush.json", "Crush", "MCP servers and language servers it starts"),
+    ToolConfig(".kiro/settings/mcp.json", "Kiro", "MCP servers started from the project"),
+    ToolConfig(".roo/mcp.json", "Roo Code", "MCP servers started from the project"),
+    ToolConfig(".amazonq/mcp.json", "Amazon Q Developer",
+               "MCP servers started from the project"),
+    ToolConfig(".continue/mcpServers", "Continue",
+               "MCP servers started from the project, one YAML or JSON file each",
+               folder=True),
+    ToolConfig(".devcontainer.json", "Dev Containers",
+               "commands run when a container is made"),
+    ToolConfig(".aider.conf.yml", "aider", "lint and test commands it runs"),
 )
 
 NAMES: tuple[str, ...] = tuple(t.name for t in TOOL_CONFIGS)
@@ -70,39 +86,21 @@ def guarded(allowed: tuple[str, ...] = ()) -> tuple[ToolConfig, ...]:
     return tuple(t for t in TOOL_CONFIGS if t.name not in allowed)
 
 
+def on_the_way(name: str) -> tuple[str, ...]:
+    """The folders a row's path goes through, top first (``.kiro``, ``.kiro/settings``
+    for ``.kiro/settings/mcp.json``)."""
+    parts = name.split("/")
+    return tuple("/".join(parts[:i]) for i in range(1, len(parts)))
+
+
 def present(project: str, allowed: tuple[str, ...] = ()) -> tuple[str, ...]:
     """The rows' paths that exist in ``project`` as files or real folders. A link is
-    left alone here: the box never binds what a link points at."""
+    left alone here, as is a row reached through one: the box never binds what a link
+    points at."""
     out = []
     for t in guarded(allowed):
         p = os.path.join(project, t.name)
-        if os.path.lexists(p) and not os.path.islink(p):
+        if os.path.lexists(p) and not any(os.path.islink(os.path.join(project, q))
+                                          for q in (*on_the_way(t.name), t.name)):
             out.append(p)
     return tuple(out)
-
-
-def covers(project: str, allowed: tuple[str, ...] = ()) -> tuple[str, ...]:
-    """The folder rows' paths in ``project`` where nothing is (not even a link): what a
-    session whose box binds names that exist (bwrap's) makes empty before the box, so
-    that the box cannot make and fill one (it binds each read-only, as one that was
-    there)."""
-    return tuple(os.path.join(project, t.name) for t in guarded(allowed)
-                 if t.folder and not os.path.lexists(os.path.join(project, t.name)))
-
-
-def folders(project: str) -> tuple[str, ...]:
-    """Every folder row's path in ``project``: one that another live session made is
-    this one's too, so the last session to end removes it
-    (:func:`sandbox.leftovers.make`)."""
-    return tuple(os.path.join(project, t.name) for t in TOOL_CONFIGS if t.folder)
-
-
-def made_during(project: str, before: tuple[str, ...],
-                allowed: tuple[str, ...] = ()) -> list[tuple[str, ToolConfig]]:
-    """(path, row) for each row that was absent at the session's start and exists now."""
-    out = []
-    for t in guarded(allowed):
-        p = os.path.join(project, t.name)
-        if p not in before and os.path.lexists(p):
-            out.append((p, t))
-    return out

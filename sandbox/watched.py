@@ -2,11 +2,12 @@
 end: the project's tool configs (:mod:`sandbox.toolconfigs`) and what the host reads in
 a ``[sandbox] writable`` folder (:mod:`sandbox.hostreads`).
 
-The box cannot write one that exists, nor make one of their folders (the session made
-each missing one). What it can still do is said at the end: make a missing file, or
-replace a name that was a link at the open (a link is never bound: its target may be
-anywhere). Such a link is put back as it read, and what the box left in its place is
-renamed aside, as for git's links (:func:`sandbox.relink.restore_link`).
+The box cannot write one that exists. A project config it makes is moved out of the
+project (:mod:`sandbox.moveout`). What it can still do is said at the end: make a
+missing file the host reads that is not covered, or replace a name that was a link at
+the open (a link is never bound: its target may be anywhere), a tool config's or one
+on the way to it. Such a link is put back as it read, and what the box left in its
+place is renamed aside, as for git's links (:func:`sandbox.relink.restore_link`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING
 from sandbox import hostreads
 from sandbox.relink import restore_link
 from sandbox.text import escape
-from sandbox.toolconfigs import guarded, made_during, present
+from sandbox.toolconfigs import guarded, on_the_way
 
 if TYPE_CHECKING:
     from sandbox.policy import Policy
@@ -39,23 +40,18 @@ class Watched:
 
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
-        self.configs = present(policy.project, policy.allow_tool_configs)
         self.reads = hostreads.inside(policy.writable, policy.env, policy.home)
         self.before = hostreads.present(self.reads)
-        rows = tuple(os.path.join(policy.project, t.name)
-                     for t in guarded(policy.allow_tool_configs))
+        rows = tuple(dict.fromkeys(os.path.join(policy.project, q)
+                                   for t in guarded(policy.allow_tool_configs)
+                                   for q in (*on_the_way(t.name), t.name)))
         self.links = _links((*rows, *self.reads))
 
     def report(self) -> list[str]:
         """What the box made or replaced, each said once (names escaped); a replaced
         link is put back first."""
         linked = {p for p, _ in self.links}
-        out = [f"the box made {escape(path)}, read by {row.tool} ({row.why}); check it "
-               "before that tool opens the project"
-               for path, row in made_during(self.policy.project, self.configs,
-                                            self.policy.allow_tool_configs)
-               if path not in linked]
-        out += [f"the box made {escape(p)}, which the host reads to decide what to run "
+        out = [f"the box made {escape(p)}, which the host reads to decide what to run "
                 "(git, a shell, or this toolkit); check it before you use them"
                 for p in self.reads
                 if p not in self.before and p not in linked and os.path.lexists(p)]

@@ -87,13 +87,17 @@ MAKE_OH = "mkdir -p .oh && printf 'hooks:\\n  preToolUse:\\n    - command: touch
           "> .oh/config.yaml && echo MADE"
 
 
-def test_a_missing_oh_cannot_be_made_by_the_box(world: World) -> None:
-    """No .oh at the start of the session: the session covers it with an empty
-    read-only folder (sandbox/toolconfigs.py), removed at its end."""
+def test_a_missing_oh_the_box_makes_is_moved_out(world: World) -> None:
+    """No .oh at the start of the session: the one the box makes is moved out of the
+    project once the run ends (sandbox/moveout.py), into the user's data folder."""
     done = world.cli("run", "--project", str(world.project), "--", "sh", "-c",
                      MAKE_OH.format(world.marker))
-    assert done.out == "" and "Read-only file system" in done.err, done.err
+    assert done.out == "MADE\n", done.err
+    assert f"the box made {world.project}/.oh, read by openHarness" in done.err
     assert not (world.project / ".oh").exists()
+    (kept,) = (world.data / "harness" / "moved").glob("*/.oh/config.yaml")
+    assert f"touch {world.marker}" in kept.read_text()
+    assert not world.marker.exists()
 
 
 def test_a_file_the_box_makes_runs_nothing_on_the_host(world: World) -> None:
