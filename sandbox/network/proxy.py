@@ -49,6 +49,12 @@ HIDDEN_FIX = ("the proxy reads the server a tunnel's hello asks for; start a Chr
               "browser with --disable-features=EncryptedClientHello")
 # What a refusal's report tells the user to do, unless the refusal says otherwise.
 ADD_IT = "to allow it, add it to [sandbox] network"
+# A head the proxy will not read (head.py): a request smuggled into it, or a client
+# writing HTTP/1.1 its own way.
+MALFORMED_FIX = ("the proxy takes CONNECT host:port or an absolute http:// URL, with a "
+                 "head written as RFC 9112 writes it (CRLF line ends, printable ASCII, "
+                 "no folded lines, one Content-Length)")
+CHUNKED_FIX = "send the body with a Content-Length (the proxy does not send chunked bodies on)"
 
 
 class Refusal(NamedTuple):
@@ -96,7 +102,7 @@ class Proxy:
         self.token = token
         self._token = token.encode()
         self.own = own_addresses()
-        self._refusals: dict[tuple[str, int], Refusal] = {}
+        self._refusals: dict[tuple[str, int, str], Refusal] = {}
         # Every refusal in order, for the runs that ask what they were refused.
         self._log: list[tuple[str, int, str]] = []
         self._lock = threading.Lock()
@@ -148,7 +154,8 @@ class Proxy:
             return tuple(self._log[mark:])
 
     def _record(self, err: Refused) -> None:
-        key = (err.host, err.port)
+        # Refusals without a host (no password, a head not read) kept apart by kind.
+        key = (err.host, err.port, "" if err.host else err.fix)
         with self._lock:
             self._log.append((err.host, err.port, err.why))
             old = self._refusals.get(key)
@@ -229,27 +236,14 @@ class Proxy:
             raise ValueError("request head too long")
         try:
             request = head.parse(raw)
-        except head.Chunked:
-            writer.write(_answer(411, "Length Required", "harness-sandbox: the box's proxy "
-                                 "sends a request's body on with its Content-Length only "
-                                 "(not chunked).\n"))
-            await writer.drain()
-            return
-        except ValueError:
-            writer.write(_answer(400, "Bad Request", "harness-sandbox: the box's proxy "
-                                 "takes CONNECT host:port or an absolute http:// URL.\n"))
-            await writer.drain()
+        except head.Malformed as err:
+            # Without the password (on a loopback port) the head is not read further.
+            if self._token and not head.authorized(head.any_auth(raw), self._token):
+                await _unauthorized(writer)
+            await _malformed(writer, err)
             return
         if self._token and not head.authorized(request.auth, self._token):
-            writer.write(_answer(407, "Proxy Authentication Required", "harness-sandbox: "
-                                 "the proxy asks for the password in the box's proxy "
-                                 "variables.\n",
-                                 'Proxy-Authenticate: Basic realm="harness-sandbox"\r\n'))
-            await writer.drain()
-            # Said once for all, not by the host each asked for: another local user
-            # chooses those, as many as it likes.
-            raise Refused("", 0, NO_PASSWORD, said=False, fix="use a client that sends "
-                          "the user and password of the box's proxy URL (HTTPS_PROXY)")
+            await _unauthorized(writer)
         up_reader, up_writer = await self._open(request.host, request.port)
         try:
             if request.tunnel:
@@ -347,6 +341,35 @@ class Proxy:
         if last is None or last.startswith("no connection"):
             raise OSError(last or f"{host} has no address")
         raise Refused(host, port, last)
+
+
+async def _unauthorized(writer: asyncio.StreamWriter) -> None:
+    """A 407; raises :class:`Refused`."""
+    writer.write(_answer(407, "Proxy Authentication Required", "harness-sandbox: the proxy "
+                         "asks for the password in the box's proxy variables.\n",
+                         'Proxy-Authenticate: Basic realm="harness-sandbox"\r\n'))
+    await writer.drain()
+    # Said once for all, not by the host each asked for: another local user chooses
+    # those, as many as it likes.
+    raise Refused("", 0, NO_PASSWORD, said=False, fix="use a client that sends the user "
+                  "and password of the box's proxy URL (HTTPS_PROXY)")
+
+
+async def _malformed(writer: asyncio.StreamWriter, err: head.Malformed) -> None:
+    """A head the proxy does not take (:mod:`.head`): a 411 for a chunked body, a 400
+    for the rest, saying why; raises :class:`Refused`, without a host (the line that
+    would name it may be what is wrong)."""
+    if isinstance(err, head.Chunked):
+        writer.write(_answer(411, "Length Required", "harness-sandbox: the box's proxy "
+                             "sends a request's body on with its Content-Length only "
+                             "(not chunked).\n"))
+        fix = CHUNKED_FIX
+    else:
+        writer.write(_answer(400, "Bad Request", "harness-sandbox: the box's proxy refused "
+                             f"the request: {err.why}; {MALFORMED_FIX}.\n"))
+        fix = MALFORMED_FIX
+    await writer.drain()
+    raise Refused("", 0, err.why, said=False, fix=fix)
 
 
 async def _copy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

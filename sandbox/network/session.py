@@ -65,21 +65,28 @@ class Network:
         """One line per host the box was refused."""
         from sandbox.text import escape
 
+        from .proxy import NO_PASSWORD
+
         by_host: dict[str, list[Refusal]] = {}
+        out, alone = [], []
         for r in self.refusals():
-            by_host.setdefault(r.host, []).append(r)
-        out = []
+            if r.host:
+                by_host.setdefault(r.host, []).append(r)
+                continue
+            asked = f"{r.times} request{'s' if r.times > 1 else ''}"
+            if r.why == NO_PASSWORD:  # once for every host
+                alone.append(f"network: the proxy refused {asked} without its password (from "
+                             "a client that ignores it, or from another local user); "
+                             f"{r.fix}")
+            else:  # a head it would not read (its host unsaid: the line may be the fault)
+                alone.append(f"network: the proxy refused {asked} whose head it does not "
+                             f"take (the last: {r.why}); {r.fix}")
         for host, rs in by_host.items():
             n = sum(r.times for r in rs)
-            if not host:  # asked without the password: once for every host
-                out.append(f"network: the proxy refused {n} request{'s' if n > 1 else ''} "
-                           "without its password (from a client that ignores it, or from "
-                           f"another local user); {rs[0].fix}")
-                continue
             ports = ", ".join(str(r.port) for r in rs)
             out.append(f"network: the box was refused {escape(host)} (port {ports}, "
                        f"{n} time{'s' if n > 1 else ''}): {rs[0].why}; {rs[0].fix}")
-        return out
+        return out + alone
 
     def close(self) -> None:
         self.proxy.close()
