@@ -51,6 +51,18 @@ S_ISUID = 0o4000
 S_ISGID = 0o2000
 SET_ID_BITS = (S_ISUID, S_ISGID)
 
+# Socket options that hand out a process (asm-generic/socket.h): a pidfd of the peer,
+# and one of each message's sender (SCM_PIDFD).
+SOL_SOCKET = 1
+SO_PASSPIDFD = 76
+SO_PEERPIDFD = 77
+# fcntl(2) commands (asm-generic/fcntl.h, linux/fcntl.h): a lease, and the locks.
+F_SETLK, F_SETLKW, F_OFD_SETLK, F_OFD_SETLKW = 6, 7, 37, 38
+F_SETLEASE = 1024
+LOCK_SH, LOCK_EX = 1, 2
+# socketcall(2)'s numbers for getsockopt and setsockopt (linux/net.h).
+SYS_SETSOCKOPT, SYS_GETSOCKOPT = 14, 15
+
 # Comparison operators, as libseccomp numbers them (enum scmp_compare).
 NE = 1
 MASKED_EQ = 7
@@ -72,12 +84,15 @@ class Cmp(NamedTuple):
 
 class Denial(NamedTuple):
     """A denied call: by name, the errno it answers, why; with ``when``, only the calls
-    whose arguments match one of the tests (each test is a rule of its own)."""
+    whose arguments match one of the tests (each test is a rule of its own); with
+    ``also``, only those that match every one of these too (one rule, its tests
+    joined)."""
 
     syscall: str
     errno: int
     why: str
     when: tuple[Cmp, ...] = ()
+    also: tuple[Cmp, ...] = ()
 
 
 def _flag_tests(arg: int, flags: Sequence[int]) -> tuple[Cmp, ...]:
@@ -144,10 +159,55 @@ DENIED: tuple[Denial, ...] = (
     Denial("quotactl", E.EPERM, "disk quotas are the host's"),
 )
 
+def _is(arg: int, value: int) -> Cmp:
+    return Cmp(arg, 0xFFFFFFFF, value)
+
+
+# What the command may not do, though its run's PID 1 must: that process (the guard)
+# takes a caller's socket with pidfd_getfd and reads its memory, under DENIED. These
+# rows are loaded with the guard's filter, in the command's process only, after the
+# guard is armed (every boxed command, warm or per run, has one: sandbox/harden.py).
+COMMAND: tuple[Denial, ...] = (
+    # Runs of a warm box (and the boxes per run of a session) share /tmp and one user:
+    # a pidfd of another run's process, which no PID namespace stops, gives its
+    # descriptors (its stdin and stdout) to pidfd_getfd. Every way to a pidfd of a
+    # process that is not the run's own is closed here; pidfd_open, ptrace,
+    # process_vm_readv/writev, kcmp and /proc take a pid, and another run's processes
+    # have none in this run's PID namespace (its SO_PEERCRED pid reads 0).
+    Denial("getsockopt", E.ENOPROTOOPT, "SO_PEERPIDFD: a pidfd of the socket's peer, "
+           "another run's process (as a kernel before 6.5 answers)",
+           also=(_is(1, SOL_SOCKET), _is(2, SO_PEERPIDFD))),
+    Denial("setsockopt", E.ENOPROTOOPT, "SO_PASSPIDFD: a pidfd of each message's sender "
+           "(SCM_PIDFD), another run's process", also=(_is(1, SOL_SOCKET), _is(2, SO_PASSPIDFD))),
+    # 32-bit x86 reaches them through socketcall(2), the level and option in memory.
+    Denial("socketcall", E.EACCES, "getsockopt and setsockopt from 32-bit x86: their "
+           "option cannot be read", (_is(0, SYS_SETSOCKOPT), _is(0, SYS_GETSOCKOPT))),
+    Denial("pidfd_getfd", E.EPERM, "takes another process's descriptors"),
+    Denial("process_madvise", E.EPERM, "acts on another process's memory by its pidfd"),
+    Denial("process_mrelease", E.EPERM, "acts on another process's memory by its pidfd"),
+    Denial("open_by_handle_at", E.EPERM, "opens a process (pidfs) or a namespace (nsfs) by "
+           "number; without CAP_DAC_READ_SEARCH nothing else"),
+    # A lease on a file the box can only read (every host file is one, to root's
+    # stand-in too) makes the host's open of it for writing wait (lease-break-time) or
+    # fail (O_NONBLOCK: EWOULDBLOCK). Nothing a build runs takes one.
+    *(Denial(call, E.EACCES, "F_SETLEASE: a lease stalls the host's writer of the file",
+             (_is(1, F_SETLEASE),)) for call in ("fcntl", "fcntl64")),
+    # A lock is taken by the guard (sandbox/warm/guardlocks.py), only on a file of the
+    # box's writable folders: a read lock on a host file (a package manager's lock, a
+    # database the host writes) would stall the host's writer as long as it is held.
+    *(Denial("flock", NOTIFY, "a lock on a host file stalls the host", (Cmp(1, op, op),))
+      for op in (LOCK_SH, LOCK_EX)),
+    *(Denial(call, NOTIFY, "a lock on a host file stalls the host",
+             tuple(_is(1, cmd) for cmd in (F_SETLK, F_SETLKW, F_OFD_SETLK, F_OFD_SETLKW)))
+      for call in ("fcntl", "fcntl64")),
+)
+
 # The Unix-socket guard's filter, loaded in each run after DENIED with a listener of its
 # own (sandbox/warm/unixguard.py): each call that can reach a pathname Unix socket waits
-# for the guard, which makes it itself when the socket is the box's own or allowed.
+# for the guard, which makes it itself when the socket is the box's own or allowed; and
+# the COMMAND rows above.
 UNIX_GUARD: tuple[Denial, ...] = (
+    *COMMAND,
     Denial("connect", NOTIFY, "a listening socket outside the box is a host service's door"),
     Denial("sendto", NOTIFY, "a datagram to a socket outside the box (with an address only: "
                              "send() reaches the peer connect() checked)", (Cmp(4, 0, 0, NE),)),
@@ -242,14 +302,14 @@ def compile_filter(table: Sequence[Denial] = DENIED) -> Compiled:
         arch = getattr(sc.Arch, name)
         if name != "NATIVE" and arch != native:
             flt.add_arch(arch)
+    def arg(test: Cmp) -> Any:
+        return (sc.Arg(test.arg, MASKED_EQ, test.mask, test.value)
+                if test.op == MASKED_EQ else sc.Arg(test.arg, test.op, test.value))
     for row in table:
         action = sc.NOTIFY if row.errno == NOTIFY else sc.ERRNO(row.errno)
-        if not row.when:
-            flt.add_rule(action, row.syscall)
-        for test in row.when:
-            arg = (sc.Arg(test.arg, MASKED_EQ, test.mask, test.value)
-                   if test.op == MASKED_EQ else sc.Arg(test.arg, test.op, test.value))
-            flt.add_rule(action, row.syscall, arg)
+        each: list[tuple[Cmp, ...]] = [(t,) for t in row.when] or [()]
+        for tests in each:
+            flt.add_rule(action, row.syscall, *(arg(t) for t in (*tests, *row.also)))
     fd = os.memfd_create("harness-sandbox-seccomp", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     try:
         flt.export_bpf(_Fd(fd))

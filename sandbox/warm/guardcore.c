@@ -190,7 +190,7 @@ static int valid(int listener, uint64_t id)
 static int guarded_call(int nr)
 {
 	return nr == SYS_connect || nr == SYS_sendto || nr == SYS_sendmsg ||
-	       nr == SYS_sendmmsg || nr == SYS_bind;
+	       nr == SYS_sendmmsg || nr == SYS_bind || nr == SYS_flock || nr == SYS_fcntl;
 }
 
 /* The caller's socket's family; -1 when it cannot be had. */

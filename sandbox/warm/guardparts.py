@@ -24,9 +24,9 @@ if TYPE_CHECKING:  # typing is not imported in the box: it costs each run its st
 # (audit arch, seccomp(2)'s number, {number: call}) by os.uname().machine.
 _MACHINES: dict[str, tuple[int, int, dict[int, str]]] = {
     "x86_64": (0xC000003E, 317, {42: "connect", 44: "sendto", 46: "sendmsg",
-                                 307: "sendmmsg", 49: "bind"}),
+                                 307: "sendmmsg", 49: "bind", 73: "flock", 72: "fcntl"}),
     "aarch64": (0xC00000B7, 277, {203: "connect", 206: "sendto", 211: "sendmsg",
-                                  269: "sendmmsg", 200: "bind"}),
+                                  269: "sendmmsg", 200: "bind", 32: "flock", 25: "fcntl"}),
 }
 SYS_PIDFD_OPEN, SYS_PIDFD_GETFD, SYS_PIDFD_SEND_SIGNAL = 434, 438, 424
 SECCOMP_SET_MODE_FILTER = 1

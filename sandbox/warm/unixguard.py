@@ -44,6 +44,7 @@ import stat
 import struct
 
 if __package__:  # imported by the host
+    from sandbox.warm import guardlocks
     from sandbox.warm.guardparts import (
         SYS_PIDFD_OPEN,
         SYS_PIDFD_SEND_SIGNAL,
@@ -56,6 +57,7 @@ if __package__:  # imported by the host
         narrow,
     )
 else:  # in the box: this folder is on the path
+    import guardlocks  # type: ignore[import-not-found,no-redef]
     from guardparts import (  # type: ignore[import-not-found,no-redef]
         SYS_PIDFD_OPEN,
         SYS_PIDFD_SEND_SIGNAL,
@@ -221,9 +223,9 @@ class Guard:
             caller.close()
             self.answer(nid, -errno_of(err))
 
-    def answer(self, nid: int, result: int) -> None:
+    def answer(self, nid: int, result: int, flags: int = 0) -> None:
         resp = ctypes.create_string_buffer(_RESP.pack(
-            nid, max(result, 0), min(result, 0), 0), _RESP.size)
+            nid, max(result, 0), min(result, 0), flags), _RESP.size)
         # A caller gone meanwhile (killed) is no error of ours.
         self.libc.ioctl(self.listener, NOTIF_SEND, resp)
 
@@ -419,6 +421,12 @@ class Guard:
         name = (self.address(caller, sock, caller.read(name_p, name_len))
                 if name_p and name_len else b"")
         return Message(b"".join(chunks), name, control)
+
+    def _flock(self, caller: Caller, args: list[int]) -> None:
+        guardlocks.flock(self, caller, args)
+
+    def _fcntl(self, caller: Caller, args: list[int]) -> None:
+        guardlocks.fcntl(self, caller, args)
 
     def _sendmsg(self, caller: Caller, args: list[int]) -> None:
         sock = caller.fd(ctypes.c_int(args[0]).value)
