@@ -194,6 +194,14 @@ def _host_reads(writable: tuple[str, ...], env: Mapping[str, str], home: str
     reads = present(named)
     real = tuple(os.path.realpath(w) for w in writable)
     for p in reads:
+        if os.path.realpath(p) in real:
+            # Bound read-only, it would take the whole writable folder with it, unsaid.
+            raise PolicyError(
+                f"{escape(p)}, which the host reads to decide what to run, is itself a "
+                "folder [sandbox] writable names, so the box could rewrite it: leave it "
+                "out of [sandbox] writable (name the folders beside it instead), or move "
+                "what the host reads elsewhere")
+    for p in reads:
         link = link_on_the_way(p, real)
         if link is not None:
             raise PolicyError(

@@ -16,29 +16,47 @@ if TYPE_CHECKING:
     from .policy import Policy
 
 
-def host_env(policy: Policy) -> dict[str, str]:
-    """The environment of a hook run on the host.
+def host_env(policy: Policy, env_extra: Mapping[str, str] | None = None, *,
+             base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a run on the host: a hook's, or a command a harness runs there
+    (``serve``'s ``"host": true``, ``run --host``, :meth:`Session.run` with ``boxed``
+    False), with the caller's ``env_extra`` on top.
 
     Provider keys go. In a session with a sandbox PATH keeps only the entries pathguard
     accepts (none empty or relative, none inside a folder the agent can write, none
     that cannot be traced); when none is left there is no PATH at all, so the hook
     must name its programs by absolute path. With no sandbox PATH is unchanged: the
     agent's commands can write anywhere, so pruning would protect nothing.
-    """
-    env = scrub(policy.env)
-    if policy.boxed:
-        # Imported here: pathguard is only needed for a boxed session's host hooks.
-        from pathguard.argv import prune_path
 
-        guard = policy.guard(boxed=False)
+    ``env_extra`` goes through the same table as the session's own environment: a
+    caller's ``LD_PRELOAD`` or ``BASH_ENV`` naming a file the box wrote would be host
+    code chosen by the agent, whichever entry point carried it. ``base`` is this
+    function's answer without ``env_extra`` when the caller kept it (pruning PATH walks
+    every entry).
+    """
+    env = dict(base) if base is not None else _pruned(policy, scrub(policy.env))
+    if env_extra:
+        env.update(_pruned(policy, scrub(env_extra)))
+    return env
+
+
+def _pruned(policy: Policy, env: dict[str, str]) -> dict[str, str]:
+    """``env`` with PATH and the loader variables pruned by the host runs' guard, in a
+    session with a sandbox."""
+    if not policy.boxed:
+        return env
+    # Imported here: pathguard is only needed for a boxed session's host runs.
+    from pathguard.argv import prune_path
+
+    guard = policy.guard(boxed=False)
+    if "PATH" in env:
         pruned = prune_path(env.get("PATH"), guard)
         if pruned is None:
             env.pop("PATH", None)
         else:
             env["PATH"] = pruned
-        # The loader variables, by the same rule (their table is sandbox/env.py's).
-        env = prune_loaders(env, guard)
-    return env
+    # The loader variables, by the same rule (their table is sandbox/env.py's).
+    return prune_loaders(env, guard)
 
 
 def box_env(policy: Policy, env_extra: Mapping[str, str] | None = None, *,

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from launchers.admission import Admission
 from launchers.cli.common import JSON_VERSION, load_user_config, policy_error_line, say
 from launchers.config import Config, ConfigError, HookSpec, banner
+from launchers.placement import check_config
 from pathguard.argv import Refusal
 from sandbox.errors import PolicyError
 from sandbox.policy import Policy
@@ -115,7 +116,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
     try:
         policy = Policy.from_settings(args.project, config.sandbox, boxed=not args.no_sandbox)
         check_self(policy)
-    except SelfGuardError as err:
+        check_config(config, policy, found.source if found else None)
+    except (SelfGuardError, ConfigError) as err:
         return fail(str(err))
     except PolicyError as err:
         return fail(policy_error_line(err, config))

@@ -134,6 +134,7 @@ def cmd_hook(args: argparse.Namespace) -> int:
 
         return cmd_hook_openharness(args)
 
+    from launchers.placement import check_config
     from sandbox.errors import PolicyError, SandboxError
     from sandbox.session import Session
 
@@ -144,7 +145,7 @@ def cmd_hook(args: argparse.Namespace) -> int:
     warnings: list[str] = []
     try:
         event, fields = event_fields(args)
-        config, _ = load_user_config(args.config, project, named_must_exist=True)
+        config, found = load_user_config(args.config, project, named_must_exist=True)
     except (UsageError, ConfigError) as err:
         return stop(args.event if args.event in EVENTS else None, str(err))
     warnings += config.warnings
@@ -160,6 +161,7 @@ def cmd_hook(args: argparse.Namespace) -> int:
         # One event: a box per hook costs less than starting a warm box for it.
         with Session.open(project, config.sandbox, boxed=not args.no_sandbox,
                           warm=False) as session:
+            check_config(config, session.policy, found.source if found else None)
             runner = HookRunner(config, session, no_hooks=no_hooks,
                                 session_id=args.session_id or new_session_id())
             decision = _fire(runner, event, fields, args.permission_mode)
@@ -169,7 +171,7 @@ def cmd_hook(args: argparse.Namespace) -> int:
              "kind": r.kind} for hook, r in err.details])
     except PolicyError as err:
         return stop(event, policy_error_line(err, config))
-    except SandboxError as err:
+    except (ConfigError, SandboxError) as err:  # ConfigError: where the config lies
         return stop(event, str(err))
 
     return _tell(decision, event, warnings, as_json=bool(args.json))

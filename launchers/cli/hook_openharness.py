@@ -134,6 +134,7 @@ def _fire_in_session(args: argparse.Namespace, project: str, user: Config, confi
                      ctx: Context) -> Result | int:
     """The event fired in the session, or the exit status when it could not be."""
     from launchers.openharness.trust import refuse_store_in_box
+    from launchers.placement import check_config
     from sandbox.errors import PolicyError, SandboxError
     from sandbox.session import Session
 
@@ -144,6 +145,7 @@ def _fire_in_session(args: argparse.Namespace, project: str, user: Config, confi
             project, user.sandbox, boxed=not getattr(args, "no_sandbox", False), warm=False
         ) as session:
             refuse_store_in_box(session.policy)  # the file was checked by load()
+            check_config(user, session.policy)
             admitted = admit(config, policy=session.policy)
             for msg in admitted.refusals:
                 _say(msg)
@@ -154,7 +156,7 @@ def _fire_in_session(args: argparse.Namespace, project: str, user: Config, confi
     except PolicyError as err:
         _say(policy_error_line(err, user))
         return 2
-    except (SandboxError, OhConfigError) as err:
+    except (SandboxError, OhConfigError, ConfigError) as err:
         _say(str(err))
         return 2
     if interrupted:

@@ -46,6 +46,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     # Imported here: `run` is on the hot path and pays only for what it uses.
     from launchers.cli.stream import StreamingPipes
     from launchers.config import ConfigError
+    from launchers.placement import check_config
     from sandbox.errors import PolicyError, SandboxUnavailable
     from sandbox.session import Session
 
@@ -58,7 +59,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     project = os.path.abspath(args.project)
     try:
-        config, _ = load_user_config(args.config, project)
+        config, found = load_user_config(args.config, project)
     except ConfigError as err:
         _say(str(err))
         return EXIT_NO_BOX
@@ -67,6 +68,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         # One command: a box for it alone costs less than a warm box and its starter.
         with Session.open(project, config.sandbox, warm=False) as session:
+            check_config(config, session.policy, found.source if found else None)
             if args.host:
                 program = host_program(session, argv[0])
                 if program is None:
@@ -78,6 +80,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                                  boxed=not args.host, pipes=StreamingPipes)
     except PolicyError as err:
         _say(policy_error_line(err, config))
+        return EXIT_NO_BOX
+    except ConfigError as err:
+        _say(str(err))
         return EXIT_NO_BOX
     except SandboxUnavailable as err:
         _say(str(err))

@@ -73,11 +73,15 @@ def _policy(args: argparse.Namespace, path: str) -> Policy:
     from sandbox.policy import Policy
 
     project = args.project or _project_of(path)
-    config, _ = load_user_config(args.config, project)
+    from launchers.placement import check_config
+
+    config, found = load_user_config(args.config, project)
     try:
-        return Policy.from_settings(project, config.sandbox)
+        policy = Policy.from_settings(project, config.sandbox)
     except PolicyError as err:
         raise UsageError(policy_error_line(err, config)) from err
+    check_config(config, policy, found.source if found else None)
+    return policy
 
 
 def _trust(args: argparse.Namespace, path: str) -> int:

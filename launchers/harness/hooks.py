@@ -28,6 +28,7 @@ from launchers.errors import HookRefused as HookRefused
 from launchers.failure_hints import Failure, block_hints, describe, places_of
 from launchers.harness import protocol
 from launchers.harness import records as rec
+from launchers.placement import check_config, check_records
 from pathguard.argv import Refusal
 from pathguard.identity import Pins
 from pathguard.records import NamedTuple
@@ -165,6 +166,10 @@ class HookRunner:
     ) -> None:
         self.session = session
         self.policy = session.policy
+        # Where the box cannot change them, whichever entry point built this runner.
+        check_config(config, self.policy)
+        if recorder is not None:
+            check_records(recorder.path, self.policy)
         self.no_hooks = no_hooks
         self.recorder = recorder
         self.replay = replay

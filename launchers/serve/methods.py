@@ -23,7 +23,7 @@ from launchers.serve.wire import WireError
 from pathguard.records import NamedTuple
 
 if TYPE_CHECKING:
-    from launchers.config import Config
+    from launchers.config import Config, Source
     from launchers.harness.hooks import HookRunner
     from launchers.serve.server import Emit
     from sandbox.plan import RunResult
@@ -142,7 +142,7 @@ class ServeSession:
         d = self.defaults
         project = os.path.abspath(p.get("project", d.project))
         try:
-            config, _ = load_user_config(p.get("config", d.config), project)
+            config, found = load_user_config(p.get("config", d.config), project)
         except ConfigError as err:
             raise WireError(wire.CONFIG, str(err)) from err
         boxed = not p.get("no_sandbox", d.no_sandbox)
@@ -154,6 +154,7 @@ class ServeSession:
         except SandboxError as err:
             raise WireError(wire.SANDBOX, str(err)) from err
         try:
+            _placed(p, config, session, found.source if found else None)
             self.no_hooks = bool(p.get("no_hooks", d.no_hooks))
             sid = p.get("session_id") or new_session_id()
             doc = self._admit(p, config, session, sid, stack)
@@ -303,6 +304,22 @@ class ServeSession:
             return []
         stack.close()
         return list(session.warnings)
+
+
+def _placed(p: dict[str, Any], config: Config, session: Session,
+            source: Source | None) -> None:
+    """The user config and the record files where the box cannot change them
+    (:mod:`launchers.placement`). Raises :class:`WireError`."""
+    from launchers.config import ConfigError
+    from launchers.placement import check_config, check_records
+
+    try:
+        check_config(config, session.policy, source)
+        for key in ("records", "replay", "resume"):
+            if key in p:
+                check_records(p[key], session.policy, key)
+    except ConfigError as err:
+        raise WireError(wire.CONFIG, str(err)) from err
 
 
 def _event_args(p: dict[str, Any]) -> argparse.Namespace:

@@ -11,7 +11,6 @@ import os
 import shlex
 from collections.abc import Mapping, Sequence
 
-from sandbox.env import scrub
 from sandbox.plan import BackendName, LaunchPlan, RunResult
 from sandbox.policy import Policy
 from sandbox.startenv import host_env
@@ -37,10 +36,9 @@ def plan(
         raise ValueError("the command is empty")
     if not os.path.isabs(args[0]):
         raise ValueError(f"the program {args[0]} is not an absolute path")
-    env = dict(base_env) if base_env is not None else host_env(policy)
-    if env_extra:
-        # Scrubbed too: no caller can hand a provider key to a hook by accident.
-        env.update(scrub(env_extra))
+    # The caller's additions scrubbed and pruned as the session's own are: no caller
+    # hands a provider key to a hook by accident, nor a host run a loader the box wrote.
+    env = host_env(policy, env_extra, base=base_env)
     return LaunchPlan(
         backend="host",
         argv=args,
