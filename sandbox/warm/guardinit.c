@@ -38,8 +38,9 @@
  *
  * THE GUARD'S CALLS
  *     connect(2), sendto(2) with an address, sendmsg(2) and sendmmsg(2) of the
- *     command (and of everything it starts), and bind(2) in a box on the host's
- *     network, wait until this process answers.
+ *     command (and of everything it starts), bind(2) in a box on the host's
+ *     network, and flock(2) and fcntl(2)'s lock commands (judged by the file
+ *     locked: sandbox/warm/guardlocks.py), wait until this process answers.
  *     Nothing here lets a call go on (SECCOMP_USER_NOTIF_FLAG_CONTINUE is never
  *     used): this fast path only refuses, so a wrong judgement here can stop a
  *     call but never let one through. It answers, with no interpreter:

@@ -15,7 +15,9 @@ refused it there. The supervisor thread was made before the filter, so its own c
 are not stopped (a filter binds the thread that loads it and what that thread starts
 afterwards).
 
-The supervisor never lets a call go on as it is (``SECCOMP_USER_NOTIF_FLAG_CONTINUE``):
+It judges the command's locks too (:mod:`sandbox.warm.guardlocks`).
+
+The supervisor never lets a socket call go on as it is (``SECCOMP_USER_NOTIF_FLAG_CONTINUE``):
 the address lies in the caller's memory and the socket in its descriptor table, and
 another thread can change either between a check and the kernel's own read. Instead it
 copies the address (and the bytes sent), takes the caller's socket itself

@@ -148,3 +148,38 @@ def test_a_run_cannot_take_another_run_s_descriptors(project: Path, box: str) ->
     assert said["peercred"] == "0", explain(a)
     assert said["scm_pidfd"] == "0", explain(a)
     assert not any(k == "getfd" for k in said), explain(a)
+
+
+OWN = r"""
+import ctypes, os, signal, subprocess
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+
+def call(nr, *args):
+    rc = libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(a) for a in args])
+    return rc if rc >= 0 else -ctypes.get_errno()
+
+child = subprocess.Popen(["sleep", "30"])
+pidfd = call(434, child.pid, 0)                   # pidfd_open: a run's own child
+print("pidfd_open", "ok" if pidfd >= 0 else pidfd)
+print("pidfd_getfd", call(438, pidfd, 0, 0))
+print("process_madvise", call(440, pidfd, 0, 0, 0, 0))
+print("process_mrelease", call(448, pidfd, 0))
+print("open_by_handle_at", call(304, -100, 0, 0))
+print("pidfd_send_signal", call(424, pidfd, signal.SIGTERM, 0, 0))
+print("ended", child.wait())
+"""
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="syscall numbers are x86-64's")
+def test_the_handle_calls_are_refused_and_a_run_s_own_children_still_handled(
+        project: Path) -> None:
+    with Session.open(str(project), SandboxSettings(hide_defaults=False)) as session:
+        r = session.run([PY, "-c", OWN], timeout=60)
+    assert r.ok, explain(r)
+    said = dict(line.split(None, 1) for line in r.stdout.decode().splitlines())
+    assert said == {"pidfd_open": "ok", "pidfd_getfd": str(-errno.EPERM),
+                    "process_madvise": str(-errno.EPERM),
+                    "process_mrelease": str(-errno.EPERM),
+                    "open_by_handle_at": str(-errno.EPERM), "pidfd_send_signal": "0",
+                    "ended": str(-15)}, explain(r)
