@@ -183,3 +183,31 @@ def test_the_handle_calls_are_refused_and_a_run_s_own_children_still_handled(
                     "process_mrelease": str(-errno.EPERM),
                     "open_by_handle_at": str(-errno.EPERM), "pidfd_send_signal": "0",
                     "ended": str(-15)}, explain(r)
+
+
+I386 = r"""
+#include <stdio.h>
+static long i386(long nr, long a, long b, long c) {
+    long r;
+    __asm__ volatile("int $0x80" : "=a"(r) : "a"(nr), "b"(a), "c"(b), "d"(c) : "memory");
+    return r;
+}
+int main(void) {
+    /* socketcall(SYS_GETSOCKOPT), socketcall(SYS_SETSOCKOPT), then the direct calls
+     * getsockopt(-1, SOL_SOCKET, SO_PEERPIDFD) and setsockopt(.., SO_PASSPIDFD). */
+    printf("%ld %ld %ld %ld\n", i386(102, 15, 0, 0), i386(102, 14, 0, 0),
+           i386(365, -1, 1, 77), i386(366, -1, 1, 76));
+    return 0;
+}
+"""
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="i386 calls from x86-64")
+def test_32_bit_x86_gets_no_pidfd_from_a_socket_either(project: Path) -> None:
+    assert shutil.which("gcc"), "gcc is one of the packages scripts/_setup.sh installs"
+    with Session.open(str(project), SandboxSettings(hide_defaults=False)) as session:
+        Path(session.policy.private_tmp, "abi.c").write_text(I386)
+        r = session.run(["sh", "-c", "gcc -o /tmp/abi /tmp/abi.c && /tmp/abi"], timeout=60)
+    assert r.ok, explain(r)
+    assert r.stdout.split() == [str(-e).encode() for e in (
+        errno.EACCES, errno.EACCES, errno.ENOPROTOOPT, errno.ENOPROTOOPT)], explain(r)
