@@ -8,10 +8,11 @@ OWS value OWS`` (a name of token characters, no space before the colon; a value 
 printable ASCII, spaces and tabs), every line ended by CRLF and the head by an empty
 one. Anything else raises :class:`Malformed`: a bare LF or CR, NUL or any other
 control character, a byte above 0x7F (U+0085 and its kin end a line for some parsers),
-a folded line, a space before a colon, an empty line first. A parser downstream that
-splits a line, or ends a head, somewhere else than this one would read requests the
-proxy never saw (a second one, naming another ``Host``, to an origin that routes by
-it): what this grammar takes, every parser splits the same way. What goes on is not
+a folded line, a space before a colon, an empty line first, a name that is a field
+the proxy sets or drops once ``_`` is read as ``-`` (``Transfer_Encoding``). A parser
+downstream that splits a line, or ends a head, somewhere else than this one would read
+requests the proxy never saw (a second one, naming another ``Host``, to an origin that
+routes by it): what this grammar takes, every parser splits the same way. What goes on is not
 the box's bytes but the head made again from what was read: the line, ``Host`` from the
 URL, each field as ``name: value``, one ``Content-Length`` and ``Connection: close``.
 
@@ -104,7 +105,11 @@ def lines(raw: bytes) -> tuple[bytes, list[tuple[str, bytes, bytes]]]:
         m = _FIELD_LINE.fullmatch(line)
         if m is None:
             raise Malformed(f"its header line {quoted(line)} holds {_line_fault(line)}")
-        fields.append((m[1].decode("ascii").lower(), m[1], m[2]))
+        name = m[1].decode("ascii").lower()
+        if "_" in name and name.replace("_", "-") in DROPPED:
+            raise Malformed(f"its field name {quoted(m[1])} is {name.replace('_', '-')} "
+                            "to a server that reads _ as - (as CGI's names do)")
+        fields.append((name, m[1], m[2]))
     return first, fields
 
 

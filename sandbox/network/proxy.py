@@ -7,9 +7,11 @@ session opens it without starting an interpreter. The cost is the interpreter's 
 shared with the supervisor; the copy loops move 256 KiB at a time, so a download holds
 the lock for a few microseconds per chunk (see ``./scripts/bench``).
 
-Plain HTTP in absolute form (``GET http://host/ HTTP/1.1``) is sent on in origin form
-with ``Host`` set from the URL and ``Connection: close`` (so the origin answers one
-request and the connection cannot carry a second one to another host); ``CONNECT
+A request's head is taken only as RFC 9112 writes it, and what goes on is made again
+from what was read (:mod:`.head`): a 400 says what else was sent. Plain HTTP in
+absolute form (``GET http://host/ HTTP/1.1``) is sent on in origin form with ``Host``
+set from the URL and ``Connection: close`` (so the origin answers one request and the
+connection cannot carry a second one to another host); ``CONNECT
 host:port`` opens a tunnel, whose first words the proxy reads before they go on: a TLS
 hello must name a listed server, clear HTTP is refused (:mod:`.hello`); nothing is
 decrypted. Either way

@@ -7,7 +7,8 @@ loopback port with its password (as macOS runs it), and a real origin on 127.0.0
 that routes each request by its ``Host``, as a CDN's front does, and parses leniently,
 as many servers do: it ends a line at a bare LF, a bare CR, NUL and the other line ends
 of Python's ``str.splitlines`` (VT, FF, FS, GS, RS, NEL), unfolds folded lines, takes a
-field's name as written up to its colon, the first ``Host``, a chunked body whenever
+field's name as written up to its colon (with ``_`` as ``-``, as CGI's names have it),
+the first ``Host``, a chunked body whenever
 ``Transfer-Encoding`` names chunked, and reads on after each request, whatever
 ``Connection`` says. What it reads for any host but the listed one goes to its
 forbidden log, which must stay empty.
@@ -93,7 +94,7 @@ def lenient(data: bytes) -> list[tuple[bytes, bytes | None, bytes]]:
                 lines.append(line)
         else:
             return out
-        fields = [(name.lower(), value.strip()) for name, _, value in
+        fields = [(name.lower().replace(b"_", b"-"), value.strip()) for name, _, value in
                   (f.partition(b":") for f in lines[1:])]
         host = next((v for n, v in fields if n == b"host"), None)
         if any(n == b"transfer-encoding" and b"chunked" in v.lower() for n, v in fields):
@@ -194,6 +195,8 @@ ATTEMPTS: dict[str, Callable[[bytes], bytes]] = {
     "tab before the colon": _post(b"Content-Length\t: %d\r\n" % len(SMUGGLED), SMUGGLED),
     "Transfer-Encoding behind a bare LF": _post(
         b"X-Note: a\nTransfer-Encoding: chunked\r\nContent-Length: %d\r\n" % len(TAIL), TAIL),
+    "Transfer_Encoding with an underscore": _post(
+        b"Transfer_Encoding: chunked\r\nContent-Length: %d\r\n" % len(TAIL), TAIL),
     "Content-Length and Transfer-Encoding": _post(
         b"Content-Length: %d\r\nTransfer-Encoding: chunked\r\n" % len(TAIL), TAIL),
     "two Content-Length fields": _post(
