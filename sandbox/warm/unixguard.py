@@ -15,8 +15,6 @@ refused it there. The supervisor thread was made before the filter, so its own c
 are not stopped (a filter binds the thread that loads it and what that thread starts
 afterwards).
 
-It judges the command's locks too (:mod:`sandbox.warm.guardlocks`).
-
 The supervisor never lets a socket call go on as it is (``SECCOMP_USER_NOTIF_FLAG_CONTINUE``):
 the address lies in the caller's memory and the socket in its descriptor table, and
 another thread can change either between a check and the kernel's own read. Instead it
@@ -424,11 +422,7 @@ class Guard:
                 if name_p and name_len else b"")
         return Message(b"".join(chunks), name, control)
 
-    def _flock(self, caller: Caller, args: list[int]) -> None:
-        guardlocks.flock(self, caller, args)
-
-    def _fcntl(self, caller: Caller, args: list[int]) -> None:
-        guardlocks.fcntl(self, caller, args)
+    _flock, _fcntl = guardlocks.flock, guardlocks.fcntl  # the command's locks: there
 
     def _sendmsg(self, caller: Caller, args: list[int]) -> None:
         sock = caller.fd(ctypes.c_int(args[0]).value)
