@@ -160,3 +160,46 @@ def test_the_box_holds_no_lease_or_lock_on_a_host_file(base: Path, box: str) -> 
                           "ofd_rd": 0, "posix_rd": 0}, explain(mine)
     assert host_of_mine == {"open_wr": 0, "flock_ex": errno.EWOULDBLOCK,
                             "ofd_wr": errno.EAGAIN, "posix_wr": errno.EAGAIN}
+
+
+WAITER = r"""
+import ctypes, fcntl, os, struct, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+fd = os.open(sys.argv[1], os.O_RDWR)
+open("/tmp/ready", "w").close()
+t = time.monotonic()
+rc = libc.flock(fd, fcntl.LOCK_EX)          # waits for the host's lock to go
+print("flock", rc, ctypes.get_errno() if rc else 0, round(time.monotonic() - t, 1))
+fd2 = os.open(sys.argv[1], os.O_RDWR)
+rc = libc.fcntl(fd2, 38, struct.pack("hhqqi4x", fcntl.F_WRLCK, 0, 0, 0, 0))  # OFD_SETLKW
+print("ofd_wait", rc, ctypes.get_errno() if rc else 0)
+"""
+
+
+@pytest.mark.parametrize("box", BOXES[:1] + BOXES[2:3])
+def test_a_blocking_lock_in_the_project_waits_for_the_host_s_and_then_holds(
+        base: Path, box: str) -> None:
+    path = base / "p" / "lock"
+    with launcher(box) as warm, Session.open(str(base / "p"), SandboxSettings(
+            hide_defaults=False), warm=warm) as session:
+        tmp = Path(session.policy.private_tmp)
+        (tmp / "ready").unlink(missing_ok=True)
+        host = os.open(path, os.O_RDWR)
+        fcntl.flock(host, fcntl.LOCK_EX)
+        got: dict[str, RunResult] = {}
+        t = threading.Thread(target=lambda: got.setdefault("r", session.run(
+            [PY, "-c", WAITER, str(path)], timeout=60)))
+        t.start()
+        try:
+            while not (tmp / "ready").exists() and t.is_alive():
+                time.sleep(0.01)
+            time.sleep(0.5)
+        finally:
+            os.close(host)  # the host's lock goes: the box's wait ends
+            t.join(70)
+    r = got["r"]
+    lines = [line.split() for line in r.stdout.decode().splitlines()]
+    assert r.ok and lines[0][:3] == ["flock", "0", "0"], explain(r)
+    assert float(lines[0][3]) >= 0.3, explain(r)
+    # flock and fcntl locks are kinds apart: the OFD write lock is had at once.
+    assert lines[1] == ["ofd_wait", "0", "0"], explain(r)
