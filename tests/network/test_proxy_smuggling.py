@@ -116,7 +116,7 @@ def origin() -> Iterator[tuple[int, Seen]]:
     seen = Seen(b"")
 
     def serve(conn: socket.socket) -> None:
-        conn.settimeout(0.5)
+        conn.settimeout(1.0)  # what one connection sends, until a pause
         data = b""
         try:
             while chunk := conn.recv(65536):
