@@ -13,7 +13,7 @@ import contextlib
 import json
 import os
 import stat as _stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from . import beneath
 from .process.beside import Beside
@@ -22,24 +22,30 @@ from .process.made import IN_TWO_AT, clean_session, half_at, live_made, start_ti
 MANIFEST_SUFFIX = ".made"
 
 
-def start(tmp: str) -> str:
+def start(tmp: str, moves: Mapping[str, object] | None = None) -> str:
     """The manifest of the session whose private temp folder is ``tmp``, written beside
-    it naming only that folder so far; its path."""
+    it naming only that folder so far, and ``moves``, what is moved out of the project
+    if the harness dies (:meth:`sandbox.moveout.MoveOut.record`); its path."""
     manifest = tmp + MANIFEST_SUFFIX
-    _write(manifest, {"pid": os.getpid(), "start": start_time(os.getpid()), "tmp": tmp,
-                      "made": []})
+    _write(manifest, _head(tmp, moves))
     return manifest
 
 
+def _head(tmp: str, moves: Mapping[str, object] | None) -> dict[str, object]:
+    return {"pid": os.getpid(), "start": start_time(os.getpid()), "tmp": tmp, "made": [],
+            **({"moves": moves} if moves else {})}
+
+
 def make(manifest: str, tmp: str, roots: tuple[str, ...], *, dirs: Iterable[str],
-         files: Iterable[tuple[str, bytes]], protected: Iterable[str] = ()) -> None:
+         files: Iterable[tuple[str, bytes]], protected: Iterable[str] = (),
+         moves: Mapping[str, object] | None = None) -> None:
     """Make each folder, then each file, where nothing is yet (never through a link).
     The manifest lists them before anything is made, so a kill half-way leaves nothing
     unlisted (removing what was never made is harmless). What another live session
-    made and this one protects is listed too: the last of them to end removes it."""
+    made and this one protects is listed too: the last of them to end removes it.
+    ``moves`` is kept as :func:`start` wrote it."""
     made: list[list[str]] = []
-    data = {"pid": os.getpid(), "start": start_time(os.getpid()), "tmp": tmp,
-            "made": made}
+    data = {**_head(tmp, moves), "made": made}
     plan = [(d, "dir", b"") for d in dirs] + [(p, "file", c) for p, c in files]
     entries: list[tuple[str, str, str, bytes]] = []
     for path, kind, content in plan:

@@ -133,8 +133,8 @@ def _with_views(layout: GitLayout, roots: tuple[str, ...], env: Mapping[str, str
 
 
 def _make_missing(layout: GitLayout, manifest: str, roots: tuple[str, ...], *, tmp: str,
-                  settings: SandboxSettings, named: Sequence[str], env: Mapping[str, str],
-                  home: str) -> GitLayout:
+                  named: Sequence[str], env: Mapping[str, str], home: str,
+                  moves: MoveOut | None) -> GitLayout:
     """Make what is missing before the box, listed in ``manifest``: git's protected
     names, and what the host reads in a writable folder (made empty, bound read-only
     like the rest: sandbox/hostreads.py; other tools' project configs are not made but
@@ -147,7 +147,8 @@ def _make_missing(layout: GitLayout, manifest: str, roots: tuple[str, ...], *, t
                     dirs=(*layout.make_dirs, *reads.folders),
                     files=(*layout.make_files, *((f, b"") for f in reads.files)),
                     protected=(*layout.protected,
-                               *map(hostreads.as_bound, hostreads.candidates(env, home))))
+                               *map(hostreads.as_bound, hostreads.candidates(env, home))),
+                    moves=moves.record() if moves else None)
     return _with_views(layout, roots, env, tmp)
 
 
@@ -299,12 +300,16 @@ class Session:
             roots: tuple[str, ...] = (tmp,)
             if boxed and settings.protect and os.path.isdir(project):
                 layout, roots = _git_layout(project, named, env, home, root)
-            manifest = _leftovers.start(tmp)
+            # What the box makes of other tools' configs is moved out after each run.
+            moves = (MoveOut(os.path.realpath(project), settings.allow_tool_configs,
+                             os.environ if env is None else env, os.path.basename(tmp))
+                     if layout is not None and box_name() == "bwrap" else None)
+            manifest = _leftovers.start(tmp, moves.record() if moves else None)
             # The watchdog first: from here on a killed harness leaves nothing behind.
             watch_session(manifest)
             if layout is not None:
-                layout = _make_missing(layout, manifest, roots, tmp=tmp, settings=settings,
-                                       named=named, env=scrubbed, home=home)
+                layout = _make_missing(layout, manifest, roots, tmp=tmp, named=named,
+                                       env=scrubbed, home=home, moves=moves)
             policy = Policy.from_settings(project, settings, boxed=boxed, private_tmp=tmp,
                                           env=env, git=layout)._replace(output_cap=output_cap)
             # The toolkit will not run from a folder the box can write (selfguard.py).
@@ -312,10 +317,7 @@ class Session:
 
             check_self(policy)
             session = cls(policy)
-            if layout is not None and box_name() == "bwrap":
-                session._moves = MoveOut(policy.project, policy.allow_tool_configs,
-                                         os.environ if env is None else env,
-                                         os.path.basename(tmp))
+            session._moves = moves
             # Hard links to protected files are looked for while the warm box starts
             # (thousands of files in a repository with hundreds of modules); the box
             # runs nothing before the session is open.

@@ -6,7 +6,9 @@ A session makes files in the user's repository (a ``commondir`` of ".", empty fi
 folders over protected names) and a private temp folder. Its manifest, a JSON file in
 the per-user private root, lists them; whoever cleans up (the session's end, the
 watchdog, or the next session once the owner is gone) removes each only if it is still
-what was made, owned by this user, and reached without following a link.
+what was made, owned by this user, and reached without following a link. It also names
+the project's tool configs that were missing at the open: what the box made there is
+moved out of the project first.
 """
 
 from __future__ import annotations
@@ -157,6 +159,24 @@ def _unmake_all(entries: Sequence[Sequence[str]], busy: set[tuple[str, str]]) ->
         parents.close()
 
 
+def _move_out(moves: object) -> None:
+    """Other tools' configs the box made, moved out of the project
+    (:mod:`sandbox.process.moving`): after the session's own last move, nothing is left
+    to move; after a harness that died, what its box made since its last run ended."""
+    import contextlib
+
+    if not isinstance(moves, dict):
+        return
+    with contextlib.suppress(Exception):
+        from sandbox.process.moving import move_rows
+
+        project, rows, links, base = (moves["project"], moves["rows"], moves["links"],
+                                      moves["base"])
+        if (isinstance(project, str) and isinstance(base, str) and isinstance(links, dict)
+                and isinstance(rows, list) and all(isinstance(r, str) for r in rows)):
+            move_rows(project, rows, links, base)
+
+
 def clean_session(manifest: str) -> None:
     """Remove what the session of ``manifest`` made and no other live session uses,
     then the manifest: the files (many in two threads), then the folders, the last
@@ -167,6 +187,7 @@ def clean_session(manifest: str) -> None:
 
     with open(manifest, encoding="utf-8") as f:
         data = json.load(f)
+    _move_out(data.get("moves"))
     busy = live_made(os.path.dirname(manifest), manifest)
     made = list(reversed(data.get("made", [])))
     files = [e for e in made if e[2] == "file"]

@@ -13,9 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.procs import box_driver, eventually
 
 from launchers.config import SandboxSettings
 from sandbox import moveout
+from sandbox.process import made
 from sandbox.session import Session
 from sandbox.toolconfigs import TOOL_CONFIGS, ToolConfig
 
@@ -180,6 +182,28 @@ def test_without_the_move_the_box_s_config_stays_where_its_tool_reads(
     """The move off: the box's .mcp.json is in the project after the session, where
     the next MCP client to open it starts what it names."""
     monkeypatch.setattr(moveout.MoveOut, "_sweep", lambda self: [])
+    monkeypatch.setattr(made, "_move_out", lambda moves: None)
     with Session.open(str(project), SETTINGS) as s:
         s.run(["sh", "-c", f"printf '%s\\n' '{PAYLOAD}' > .mcp.json"])
     assert (project / ".mcp.json").read_text() == PAYLOAD + "\n"
+
+
+def test_a_killed_harness_s_box_config_is_moved_out_by_the_watchdog(
+        project: Path, data: Path) -> None:
+    """The harness killed while the run that made .mcp.json goes on: its watchdog
+    moves it out (the session's manifest names the rows that were missing)."""
+    driver = box_driver(project, "sh", "-c", "echo '{}' > .mcp.json; sleep 60")
+    try:
+        eventually(lambda: (project / ".mcp.json").read_text(), 20)
+        driver.kill()
+        driver.wait()
+
+        def moved() -> None:
+            assert not os.path.lexists(project / ".mcp.json")
+            (kept,) = (data / "harness" / "moved").glob("*/.mcp.json")
+            assert kept.read_text() == "{}\n"
+
+        eventually(moved, 20)
+    finally:
+        driver.kill()
+        driver.wait()
