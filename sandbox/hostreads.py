@@ -13,11 +13,22 @@ if the box made them, as is one reached through a link in such a folder. One tha
 itself a link there, or is reached through one, refuses the session
 (:func:`sandbox.policy.Policy.from_settings`): the box could write what it leads to, or
 point it elsewhere. What is bound is named by its folder's real path (:func:`as_bound`).
+
+A writable folder that is or holds a home is closed by mechanism, not by this list
+(:func:`homes_in`, :func:`home_kept`): the home's own folder is bound read-only, so
+nothing can be made at its top, and only the entries it holds at the start whose names
+start with no dot are bound read-write again. Every dot entry -- ``~/.ssh/config``,
+``~/.npmrc``, ``~/.inputrc``, ``~/.config/autostart``, ``~/.local/bin``, Python's user
+site, an editor's config, one no table names yet -- stays read-only whether it exists
+or not, as do ``~/bin`` and ``~/node_modules`` and every entry that is or holds a folder
+on the session's PATH. What a user gives up: a box that makes new entries at the top of
+a writable home, or writes any dot entry there (caches and package stores included).
 """
 
 from __future__ import annotations
 
 import os
+import pwd
 from collections.abc import Iterable, Mapping
 
 from pathguard.records import NamedTuple
@@ -84,10 +95,14 @@ def covers(roots: Iterable[str], env: Mapping[str, str], home: str) -> Covers:
     (bwrap's) makes before the box."""
     real = [os.path.realpath(r) for r in roots]
     kinds = _kinds(env, home)
+    # Nothing can be made at a writable home's read-only top: no cover is needed there.
+    tops = homes_in(real, home)
     dirs: list[str] = []
     files: list[str] = []
     for p in inside(roots, env, home):
         if os.path.lexists(p) or os.path.basename(p) in ORDER_SENSITIVE:
+            continue
+        if any(_under(as_bound(p), t) for t in tops):
             continue
         if link_on_the_way(p, tuple(real)) is not None:
             continue  # made through a link the box could re-point: said at the end
@@ -137,3 +152,56 @@ def as_bound(path: str) -> str:
 def present(paths: Iterable[str]) -> tuple[str, ...]:
     """Those that exist as files or real folders (a link is left alone)."""
     return tuple(p for p in paths if os.path.lexists(p) and not os.path.islink(p))
+
+
+# Entries at a home's top, without a dot, that the host runs code from: the folder
+# Debian's and Ubuntu's ~/.profile puts on PATH, and the last folder Node looks in for
+# a module a script in the home requires.
+HOME_TOP_RUN = ("bin", "node_modules")
+
+
+def homes_in(roots: Iterable[str], home: str) -> tuple[str, ...]:
+    """The homes -- the session's and every account's -- that are one of ``roots`` (the
+    folders the box can write, real) or lie below one, by their real paths."""
+    real = [os.path.realpath(r) for r in roots]
+    named = [home, *(p.pw_dir for p in _accounts())]
+    out: list[str] = []
+    for h in named:
+        if not h or not os.path.isabs(h) or h == "/":
+            continue
+        h = os.path.realpath(h)
+        if h not in out and os.path.isdir(h) and any(_under(h, r) for r in real):
+            out.append(h)
+    return tuple(out)
+
+
+def _accounts() -> list[pwd.struct_passwd]:
+    try:
+        return pwd.getpwall()
+    except OSError:
+        return []
+
+
+def home_kept(home: str, path_env: str | None) -> tuple[str, ...]:
+    """The entries at the top of ``home`` (real) that the box may write again under its
+    read-only top: real folders and plain files whose names start with no dot, but
+    :data:`HOME_TOP_RUN` and any that is or holds a folder on ``path_env`` (a link
+    stays as it is: the read-only top keeps it from being re-pointed)."""
+    on_path = [os.path.realpath(p) for p in (path_env or "").split(":") if p.startswith("/")]
+    out: list[str] = []
+    try:
+        entries = sorted(os.scandir(home), key=lambda e: e.name)
+    except OSError:
+        return ()
+    for e in entries:
+        if e.name.startswith(".") or e.name in HOME_TOP_RUN:
+            continue
+        try:
+            if not (e.is_dir(follow_symlinks=False) or e.is_file(follow_symlinks=False)):
+                continue
+        except OSError:
+            continue
+        if any(_under(p, e.path) for p in on_path):
+            continue
+        out.append(e.path)
+    return tuple(out)

@@ -212,6 +212,20 @@ def _host_reads(writable: tuple[str, ...], env: Mapping[str, str], home: str
     return tuple(map(as_bound, reads))
 
 
+def _homes(writable: tuple[str, ...], env: Mapping[str, str], home: str,
+           protect: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The policy's ``home_tops`` and ``home_kept`` (see :mod:`sandbox.hostreads`)."""
+    from .hostreads import home_kept, homes_in
+
+    if not (protect and writable):
+        return (), ()  # and on macOS: see docs/limits.md
+    tops = homes_in([os.path.realpath(w) for w in writable], home)
+    kept = [k for t in tops for k in home_kept(t, env.get("PATH"))]
+    # A home inside another's kept entry (/home/a/guests/b) keeps its own rule: the outer
+    # entry's read-write bind comes first, the inner home's read-only top after it.
+    return tops, tuple(dict.fromkeys(kept))
+
+
 def _session_place(project: str, s: SandboxSettings, env: Mapping[str, str] | None,
                    home: str | None) -> tuple[Mapping[str, str], str, str]:
     """The session's environment (``[sandbox] scrub``'s names gone from it, so from
@@ -302,6 +316,10 @@ class Policy(NamedTuple):
     # [sandbox] processes, memory, tmp_size and shm_size, in processes and bytes against
     # this machine's memory (sandbox/limits.py); the session's hardening enforces them.
     limits: Limits = Limits()
+    # Homes that are, or lie in, a [sandbox] writable folder: each bound read-only, then
+    # the entries of ``home_kept`` read-write again (sandbox/hostreads.py). Real paths.
+    home_tops: tuple[str, ...] = ()
+    home_kept: tuple[str, ...] = ()
 
     @classmethod
     def from_settings(
@@ -340,7 +358,10 @@ class Policy(NamedTuple):
                                     fallback=gettempdir())
         tmp = private_tmp if private_tmp is not None else private_tmp_root()
         writable = _writable_paths(s.writable, home)
+        tops, kept = _homes(writable, scrubbed, home,
+                            s.protect and platform.startswith("linux"))
         return cls(
+            home_tops=tops, home_kept=kept,
             **_git_fields(real_project, writable, git, scrubbed, home,
                           allowed=s.allow_tool_configs),
             allow_tool_configs=s.allow_tool_configs,
@@ -440,6 +461,7 @@ class Policy(NamedTuple):
         if self.common_dir:
             out.append(self.common_dir)
         out += [os.path.realpath(w) for w in self.writable]
+        out += self.home_kept
         seen: list[str] = []
         for p in out:
             if p not in seen:

@@ -115,7 +115,9 @@ PROC_READ_ONLY = (
 
 
 # Mount kinds, in the order they are applied to one path (a later one covers an earlier).
-_TMP, _RUNTIME, _RW, _PIN, _PROTECT, _EMPTY_RO, _HIDE_DIR, _HIDE_FILE = range(8)
+# A writable home's top (_HOME_TOP) is read-only over its read-write root, before the
+# entries it keeps are bound read-write again one level down.
+_TMP, _RUNTIME, _RW, _HOME_TOP, _PIN, _PROTECT, _EMPTY_RO, _HIDE_DIR, _HIDE_FILE = range(9)
 
 
 def _depth(path: str) -> int:
@@ -316,6 +318,8 @@ def _make_mount_ops(policy: Policy) -> tuple[list[_Op], list[str]]:
     protected = list(dict.fromkeys(policy.protected_paths()))
     empty_ro = list(policy.missing_hook_dirs())
     pinned: list[str] = list(policy.pinned_dirs) if policy.protect else []
+    tops = list(policy.home_tops) if policy.protect else []
+    ops += [(_depth(t), _HOME_TOP, t) for t in tops]
     # Every folder between a read-write root and a protected path, or a read-write root
     # inside another, is bound onto itself: one the box could rename would take the
     # bind below it along and free its name (a writable home's ~/.local, above the
@@ -323,11 +327,13 @@ def _make_mount_ops(policy: Policy) -> tuple[list[_Op], list[str]]:
     # which the box would then make anew with a .git of its own).
     held, roots = set(pinned), set(rw)
     nested = [r for r in rw if any(r != o and _under(r, o) for o in rw)]
-    for p in [*nested, *protected, *empty_ro]:
-        for d in _folders_between(p, roots, held):
+    # Nothing inside a read-only home top can be renamed: a pin there would only make a
+    # folder of it writable again (~/.config, above the toolkit's ~/.config/harness).
+    for p in [*nested, *protected, *empty_ro, *(t for t in tops if t not in roots)]:
+        for d in _folders_between(p, roots, held, tops):
             held.add(d)
             pinned.append(d)
-    for g in _hidden_ancestors(policy, rw):
+    for g in _hidden_ancestors(policy, rw, tops):
         if g not in held:
             held.add(g)
             pinned.append(g)
@@ -345,18 +351,22 @@ def _make_mount_ops(policy: Policy) -> tuple[list[_Op], list[str]]:
     return ops, [*empty_ro, *hidden_dirs]
 
 
-def _folders_between(path: str, roots: set[str], held: set[str]) -> list[str]:
+def _folders_between(path: str, roots: set[str], held: set[str],
+                     tops: Sequence[str] = ()) -> list[str]:
     """The folders above ``path`` up to the read-write root that holds it, nearest
-    first, stopping early at one in ``held`` (whose own are held already)."""
+    first, stopping early at one in ``held`` (whose own are held already) or in a
+    read-only home top (``tops``)."""
     out = []
     d = os.path.dirname(path)
-    while d not in roots and d not in held and d != os.path.dirname(d):
+    while d not in roots and d not in held and d != os.path.dirname(d) \
+            and not any(_under(d, t) for t in tops):
         out.append(d)
         d = os.path.dirname(d)
     return out
 
 
-def _hidden_ancestors(policy: Policy, rw: Sequence[str]) -> list[str]:
+def _hidden_ancestors(policy: Policy, rw: Sequence[str],
+                      tops: Sequence[str] = ()) -> list[str]:
     """The folders between a read-write root and a hidden path beneath it. Each is bound
     onto itself (a mount point cannot be renamed): otherwise the box renames one, and
     the next session, which hides the configured path, finds nothing there while the
@@ -369,7 +379,7 @@ def _hidden_ancestors(policy: Policy, rw: Sequence[str]) -> list[str]:
             continue
         root = max(roots, key=len)
         d = os.path.dirname(real)
-        while d != root and _under(d, root):
+        while d != root and _under(d, root) and not any(_under(d, t) for t in tops):
             if d not in rw and d not in out:
                 out.append(d)
             d = os.path.dirname(d)
@@ -403,6 +413,8 @@ def _mount_args(policy: Policy, kind: int, path: str, fds: Mapping[str, int],
         return ["--bind", path, path] if fd is None else ["--bind-fd", str(fd), path]
     if kind == _PROTECT:
         return _protect_args(path, fd, views.get(path))
+    if kind == _HOME_TOP:
+        return ["--ro-bind", path, path]
     if kind in (_HIDE_DIR, _EMPTY_RO):
         return ["--tmpfs", path]
     return ["--ro-bind", "/dev/null", path]
