@@ -269,8 +269,10 @@ def test_every_tool_config_name_is_denied_there_or_not(tmp_path: Path) -> None:
     (deny,) = rules(got.session, "deny", "file-write*")
     project = private(tmp_path / "proj")
     for name in (".claude", ".claude/settings.json", ".mcp.json", ".cursor/hooks.json",
-                 ".envrc"):
+                 ".envrc", "opencode.json", ".kiro/settings/mcp.json", ".roo/mcp.json",
+                 ".continue/mcpServers/x.yaml", ".devcontainer.json", ".aider.conf.yml"):
         assert got.matches(deny, f"{project}/{name}"), name
+    assert not got.matches(deny, f"{project}/.kiro/steering.md")  # the row is the file
     assert not got.matches(deny, f"{project}/.vscode/settings.json")  # released
     assert not got.matches(deny, f"{project}/notes.txt")
 
