@@ -194,7 +194,10 @@ def test_a_killed_harness_s_box_config_is_moved_out_by_the_watchdog(
     moves it out (the session's manifest names the rows that were missing)."""
     driver = box_driver(project, "sh", "-c", "echo '{}' > .mcp.json; sleep 60")
     try:
-        eventually(lambda: (project / ".mcp.json").read_text(), 20)
+        def made() -> None:
+            assert (project / ".mcp.json").read_text() == "{}\n"
+
+        eventually(made, 20)
         driver.kill()
         driver.wait()
 
