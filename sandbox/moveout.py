@@ -63,6 +63,7 @@ class MoveOut:
                                  time.strftime("%Y%m%d-%H%M%S-") + session)
         self._lock = threading.Lock()
         self._live = 0
+        self._unmoved: set[str] = set()
 
     def record(self) -> dict[str, object]:
         """What the session's manifest keeps, for a harness that dies
@@ -90,8 +91,15 @@ class MoveOut:
     def _sweep(self) -> list[str]:
         if not self.rows:
             return []
-        return [self._said(*m) for m in move_rows(self.project, self.rows, self.links,
-                                                  self.base)]
+        out = []
+        for m in move_rows(self.project, self.rows, self.links, self.base):
+            line = self._said(*m)
+            if m[4]:  # not moved: said once, not after every run
+                if line in self._unmoved:
+                    continue
+                self._unmoved.add(line)
+            out.append(line)
+        return out
 
     def _said(self, name: str, sub: str, dest: str, text: str | None, why: str) -> str:
         row = self.rows[name]

@@ -210,3 +210,22 @@ def test_a_killed_harness_s_box_config_is_moved_out_by_the_watchdog(
     finally:
         driver.kill()
         driver.wait()
+
+
+def test_a_row_behind_a_link_of_the_user_s_is_said_once_not_moved(
+        project: Path, data: Path) -> None:
+    """.kiro a link of the user's at the open: what the box makes behind it is not
+    reached by following the link (it could lead anywhere), only said, once."""
+    (project / "kiro-real").mkdir()
+    (project / ".kiro").symlink_to("kiro-real")
+    with Session.open(str(project), SETTINGS) as s:
+        for _ in range(2):
+            s.run(["sh", "-c", "mkdir -p kiro-real/settings && echo '{}' > "
+                   "kiro-real/settings/mcp.json"])
+    assert [w for w in s.warnings if "the box made" in w] == [
+        f"the box made {project}/.kiro/settings/mcp.json, read by Kiro (MCP servers "
+        f"started from the project), through {project}/.kiro, a link that was there at "
+        "the start: it is not moved (a link is not followed); check it before that tool "
+        "opens the project"]
+    assert os.readlink(project / ".kiro") == "kiro-real"
+    assert not (data / "harness" / "moved").exists()
