@@ -42,6 +42,10 @@ class LaunchPlan(NamedTuple):
     # open after that is held by a process outside the group.
     drain_idle: float = 0.02
     drain_max: float = 0.1
+    # (uid, gid) the run's three pipes are given to before it starts: the box's user
+    # when it is not the one starting it (root's stand-in), so that the command can
+    # reopen its own streams (/dev/stdin, /proc/self/fd/1) as a plain user's can.
+    stdio_owner: tuple[int, int] | None = None
 
 
 class RunResult(NamedTuple):

@@ -41,6 +41,7 @@ from .bwrap_args import (
     box_args,
     staged_binds,
 )
+from .standin import stdio_owner
 
 if TYPE_CHECKING:
     from .stage import Stage
@@ -121,6 +122,7 @@ def plan(
         # Held descriptors of the binds, and the filter's (``--seccomp``): one per run.
         pass_fds=(*pass_fds, *(() if seccomp_fd is None else (seccomp_fd,))),
         run_fds=() if seccomp_fd is None else (seccomp_fd,),
+        stdio_owner=stdio_owner(),
     )
 
 

@@ -82,6 +82,16 @@ def needed() -> bool:
     return os.geteuid() == 0 and _host_id_of_root() == 0
 
 
+def stdio_owner() -> tuple[int, int] | None:
+    """Whom a box's pipes are given to: the stand-in, when it is needed. A pipe the
+    host's root made is mode 0600 and owned by an id the box does not map, so the
+    box's command could use the descriptors it was given but not reopen them
+    (``cat /dev/stdin``: Permission denied), and a hook reading its input that way
+    read nothing. Only the box's processes hold these pipes: their new owner reaches
+    nothing else."""
+    return (UID, GID) if needed() else None
+
+
 def _host_id_of_root() -> int | None:
     """The host's id for this user namespace's uid 0 (``/proc/self/uid_map``); None
     when it maps none."""

@@ -128,3 +128,20 @@ class Pipes:
         self.close_stdin()
         for fd in list(self.files):
             self.close_read(fd)
+
+
+def owned_pipes(owner: tuple[int, int] | None) -> list[tuple[int, int]]:
+    """Three pipes (stdin's, stdout's, stderr's: read end, write end), each given to
+    ``owner`` when there is one."""
+    ends: list[tuple[int, int]] = []
+    try:
+        for _ in range(3):
+            ends.append(os.pipe())
+            if owner is not None:
+                os.fchown(ends[-1][0], *owner)
+    except BaseException:
+        for r, w in ends:
+            os.close(r)
+            os.close(w)
+        raise
+    return ends

@@ -42,7 +42,7 @@ from collections.abc import Callable, Mapping
 from sandbox.plan import LaunchPlan, Outcome, RunResult
 from sandbox.process import reaper
 from sandbox.process.markers import MARKER_VAR, kill_marked
-from sandbox.process.pipes import Pipes
+from sandbox.process.pipes import Pipes, owned_pipes
 from sandbox.process.reaper import enable_subreaper, subreaper_enabled
 from sandbox.process.watchdog import watchdog, watchdog_pid
 
@@ -175,6 +175,8 @@ def _started(proc: subprocess.Popen[bytes], on_start: Callable[[int], object]) -
 def _spawn(plan: LaunchPlan, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
     # No preexec_fn: it forces the slow fork path. A new session gives the process no
     # controlling terminal and a process group of its own to kill.
+    if plan.stdio_owner is not None:
+        return _spawn_owned(plan, env, plan.stdio_owner)
     return subprocess.Popen(
         plan.argv,
         bufsize=0,
@@ -187,6 +189,29 @@ def _spawn(plan: LaunchPlan, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
         pass_fds=plan.pass_fds,
         start_new_session=True,
     )
+
+
+def _spawn_owned(plan: LaunchPlan, env: Mapping[str, str], owner: tuple[int, int]
+                 ) -> subprocess.Popen[bytes]:
+    """:func:`_spawn` with pipes given to ``owner`` before the process starts (a pipe
+    is one inode for both its ends), so that its command can reopen them."""
+    ends = owned_pipes(owner)
+    (in_r, in_w), (out_r, out_w), (err_r, err_w) = ends
+    try:
+        proc = subprocess.Popen(plan.argv, bufsize=0, stdin=in_r, stdout=out_w,
+                                stderr=err_w, env=env, cwd=plan.cwd, close_fds=True,
+                                pass_fds=plan.pass_fds, start_new_session=True)
+    except BaseException:
+        for fd in (in_r, in_w, out_r, out_w, err_r, err_w):
+            os.close(fd)
+        raise
+    for fd in (in_r, out_w, err_w):
+        os.close(fd)
+    proc.stdin = open(in_w, "wb", buffering=0)  # noqa: SIM115
+    proc.stdout = open(out_r, "rb", buffering=0)  # noqa: SIM115
+    proc.stderr = open(err_r, "rb", buffering=0)  # noqa: SIM115
+    return proc
+
 
 
 def _supervise(

@@ -14,7 +14,7 @@ from typing import IO
 
 from sandbox.errors import SandboxUnavailable
 from sandbox.plan import Outcome, RunResult
-from sandbox.process.pipes import Pipes
+from sandbox.process.pipes import Pipes, owned_pipes
 from sandbox.process.supervisor import poll_wait
 from sandbox.text import escape
 from sandbox.warm.inbox import MAX_MESSAGE, pack, unpack
@@ -43,13 +43,12 @@ class Proc:
         self.stderr: IO[bytes] | None = open(stderr, "rb", buffering=0)  # noqa: SIM115
 
 
-def ask(chan: socket.socket, argv: Sequence[str], env: Mapping[str, str], cwd: str
-        ) -> Proc:
-    """Send the run to its init with the far ends of its three pipes; the host's
-    ends back."""
-    in_r, in_w = os.pipe()
-    out_r, out_w = os.pipe()
-    err_r, err_w = os.pipe()
+def ask(chan: socket.socket, argv: Sequence[str], env: Mapping[str, str], cwd: str,
+        owner: tuple[int, int] | None = None) -> Proc:
+    """Send the run to its init with the far ends of its three pipes (given to
+    ``owner``, the box's user where the host's is not it: see
+    :func:`sandbox.backends.standin.stdio_owner`); the host's ends back."""
+    (in_r, in_w), (out_r, out_w), (err_r, err_w) = owned_pipes(owner)
     theirs = [in_r, out_w, err_w]
     msg = pack([b"run", b"", os.fsencode(cwd), b"%d" % len(argv),
                 *(os.fsencode(a) for a in argv),

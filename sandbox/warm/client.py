@@ -88,6 +88,8 @@ class WarmBox:
         # How long the starter may take to start a run, and to end one it was told to.
         self.start_limit = START_LIMIT
         self.kill_limit = KILL_LIMIT
+        # Whom each run's pipes are given to (sandbox.plan.LaunchPlan.stdio_owner).
+        self.stdio_owner: tuple[int, int] | None = None
 
     @classmethod
     def start(cls, options: Sequence[str], *, bpf: bytes, shm_size: int,  # noqa: PLR0913
@@ -326,7 +328,8 @@ class WarmBox:
             cancel: threading.Event | None = None, output_cap: int = 1 << 20,
             pipes: type[Pipes] = Pipes) -> RunResult:
         """Run ``argv`` (a bare name is looked up on ``env``'s PATH in the box) in
-        ``cwd`` with exactly ``env``; ``pipes`` reads the output
+        ``cwd`` with exactly ``env``, its pipes given to :attr:`stdio_owner` if any (the
+        plan's field of that name says why); ``pipes`` reads the output
         (:func:`sandbox.process.supervisor.run` says how). The result has no plan. Raises
         :class:`SandboxUnavailable` when the box is gone or stops answering."""
         if not argv:
@@ -344,7 +347,7 @@ class WarmBox:
         self._touch(ended=False)
         streams: Pipes | None = None
         try:
-            proc = ask(chan, argv, env, cwd)
+            proc = ask(chan, argv, env, cwd, self.stdio_owner)
             streams = pipes(proc, stdin, output_cap)
             streams.poller.register(chan.fileno(), select.POLLIN)
             deadline = None if timeout is None else started + timeout

@@ -24,6 +24,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from sandbox.backends.bwrap import KEYRING_LISTS, PROC_READ_ONLY, BwrapBackend
+from sandbox.backends.standin import stdio_owner
 from sandbox.errors import SandboxUnavailable
 from sandbox.plan import LaunchPlan, RunResult
 from sandbox.process.pipes import Pipes
@@ -156,7 +157,8 @@ def run(owner: LinuxBox, argv: Sequence[str], *, env_extra: Mapping[str, str] | 
 
         env.update(proxy_env(policy.network_allow))
     plan = LaunchPlan("bwrap", tuple(argv), env, policy.project, shlex.join(argv),
-                      watched=False)
+                      watched=False, stdio_owner=stdio_owner())
+    box.stdio_owner = plan.stdio_owner
     result = box.run(argv, env, policy.project, stdin=stdin, timeout=timeout,
                      cancel=cancel, output_cap=policy.output_cap, pipes=pipes)
     # Nothing of the run is orphaned here: its processes end inside the warm box.
