@@ -23,7 +23,7 @@ from .backends import Box, box_name, choose, supervised
 from .backends.host import HostBackend
 from .errors import PolicyError
 from .git.config import find_git
-from .git.dirs import GitLayout, find_layout
+from .git.dirs import GitLayout, find_layout, merged
 from .git.report import report
 from .moveout import MoveOut
 from .plan import LaunchPlan, RunResult
@@ -119,6 +119,14 @@ def _git_layout(project: str, named: tuple[str, ...], env: Mapping[str, str] | N
     writable = tuple(os.path.realpath(w) for w in named if os.path.exists(w))
     layout = find_layout(real, env=env, home=home, writable=writable,
                          forbidden=(private_root,))
+    for w in writable:
+        # A writable folder that is a repository of its own: its git inputs are held
+        # as the project's are (one inside the project is the project's nested one).
+        if w != real and not w.startswith(real + "/") and \
+                os.path.lexists(os.path.join(w, ".git")):
+            others = tuple(x for x in (real, *writable) if x != w)
+            layout = merged(layout, find_layout(w, env=env, home=home, writable=others,
+                                                forbidden=(private_root,)))
     roots = (real, *((layout.common_dir,) if layout.common_dir else ()), *writable)
     return layout, roots
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from pathguard.records import NamedTuple
 from sandbox import beneath
@@ -426,3 +427,18 @@ def find_layout(project: str, *, env: Mapping[str, str] | None = None,
                      tuple(pinned), tuple(f.make_dirs), tuple(f.make_files),
                      tuple(f.links), dot, tuple(f.skipped), tuple(f.module_dirs),
                      tuple(f.gitlinks))
+
+
+def merged(first: GitLayout, other: GitLayout) -> GitLayout:
+    """``first`` (the project's) with what ``other`` (a ``[sandbox] writable`` folder
+    that is a repository of its own) protects, pins and makes: the box may write that
+    folder, so what host git reads there is held as the project's is. The project's
+    common folder, ``.git`` and gitlinks stay the ones the session's end reports on."""
+    def both(name: str) -> Any:
+        return tuple(dict.fromkeys((*getattr(first, name), *getattr(other, name))))
+
+    return first._replace(
+        git_dirs=both("git_dirs"), protected=both("protected"),
+        pinned_dirs=both("pinned_dirs"), make_dirs=both("make_dirs"),
+        make_files=both("make_files"), links=both("links"), skipped=both("skipped"),
+        modules=both("modules"))
