@@ -1,0 +1,108 @@
+"""Who may import whom, read from the source (every import statement, those inside
+functions too; those under ``if TYPE_CHECKING:`` aside, which never run):
+
+- nothing in ``sandbox/`` or ``pathguard/`` imports ``launchers/`` (data flows one way);
+- ``sandbox/errors.py`` imports nothing of ours (the error tree is a leaf);
+- what runs inside the box, started by path by the box's own interpreter, imports only
+  the standard library and its fellow programs there (the package is not importable in
+  the box, and must not be trusted there).
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+from helpers.paths import REPO
+
+OURS = ("sandbox", "pathguard", "launchers")
+# Run inside the box by path (sandbox/warm/starting.py and the compiled launchers start
+# them): each may import its fellows by their bare names or as sandbox.warm.NAME.
+IN_BOX = ("inbox", "helper", "guardmain", "guarded", "guardparts", "guardlocks", "unixguard")
+
+
+def imports(source: str, module: str) -> list[tuple[int, str]]:
+    """(line, module) for each import in ``source`` that can run, relative ones made
+    absolute against ``module`` (dotted)."""
+    tree = ast.parse(source)
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped |= {id(n) for child in node.body for n in ast.walk(child)}
+    out: list[tuple[int, str]] = []
+    package = module.rsplit(".", 1)[0]
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                up = parts[: len(parts) - node.level + 1]
+                base = ".".join([*up, base] if base else up)
+            if base == "__future__":
+                continue
+            if base == "sandbox.warm":  # from sandbox.warm import guardlocks
+                out += [(node.lineno, f"{base}.{a.name}") for a in node.names]
+            else:
+                out.append((node.lineno, base))
+    return out
+
+
+def breaks(module: str, source: str) -> list[str]:
+    """Each rule ``source`` (the module named ``module``) breaks, one line each."""
+    top = module.split(".")[0]
+    name = module.rsplit(".", 1)[-1]
+    out: list[str] = []
+    for line, target in imports(source, module):
+        first = target.split(".")[0]
+        if top in ("sandbox", "pathguard") and first == "launchers":
+            out.append(f"{module}:{line} imports {target}: sandbox/ and pathguard/ "
+                       "never import launchers/")
+        if module == "sandbox.errors" and first in OURS:
+            out.append(f"{module}:{line} imports {target}: the error tree is a leaf")
+        if module.startswith("sandbox.warm.") and name in IN_BOX:
+            fellow = target in IN_BOX or (target.startswith("sandbox.warm.")
+                                          and target.rsplit(".", 1)[-1] in IN_BOX)
+            if not fellow and first not in sys.stdlib_module_names:
+                out.append(f"{module}:{line} imports {target}: what runs in the box "
+                           "imports only the standard library and its fellows there")
+    return out
+
+
+def modules() -> list[tuple[str, Path]]:
+    out = []
+    for top in OURS:
+        for path in sorted((REPO / top).rglob("*.py")):
+            dotted = ".".join(path.relative_to(REPO).with_suffix("").parts)
+            out.append((dotted.removesuffix(".__init__"), path))
+    return out
+
+
+def test_every_module_keeps_the_layering() -> None:
+    broken = [b for module, path in modules() for b in breaks(module, path.read_text())]
+    assert broken == []
+
+
+@pytest.mark.parametrize(("module", "source", "rule"), [
+    ("sandbox.policy", "def f():\n    from launchers.config import load\n",
+     "never import launchers/"),
+    ("pathguard.walk", "import launchers\n", "never import launchers/"),
+    ("sandbox.errors", "from .text import escape\n", "the error tree is a leaf"),
+    ("sandbox.warm.helper", "from sandbox.policy import Policy\n", "only the standard"),
+    ("sandbox.warm.inbox", "import yaml\n", "only the standard"),
+])
+def test_a_broken_rule_is_caught(module: str, source: str, rule: str) -> None:
+    found = breaks(module, source)
+    assert len(found) == 1 and rule in found[0], found
+
+
+def test_imports_under_type_checking_and_fellows_are_allowed() -> None:
+    source = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+              "    from launchers.config import Config\n"
+              "from inbox import pack\nfrom sandbox.warm.guardparts import load\n")
+    assert breaks("sandbox.warm.helper", source) == []
