@@ -52,7 +52,8 @@ def proxy_env(listed: Sequence[str] = (), port: int = PROXY_PORT,
               token: str = "") -> dict[str, str]:
     """The variables that point HTTP clients at the proxy: the usual names in both
     cases (curl and git read the lower-case ``http_proxy`` only), and the ones of npm,
-    yarn, cargo and pip that do not read those; with ``token``, the proxy's password in
+    yarn and cargo that do not read those (pip reads the usual ones: its own
+    ``PIP_PROXY`` would send the box's loopback to the proxy too, past ``NO_PROXY``); with ``token``, the proxy's password in
     the URL (clients send it as ``Proxy-Authorization``)."""
     url = f"http://box:{token}@127.0.0.1:{port}" if token else f"http://127.0.0.1:{port}"
     skip = no_proxy(listed)
@@ -65,6 +66,5 @@ def proxy_env(listed: Sequence[str] = (), port: int = PROXY_PORT,
         "npm_config_noproxy": skip,
         "YARN_HTTP_PROXY": url, "YARN_HTTPS_PROXY": url,
         "CARGO_HTTP_PROXY": url,
-        "PIP_PROXY": url,
     })
     return out

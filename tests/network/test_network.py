@@ -109,7 +109,7 @@ def test_the_box_environment_points_every_client_at_the_proxy() -> None:
     env = proxy_env(("127.0.0.1:9", "pypi.org"))
     url = f"http://127.0.0.1:{PROXY_PORT}"
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
-                 "all_proxy", "npm_config_proxy", "npm_config_https_proxy", "PIP_PROXY"):
+                 "all_proxy", "npm_config_proxy", "npm_config_https_proxy"):
         assert env[name] == url
     # A listed loopback address is the host's: it goes to the proxy, not around it.
     assert env["NO_PROXY"] == env["no_proxy"] == "localhost,::1"
@@ -279,14 +279,17 @@ def test_pip_downloads_from_a_listed_index_and_not_from_another(
         with Session.open(str(project), listed(f"127.0.0.1:{port}")) as s:
             got = s.run(pip, timeout=90, env_extra=ALONE)
             files = s.run(["ls", "/tmp/dl"])
+        # The box's own 127.0.0.1 is reached directly (NO_PROXY); another loopback
+        # address, unlisted, goes to the proxy, which refuses it.
+        other = [a.replace("127.0.0.1", "127.0.0.2") for a in pip]
         with Session.open(str(project), listed("pypi.org")) as s:
-            refused = s.run(pip, timeout=90, env_extra=ALONE)
+            refused = s.run(other, timeout=90, env_extra=ALONE)
     assert got.returncode == 0, out(got)
     assert files.stdout == b"demo_pkg-1.0-py3-none-any.whl\n"
     assert refused.returncode != 0
     assert "No matching distribution found for demo-pkg" in out(refused), out(refused)
-    assert refused.refused[0][:2] == ("127.0.0.1", port)
-    assert any(w.startswith("network: the box was refused 127.0.0.1") for w in s.warnings)
+    assert refused.refused[0][:2] == ("127.0.0.2", port)
+    assert any(w.startswith("network: the box was refused 127.0.0.2") for w in s.warnings)
 
 
 def test_git_clones_through_the_proxy(project: Path, tmp_path: Path) -> None:
