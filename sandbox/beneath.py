@@ -12,10 +12,10 @@ from __future__ import annotations
 import errno
 import os
 import stat
-import sys
 from typing import Literal
 
 from pathguard.records import NamedTuple
+from sandbox.platform import LINUX
 
 _SYS_OPENAT2 = 437  # the same number on x86_64, aarch64 and the other unified tables
 _RESOLVE_NO_SYMLINKS = 0x04
@@ -36,7 +36,7 @@ class Found(NamedTuple):
 
 
 # The syscall's number is Linux's: elsewhere only the component walk is used.
-_have_openat2: bool | None = None if sys.platform.startswith("linux") else False
+_have_openat2: bool | None = None if LINUX else False
 
 
 def _openat2(dirfd: int, rel: str, flags: int) -> int:

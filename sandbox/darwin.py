@@ -19,8 +19,9 @@ import ctypes
 import os
 import re
 import stat
-import sys
 from collections.abc import Mapping
+
+from sandbox.platform import MACOS
 
 from .errors import SandboxUnavailable, UserTempUnusable
 
@@ -105,7 +106,7 @@ def session_user_tmp(env: Mapping[str, str], *, platform: str, boxed: bool,
     """The policy's user temp folder: asked of macOS for a sandboxed session on a Mac;
     elsewhere (no sandbox, or a macOS plan built on another system) ``TMPDIR`` or
     ``fallback``, as the guard's rules for the system temp folders expect."""
-    if platform == "darwin" and boxed and sys.platform == "darwin":
+    if platform == "darwin" and boxed and MACOS:
         return user_temp_dir()
     return env.get("TMPDIR") or fallback
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import sys
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 from pathguard import zones as z
 from pathguard.records import NamedTuple
 from pathguard.zones import Zone
+from sandbox.platform import PLATFORM
 
 if TYPE_CHECKING:
     from pathguard.guard import Guard
@@ -286,7 +286,7 @@ class Policy(NamedTuple):
     # The host's network shared (``[sandbox] network = true``).
     network: bool = False
     boxed: bool = True
-    platform: str = sys.platform
+    platform: str = PLATFORM
     # Filled in by from_settings(): build policies with it, not directly.
     home: str = ""
     tmpdir: str = ""
@@ -331,7 +331,7 @@ class Policy(NamedTuple):
         private_tmp: str | None = None,
         env: Mapping[str, str] | None = None,
         home: str | None = None,
-        platform: str = sys.platform,
+        platform: str = PLATFORM,
         git: GitLayout | None = None,
     ) -> Policy:
         """The policy of a session for ``project`` under the ``[sandbox]`` table: the one

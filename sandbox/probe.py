@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from pathguard.records import NamedTuple
+from sandbox.platform import PLATFORM
 
 from .backends.bwrap_find import (
     DOCTOR_FIX,
@@ -135,7 +136,7 @@ def _run(argv: Sequence[str], timeout: float = 10.0) -> subprocess.CompletedProc
                           timeout=timeout, check=False, cwd="/")
 
 
-def probe(env: Mapping[str, str] | None = None, platform: str = sys.platform) -> Probe:
+def probe(env: Mapping[str, str] | None = None, platform: str = PLATFORM) -> Probe:
     """What builds the box on ``platform`` (:func:`sandbox.backends.box_name`), and
     whether it works: for bwrap, its version and options, a trial box and the network
     links a box sees. Starts processes: for ``doctor``, not for every run."""

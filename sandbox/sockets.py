@@ -24,6 +24,8 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Literal
 
+from sandbox.platform import MACOS
+
 if TYPE_CHECKING:
     from .policy import Policy
 
@@ -65,7 +67,7 @@ def socket_path(value: str, form: Form) -> str | None:
 def _key(path: str) -> str:
     p = os.path.realpath(path)
     # macOS's usual volumes ignore case: ~/.Docker/run is the same folder as ~/.docker.
-    return p.casefold() if sys.platform == "darwin" else p
+    return p.casefold() if MACOS else p
 
 
 def is_allowed(path: str, allowed: Iterable[str]) -> bool:

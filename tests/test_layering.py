@@ -106,3 +106,11 @@ def test_imports_under_type_checking_and_fellows_are_allowed() -> None:
               "    from launchers.config import Config\n"
               "from inbox import pack\nfrom sandbox.warm.guardparts import load\n")
     assert breaks("sandbox.warm.helper", source) == []
+
+
+def test_the_platform_is_read_in_one_module_of_the_package() -> None:
+    """``sandbox/platform.py`` reads it for the package; pathguard, which imports
+    nothing of the package, reads its own."""
+    readers = sorted(str(path.relative_to(REPO)) for _, path in modules()
+                     if "sys.platform" in path.read_text())
+    assert readers == ["pathguard/aliases.py", "sandbox/platform.py"]

@@ -28,7 +28,6 @@ import hashlib
 import json
 import os
 import stat
-import sys
 import time
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Literal
@@ -36,6 +35,7 @@ from typing import TYPE_CHECKING, Literal
 from launchers.errors import OhConfigError
 from launchers.openharness.config import OhConfig, parse
 from pathguard.records import NamedTuple
+from sandbox.platform import LINUX, MACOS
 
 if TYPE_CHECKING:
     from pathguard.argv import Refusal
@@ -120,9 +120,9 @@ class FileRead(NamedTuple):
 
 def _fd_path(fd: int, fallback: str) -> str:
     """The path the kernel has for an open descriptor (what was actually opened)."""
-    if sys.platform.startswith("linux"):
+    if LINUX:
         return os.readlink(f"/proc/self/fd/{fd}")
-    if sys.platform == "darwin":
+    if MACOS:
         buf = fcntl.fcntl(fd, 50, b"\0" * 1024)  # F_GETPATH
         return buf.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
     return os.path.realpath(fallback)

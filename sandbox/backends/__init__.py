@@ -20,12 +20,12 @@ what the plan says (watched or not, drain times), the session asks :func:`choose
 from __future__ import annotations
 
 import os
-import sys
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from sandbox.plan import BackendName
+from sandbox.platform import PLATFORM
 
 if TYPE_CHECKING:
     from sandbox.harden import Hardening
@@ -123,7 +123,7 @@ def supervised(plan: LaunchPlan, hardening: Hardening | None, *, box: bool, stdi
         on_start=start, spawn=spawn, pipes=pipes), box=box)
 
 
-def box_name(platform: str = sys.platform) -> BackendName:
+def box_name(platform: str = PLATFORM) -> BackendName:
     """The backend that builds the box on ``platform``."""
     return "seatbelt" if platform == "darwin" else "bwrap"
 

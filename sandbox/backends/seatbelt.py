@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import sys
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from functools import cache
 from importlib import resources
 
 from sandbox.plan import BackendName, LaunchPlan, RunResult
+from sandbox.platform import MACOS
 from sandbox.policy import Policy
 from sandbox.startenv import box_env
 
@@ -79,7 +79,7 @@ def canonical(path: str) -> str:
         raise ValueError(f"the path {path} is not absolute")
     p = "/" + os.path.normpath(path).lstrip("/")
     p = _under_private(p)
-    if sys.platform == "darwin":
+    if MACOS:
         p = _stored_case(_under_private(os.path.realpath(p)))
     return p
 
@@ -129,7 +129,7 @@ def _where_name_lives(path: str) -> str:
     if not name:
         return canonical(path)
     p = os.path.join(canonical(parent), name)
-    if sys.platform == "darwin":
+    if MACOS:
         p = _stored_case(p)
     return p
 
@@ -250,7 +250,7 @@ def folded_regex(path: str, *, below: bool) -> str:
 
 
 def _folds() -> Callable[[str], bool]:
-    if sys.platform == "darwin":
+    if MACOS:
         return cache(case_insensitive)
     # A plan for macOS built elsewhere: the disk to ask is not here, so assume macOS's
     # default volume, which ignores case.

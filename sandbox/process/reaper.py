@@ -41,12 +41,12 @@ import errno
 import os
 import select
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable
 
 from sandbox.errors import SandboxError
+from sandbox.platform import LINUX
 
 PR_SET_CHILD_SUBREAPER = 36
 PR_GET_CHILD_SUBREAPER = 37
@@ -247,7 +247,7 @@ def enable_subreaper() -> None:
     start programs in new sessions while hooks run (they would match that rule).
     """
     global _enabled
-    if sys.platform != "linux":
+    if not LINUX:
         raise SandboxError("a child subreaper is only available on Linux")
     import prctl
 

@@ -16,6 +16,7 @@ import sys
 import threading
 
 from sandbox.errors import SandboxError
+from sandbox.platform import LINUX
 
 # The watchdog program imports only the standard library and the markers module: -I
 # drops the user site and PYTHON* variables, -S site-packages (Linux reads /proc), so
@@ -48,7 +49,7 @@ class WatchdogClient:
     def _start(self) -> None:
         self.instance = os.urandom(8).hex()
         read_end, write_end = os.pipe()
-        if sys.platform == "linux":
+        if LINUX:
             # Room for thousands of run events while the watchdog is busy sweeping.
             try:
                 import fcntl
@@ -57,7 +58,7 @@ class WatchdogClient:
             except (OSError, AttributeError):
                 pass
         # psutil (site-packages) is needed only where there is no /proc.
-        flags = ["-I", "-S"] if sys.platform == "linux" else ["-I"]
+        flags = ["-I", "-S"] if LINUX else ["-I"]
         argv = [sys.executable, *flags, "-c", _BOOTSTRAP, _PACKAGE_ROOT, self.instance,
                 str(os.getpid())]
         try:
