@@ -53,8 +53,8 @@ def proxy_env(listed: Sequence[str] = (), port: int = PROXY_PORT,
     """The variables that point HTTP clients at the proxy: the usual names in both
     cases (curl and git read the lower-case ``http_proxy`` only), and the ones of npm,
     yarn and cargo that do not read those (pip reads the usual ones: its own
-    ``PIP_PROXY`` would send the box's loopback to the proxy too, past ``NO_PROXY``); with ``token``, the proxy's password in
-    the URL (clients send it as ``Proxy-Authorization``)."""
+    ``PIP_PROXY`` would send the box's loopback to the proxy too, past ``NO_PROXY``);
+    with ``token``, the proxy's password in the URL (clients send it as ``Proxy-Authorization``)."""
     url = f"http://box:{token}@127.0.0.1:{port}" if token else f"http://127.0.0.1:{port}"
     skip = no_proxy(listed)
     out: dict[str, str] = {}
