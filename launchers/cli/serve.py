@@ -7,6 +7,7 @@ people and never corrupts a message. See docs/serve.md for the protocol.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from typing import TYPE_CHECKING
@@ -24,5 +25,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     sys.stdout = sys.stderr
     defaults = Defaults(project=args.project, config=args.config,
                         no_hooks=bool(args.no_hooks), no_sandbox=bool(args.no_sandbox))
-    with os.fdopen(out_fd, "wb") as out:
+    out = os.fdopen(out_fd, "wb")
+    try:
         return serve(sys.stdin.buffer, out, defaults)
+    finally:
+        # A reader that went away leaves bytes in the buffer: the session has ended
+        # cleanly all the same (docs/serve.md), and they are dropped, not a crash.
+        # (The descriptor is closed whether or not the flush could be.)
+        with contextlib.suppress(OSError):
+            out.close()

@@ -12,6 +12,7 @@ up by the session's watchdog.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -36,8 +37,9 @@ Emit = Callable[[dict[str, Any]], None]
 Handler = Callable[[dict[str, Any], threading.Event, Emit], dict[str, Any]]
 
 
-class _Ended(Exception):
-    """A signal that ends the session, raised on the reading thread."""
+class _Ended(BaseException):
+    """A signal that ends the session, raised on the reading thread (not an Exception:
+    no handler of a request takes it for a bug)."""
 
 
 class Flight(NamedTuple):
@@ -72,8 +74,8 @@ class Server:
 
     def serve(self, stream: IO[bytes]) -> int:
         """Serve until the session ends; the exit status."""
-        self.writer.send(self.hello())
         try:
+            self.writer.send(self.hello())
             while not self._closing and not self.writer.broken.is_set():
                 try:
                     line = wire.read_line(stream)
@@ -256,10 +258,35 @@ def watch_parent() -> None:
     threading.Thread(target=wait, name="serve-parent", daemon=True).start()
 
 
+def watch_reader(fd: int) -> None:
+    """SIGTERM to this process when the reader of ``fd`` (the protocol's stdout) goes
+    away (``serve | head -c 10``, a harness killed while a child of it still holds our
+    stdin open): poll() says POLLERR on a pipe's write end once no reader is left, and
+    POLLHUP on a socket whose peer shut it; a file or a terminal says neither."""
+    poller = select.poll()
+    try:
+        poller.register(fd, 0)  # POLLERR and POLLHUP are reported whatever is asked
+    except (OSError, ValueError):
+        return
+
+    def wait() -> None:
+        while True:
+            events = poller.poll()
+            if any(ev & (select.POLLERR | select.POLLHUP | select.POLLNVAL)
+                   for _, ev in events):
+                break
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=wait, name="serve-reader", daemon=True).start()
+
+
 def serve(stdin: IO[bytes], stdout: IO[bytes], defaults: Defaults) -> int:
-    """Serve one session on the two streams. Signals end it cleanly."""
+    """Serve one session on the two streams. Signals, the end of stdin, a reader of
+    stdout that goes away and the parent's exit end it cleanly, with status 0."""
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _raise_ended)
     if os.getppid() != 1:
         watch_parent()
+    with contextlib.suppress(OSError, ValueError):
+        watch_reader(stdout.fileno())
     return Server(Writer(stdout), defaults).serve(stdin)
