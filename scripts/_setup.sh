@@ -14,7 +14,8 @@ hs_say() { printf 'setup: %s\n' "$*" >&2; }
 # loaded by pyseccomp), libcap-dev, gcc and the Python headers (python-prctl compiles
 # against them), the static C library and the kernel's headers (the box per run's
 # launcher, sandbox/warm/guardinit.c, is built with them), python3-venv, git (the tests
-# commit in a box), jq, util-linux's nsenter, curl and openssl (the network tests).
+# commit in a box), jq, util-linux's nsenter, curl and openssl (the network tests), and
+# docker.io (the tests in containers).
 hs_system_packages() {
     [ "$(uname -s)" = Linux ] || return 0
     local missing=()
@@ -37,6 +38,13 @@ hs_system_packages() {
     command -v jq >/dev/null 2>&1 || missing+=(jq)
     # node: the example harness on `serve` (examples/node-harness) and its test use it.
     command -v node >/dev/null 2>&1 || missing+=(nodejs)
+    # dockerd and docker: the tests of the box inside containers start a private
+    # engine of their own (tests/helpers/docker_engine.py). Only root's pass runs it, so
+    # it is installed where this can install, and not asked of anyone else.
+    if ! [ -x /usr/sbin/dockerd ] && ! [ -x /usr/bin/dockerd ] &&
+        { [ "$(id -u)" -eq 0 ] || { command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; }; }; then
+        missing+=(docker.io)
+    fi
     if [ -x /usr/bin/python3 ]; then
         # Debian and Ubuntu keep ensurepip (which venv needs) in python3-venv.
         if command -v dpkg-query >/dev/null 2>&1; then

@@ -1,0 +1,48 @@
+"""The box inside containers, in the real Docker engine (a private ``dockerd``, see
+:mod:`helpers.docker_engine`): as root and as a plain user (``--user``), under Docker's
+default seccomp profile and with ``seccomp=unconfined``."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from helpers import docker_engine
+from helpers.docker_engine import Engine
+
+pytestmark = pytest.mark.isolation
+
+PLACES = [("default", False), ("default", True), ("unconfined", False), ("unconfined", True)]
+IDS = ["default-root", "default-user", "unconfined-root", "unconfined-user"]
+
+
+@pytest.mark.parametrize(("seccomp", "user"), PLACES, ids=IDS)
+def test_the_engine_runs_a_container_with_no_network_as_asked(
+        engine: Engine, seccomp: str, user: bool) -> None:
+    r = engine.run("id -u; grep ^Seccomp: /proc/self/status; ls /sys/class/net",
+                   user=user, seccomp=seccomp)
+    assert r.code == 0, r
+    uid, filtered, *links = r.out.split("\n")
+    assert uid == ("4321" if user else "0")
+    assert filtered.split() == ["Seccomp:", "2" if seccomp == "default" else "0"]
+    assert [x for x in links if x] == ["lo"]
+
+
+def test_a_stopped_engine_leaves_no_process_mount_or_folder() -> None:
+    docker_engine.skip_unless_root()
+    made = docker_engine.start()
+    assert made.run("true").code == 0
+    made.stop()
+    assert made.daemon.poll() is not None
+    assert not made.folder.exists()
+    assert docker_engine._mounts_below(made.folder) == []
+    left = [p for p in os.listdir("/proc") if p.isdigit() and _in(p, str(made.folder))]
+    assert left == []
+
+
+def _in(pid: str, word: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return word.encode() in f.read()
+    except OSError:
+        return False
