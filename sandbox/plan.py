@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Mapping
 from typing import Literal
 
@@ -75,3 +76,16 @@ class RunResult(NamedTuple):
     @property
     def ok(self) -> bool:
         return self.outcome == "exited" and self.returncode == 0
+
+    @property
+    def exit(self) -> int:
+        """One status for every outcome, as ``harness-sandbox run`` exits and ``serve``
+        reports: the command's own; 128+N for signal N; 124 timed out; 130 cancelled;
+        127 a program not found, 126 one that cannot be started."""
+        if self.outcome == "exited":
+            return self.returncode if self.returncode is not None else 1
+        if self.outcome == "signaled":
+            return 128 + (self.signal or 0)
+        if self.outcome == "failed_to_start":
+            return 127 if self.errno == errno.ENOENT else 126
+        return 124 if self.outcome == "timed_out" else 130

@@ -45,7 +45,7 @@ from .watched import Watched
 if TYPE_CHECKING:
     from .harden import Hardening
     from .network.session import Network
-    from .process.pipes import Pipes
+    from .process.pipes import OnOutput, Pipes
     from .warm.client import WarmBox
 
 
@@ -402,8 +402,14 @@ class Session:
         boxed: bool = True,
         env_extra: Mapping[str, str] | None = None,
         pipes: type[Pipes] | None = None,
+        on_output: OnOutput | None = None,
     ) -> RunResult:
         """Run ``argv`` to its end (and everything it started) and say how it ended.
+
+        ``on_output(stream, chunk)`` is called with ``"stdout"`` or ``"stderr"`` and each
+        chunk of bytes as it is read, whole (the cap is only the result's), on the
+        calling thread; an exception from it ends the run and is raised.
+        ``result.exit`` is the status ``harness-sandbox run`` and ``serve`` give.
 
         ``pipes`` reads the run's output (see :func:`sandbox.process.supervisor.run`):
         by default it is kept, capped, in the result.
@@ -413,12 +419,14 @@ class Session:
         A command the box could not start is ``failed_to_start`` with the OS error.
         Raises :class:`SandboxUnavailable` when the box itself cannot be built.
         """
-        from .process.pipes import Pipes
+        from .process.pipes import Pipes, passing_on
 
         if isinstance(argv, (str, bytes)):
             raise TypeError("Session.run takes the command as a list of words, "
                             f"such as [{argv!r}], not as one string")
         reader = pipes or Pipes
+        if on_output is not None:
+            reader = passing_on(on_output, reader)
         if boxed and self._box is not None:
             moves = self._moves
             if moves is not None:

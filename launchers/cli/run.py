@@ -145,12 +145,4 @@ def _say_why_not_started(result: RunResult, session: Session, program: str) -> N
 
 def exit_status(result: RunResult) -> int:
     """The status ``run`` exits with for ``result`` (see the module's doc)."""
-    if result.outcome == "failed_to_start":
-        return EXIT_NOT_FOUND if result.errno == errno.ENOENT else EXIT_NOT_EXECUTABLE
-    if result.outcome == "exited":
-        return result.returncode if result.returncode is not None else 1
-    if result.outcome == "signaled":
-        return 128 + (result.signal or 0)
-    if result.outcome == "timed_out":
-        return EXIT_TIMED_OUT
-    return EXIT_CANCELLED
+    return result.exit

@@ -25,9 +25,9 @@ from pathguard.records import NamedTuple
 if TYPE_CHECKING:
     from launchers.config import Config, Source
     from launchers.harness.hooks import HookRunner
+    from launchers.serve.output import Stream
     from launchers.serve.server import Emit
     from sandbox.plan import RunResult
-    from sandbox.process.pipes import Pipes
     from sandbox.session import Session
 
 
@@ -52,49 +52,24 @@ class LockedRecorder(rec.Recorder):
             super().write(record)
 
 
-def streaming(emit: Emit) -> type[Pipes]:
-    """A reader of one run's pipes that keeps its output as the result does (capped)
-    and sends what it keeps as ``{"event": "output", "stream": ..., "data": ...}`` as it
-    comes: bounded by the same cap, UTF-8 decoded across chunk boundaries, bytes that
-    are not UTF-8 as ``\\udcXX`` escapes (as records keep output)."""
-    import codecs
-
-    from sandbox.process.pipes import Pipes as Base
-
-    class Streaming(Base):
-        def read(self, fd: int) -> None:
-            buf = self.bufs.get(fd)
-            before = len(buf) if buf is not None else 0
-            super().read(fd)
-            if buf is None:
-                return
-            name = "stdout" if fd == self.out_fd else "stderr"
-            decoder = decoders.setdefault(
-                name, codecs.getincrementaldecoder("utf-8")(errors="surrogateescape"))
-            ended = fd not in self.files
-            text = decoder.decode(bytes(buf[before:]), final=ended)
-            if text:
-                emit({"event": "output", "stream": name, "data": text})
-
-    decoders: dict[str, codecs.IncrementalDecoder] = {}
-    return Streaming
-
-
-def run_document(result: RunResult) -> dict[str, Any]:
+def run_document(result: RunResult, stream: Stream | None = None) -> dict[str, Any]:
     """A run's result: ``exit`` is the status ``harness-sandbox run`` would exit with;
-    the rest as records keep a run (:func:`launchers.harness.records.result_to_json`)."""
-    from launchers.cli.run import exit_status
+    the rest as records keep a run (:func:`launchers.harness.records.result_to_json`),
+    and where a stream was cut (:mod:`launchers.serve.output`)."""
+    from launchers.serve.output import cuts
 
     doc = rec.result_to_json(result)
     del doc["returncode"], doc["errno"]
-    return {"exit": exit_status(result), "timed_out": result.outcome == "timed_out",
-            **doc, "network_refused": [{"host": h, "port": p, "why": w}
-                                       for h, p, w in result.refused]}
+    return {"exit": result.exit, "timed_out": result.outcome == "timed_out",
+            **doc, **cuts(result, stream),
+            "network_refused": [{"host": h, "port": p, "why": w}
+                                for h, p, w in result.refused]}
 
 
 def _not_found(name: str) -> dict[str, Any]:
     return {"exit": 127, "outcome": "failed_to_start", "timed_out": False, "signal": None,
             "stdout": "", "stderr": "", "stdout_capped": False, "stderr_capped": False,
+            "stdout_capped_at": None, "stderr_capped_at": None,
             "error": f"{name}: command not found", "elapsed": 0.0, "network_refused": []}
 
 
@@ -137,6 +112,7 @@ class ServeSession:
         from launchers.config import ConfigError
         from launchers.harness.hooks import new_session_id
         from sandbox.errors import PolicyError, SandboxError
+        from sandbox.policy import DEFAULT_OUTPUT_CAP
         from sandbox.session import Session
 
         d = self.defaults
@@ -148,7 +124,9 @@ class ServeSession:
         boxed = not p.get("no_sandbox", d.no_sandbox)
         stack = ExitStack()
         try:
-            session = stack.enter_context(Session.open(project, config.sandbox, boxed=boxed))
+            session = stack.enter_context(Session.open(
+                project, config.sandbox, boxed=boxed,
+                output_cap=p.get("output_cap", DEFAULT_OUTPUT_CAP)))
         except PolicyError as err:
             raise WireError(wire.POLICY, policy_error_line(err, config)) from err
         except SandboxError as err:
@@ -187,7 +165,7 @@ class ServeSession:
                                    stack=stack)
         return {"version": wire.PROTOCOL_VERSION, "session_id": sid,
                 "banner": banner(config, no_hooks=self.no_hooks, boxed=session.policy.boxed),
-                "warnings": warnings, "audit": audit}
+                "warnings": warnings, "audit": audit, "output_cap": session.policy.output_cap}
 
     def _runner(self, p: dict[str, Any], config: Config, session: Session, *, sid: str,
                 warnings: list[str], stack: ExitStack) -> HookRunner:
@@ -231,7 +209,9 @@ class ServeSession:
         ``output`` events before the result (:func:`streaming`), and the result's
         ``stdout`` and ``stderr`` are then empty."""
         from launchers.cli.run import host_program
+        from launchers.serve.output import Stream, capped_at
         from sandbox.errors import SandboxUnavailable
+        from sandbox.process.pipes import Pipes
 
         session = self._open()
         argv: list[str] = list(p["argv"])
@@ -249,16 +229,18 @@ class ServeSession:
             if cwd != session.policy.project:
                 argv = ["/bin/sh", "-c", _CD, "sh", cwd, *argv]
         stdin = p.get("stdin", "").encode("utf-8", errors="surrogateescape")
-        streamed = bool(p.get("stream")) and emit is not None
+        cap = p.get("output_cap")
+        stream = Stream(emit, cap) if p.get("stream") and emit is not None else None
         try:
             result = session.run(argv, stdin=stdin, timeout=p.get("timeout"), cancel=cancel,
-                                 boxed=not host, env_extra=p.get("env"),
-                                 pipes=streaming(emit) if streamed and emit else None)
+                                 boxed=not host, env_extra=p.get("env"), on_output=stream,
+                                 pipes=capped_at(cap, Pipes) if cap and not stream else None)
         except SandboxUnavailable as err:
             raise WireError(wire.SANDBOX, str(err)) from err
-        if streamed:
+        if stream is not None:
+            stream.finish()
             result = result._replace(stdout=b"", stderr=b"")
-        return run_document(result)
+        return run_document(result, stream)
 
     # -- hooks ---------------------------------------------------------------------
 

@@ -35,6 +35,12 @@ def _env(v: Any) -> bool:
     return isinstance(v, dict) and all(isinstance(x, str) for x in v.values())
 
 
+def _size(v: Any) -> bool:
+    from launchers.serve.output import MAX_OUTPUT_CAP
+
+    return isinstance(v, int) and not isinstance(v, bool) and 0 < v <= MAX_OUTPUT_CAP
+
+
 def _object(v: Any) -> bool:
     return isinstance(v, dict)
 
@@ -50,11 +56,12 @@ TIMEOUT: Check = (_timeout, "a number of seconds above 0")
 ARGV: Check = (_argv, "a non-empty array of strings")
 ENV: Check = (_env, "an object of strings")
 OBJECT: Check = (_object, "an object")
+SIZE: Check = (_size, "a number of bytes, an integer from 1 to 268435456 (256 MiB)")
 REQUEST_ID: Check = (_request_id, "a request's id (an integer or a string)")
 
 _SESSION = {"project": STRING, "config": STRING, "no_hooks": BOOLEAN,
             "no_sandbox": BOOLEAN, "openharness": STRING, "session_id": STRING,
-            "records": STRING, "replay": STRING, "resume": STRING}
+            "records": STRING, "replay": STRING, "resume": STRING, "output_cap": SIZE}
 _EVENT = {"event": STRING, "tool": STRING, "input": OBJECT, "prompt": STRING,
           "session_id": STRING, "permission_mode": STRING}
 
@@ -62,7 +69,8 @@ _EVENT = {"event": STRING, "tool": STRING, "input": OBJECT, "prompt": STRING,
 METHODS: dict[str, tuple[dict[str, Check], tuple[str, ...]]] = {
     "open": (_SESSION, ()),
     "run": ({"argv": ARGV, "stdin": STRING, "cwd": STRING, "timeout": TIMEOUT,
-             "host": BOOLEAN, "env": ENV, "stream": BOOLEAN}, ("argv",)),
+             "host": BOOLEAN, "env": ENV, "stream": BOOLEAN, "output_cap": SIZE},
+            ("argv",)),
     "hook": ({**_EVENT, "tool_use_id": STRING, "new_turn": BOOLEAN}, ("event",)),
     "hook_openharness": ({**_EVENT, "file": STRING}, ("event",)),
     "cancel": ({"id": REQUEST_ID}, ("id",)),

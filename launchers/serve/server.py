@@ -66,11 +66,15 @@ class Server:
 
     def hello(self) -> dict[str, Any]:
         from launchers.cli.main import version
+        from launchers.serve.output import MAX_OUTPUT_CAP
+        from sandbox.policy import DEFAULT_OUTPUT_CAP
 
         return {"event": "ready", "version": wire.PROTOCOL_VERSION,
                 "server": f"harness-sandbox {version()}", "pid": os.getpid(),
                 "limits": {"request_line_bytes": wire.REQUEST_LINE_BYTES,
-                           "max_in_flight": MAX_IN_FLIGHT, "max_running": MAX_RUNNING}}
+                           "max_in_flight": MAX_IN_FLIGHT, "max_running": MAX_RUNNING,
+                           "output_cap": DEFAULT_OUTPUT_CAP,
+                           "max_output_cap": MAX_OUTPUT_CAP}}
 
     def serve(self, stream: IO[bytes]) -> int:
         """Serve until the session ends; the exit status."""

@@ -6,9 +6,13 @@ import math
 import os
 import select
 import time
+from collections.abc import Callable
 from typing import IO, Protocol
 
 READ_SIZE = 1 << 16
+
+# Called with the stream's name ("stdout" or "stderr") and each chunk as it is read.
+OnOutput = Callable[[str, bytes], None]
 
 
 class Piped(Protocol):
@@ -84,6 +88,10 @@ class Pipes:
         if not chunk:
             self.close_read(fd)
             return
+        self.keep(fd, chunk)
+
+    def keep(self, fd: int, chunk: bytes) -> None:
+        """What the result holds: ``chunk`` up to the cap."""
         buf = self.bufs[fd]
         room = self.cap - len(buf)
         if len(chunk) > room:
@@ -128,6 +136,19 @@ class Pipes:
         self.close_stdin()
         for fd in list(self.files):
             self.close_read(fd)
+
+
+def passing_on(on_output: OnOutput, base: type[Pipes] = Pipes) -> type[Pipes]:
+    """``base``, which also gives every chunk read, whole and uncapped, to ``on_output``
+    (on the thread that runs the command) as it comes; the result holds what ``base``
+    keeps. An exception from ``on_output`` ends the run and is raised."""
+
+    class PassingOn(base):  # type: ignore[valid-type,misc]
+        def keep(self, fd: int, chunk: bytes) -> None:
+            super().keep(fd, chunk)
+            on_output("stdout" if fd == self.out_fd else "stderr", chunk)
+
+    return PassingOn
 
 
 def owned_pipes(owner: tuple[int, int] | None) -> list[tuple[int, int]]:

@@ -1,8 +1,8 @@
 """A validator for the part of JSON Schema (2020-12) that ``launchers/serve/schema.json``
 uses: ``type``, ``properties``, ``required``, ``additionalProperties``, ``items``,
-``minItems``, ``enum``, ``const``, ``minimum``, ``exclusiveMinimum``, ``anyOf``, ``oneOf``
-and local ``$ref``. A keyword it does not know is an error, so the schema cannot grow
-past what is checked without this file growing too.
+``minItems``, ``enum``, ``const``, ``minimum``, ``maximum``, ``exclusiveMinimum``,
+``anyOf``, ``oneOf`` and local ``$ref``. A keyword it does not know is an error, so the
+schema cannot grow past what is checked without this file growing too.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "launchers" / "serve" / "schema.json"
 _ANNOTATIONS = {"$schema", "$id", "$defs", "title", "description"}
 _KNOWN = {"type", "properties", "required", "additionalProperties", "items", "minItems",
-          "enum", "const", "minimum", "exclusiveMinimum", "anyOf", "oneOf", "$ref",
+          "enum", "const", "minimum", "maximum", "exclusiveMinimum", "anyOf", "oneOf", "$ref",
           *_ANNOTATIONS}
 _TYPES = {
     "object": lambda v: isinstance(v, dict),
@@ -83,6 +83,8 @@ class Validator:
         if _TYPES["number"](value):
             if "minimum" in schema and value < schema["minimum"]:
                 out.append(f"{at}: {value} is below {schema['minimum']}")
+            if "maximum" in schema and value > schema["maximum"]:
+                out.append(f"{at}: {value} is above {schema['maximum']}")
             if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
                 out.append(f"{at}: {value} is not above {schema['exclusiveMinimum']}")
         return out

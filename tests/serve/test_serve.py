@@ -14,7 +14,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ from helpers.serve_client import CLI, Serve
 from launchers.serve import params
 from launchers.serve.wire import REQUEST_LINE_BYTES
 from sandbox.policy import private_tmp_root
+from serve.conftest import env_for
 
 pytestmark = pytest.mark.isolation
 
@@ -34,30 +34,6 @@ def toml_hook(name: str, command: list[str], **extra: object) -> str:
     extra.setdefault("event", "PreToolUse")
     lines += [f"{key} = {json.dumps(value)}" for key, value in extra.items()]
     return "\n".join(lines) + "\n"
-
-
-@pytest.fixture
-def config(tmp_path: Path) -> Path:
-    home = tmp_path / "harness-home"
-    home.mkdir()
-    path = home / "config.toml"
-    path.write_text("")
-    return path
-
-
-def env_for(config: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("HARNESS_HOME", "XDG_CONFIG_HOME")}
-    env["HARNESS_HOME"] = str(config.parent)
-    return env
-
-
-@pytest.fixture
-def served(project: Path, config: Path) -> Iterator[Serve]:
-    s = Serve("--project", str(project), env=env_for(config), cwd=REPO)
-    try:
-        yield s
-    finally:
-        s.close()
 
 
 _SLEEP = 'python3 -c "import time; time.sleep(1000)" "$0"'
@@ -405,13 +381,3 @@ def test_a_streamed_run_sends_its_output_as_it_comes(served: Serve) -> None:
     assert err == "err\n"
     result = reply["result"]
     assert (result["exit"], result["stdout"], result["stderr"]) == (0, "", "")
-
-
-def test_streamed_output_stops_at_the_cap(served: Serve) -> None:
-    served.result("open")
-    rid = served.request("run", {"argv": ["sh", "-c", "head -c 3000000 /dev/zero"],
-                                 "stream": True})
-    result = served.reply(rid)["result"]
-    sent = sum(len(e["data"]) for e in served.events.pop(json.dumps(rid)))
-    assert sent == 1 << 20
-    assert result["stdout_capped"] is True

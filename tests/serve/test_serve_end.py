@@ -17,18 +17,10 @@ from helpers.paths import REPO
 from helpers.procs import left_after
 from helpers.serve_client import CLI
 
-from serve.test_serve import env_for, sessions_of, sleeper, wait_for
+from serve.conftest import env_for
+from serve.test_serve import sessions_of, sleeper, wait_for
 
 pytestmark = pytest.mark.isolation
-
-
-@pytest.fixture
-def config(tmp_path: Path) -> Path:
-    home = tmp_path / "harness-home"
-    home.mkdir()
-    path = home / "config.toml"
-    path.write_text("")
-    return path
 
 
 def requests(*argv: list[str]) -> str:
