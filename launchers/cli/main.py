@@ -110,6 +110,8 @@ def _more_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -
     _session_options(p)
     p.add_argument("--no-hooks", action="store_true", help="a session with hooks turned off")
     p.add_argument("--no-sandbox", action="store_true", help="a session with no sandbox")
+    p.add_argument("--schema", action="store_true",
+                   help="print the protocol's JSON Schema and exit (docs/serve.md)")
 
 
 def version() -> str:

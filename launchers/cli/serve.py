@@ -20,6 +20,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from launchers.serve.methods import Defaults
     from launchers.serve.server import serve
 
+    if args.schema:
+        from launchers.serve import SCHEMA_PATH
+
+        sys.stdout.write(SCHEMA_PATH.read_text(encoding="utf-8"))
+        return 0
     out_fd = os.dup(1)  # not inherited: no child holds the harness's pipe open
     os.dup2(2, 1)
     sys.stdout = sys.stderr

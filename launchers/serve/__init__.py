@@ -6,3 +6,9 @@ session (through the same functions as ``audit``, ``run`` and ``hook``), and
 :mod:`.server` dispatches requests, runs them on threads and ends the session.
 ``schema.json`` beside them is the JSON Schema of every message (docs/serve.md).
 """
+
+from pathlib import Path
+
+# The JSON Schema of every message (docs/serve.md); `harness-sandbox serve --schema`
+# prints it.
+SCHEMA_PATH = Path(__file__).resolve().with_name("schema.json")
