@@ -64,7 +64,8 @@ def box_env(policy: Policy, env_extra: Mapping[str, str] | None = None, *,
     """The environment of a boxed hook or command: the session's and the caller's
     additions, scrubbed (no path into the box carries a key), with ``TMPDIR`` at the
     box's temp folder (``/tmp`` in the Linux box; the private folder itself on macOS),
-    and no variable naming a Unix socket the box may not reach (``SSH_AUTH_SOCK``, ...)."""
+    no variable naming a Unix socket the box may not reach (``SSH_AUTH_SOCK``, ...),
+    and the package managers' cache variables at the project's own caches."""
     from .sockets import without_shut_sockets
 
     env = scrub(policy.env)
@@ -72,4 +73,8 @@ def box_env(policy: Policy, env_extra: Mapping[str, str] | None = None, *,
         env.update(scrub(env_extra))
     env = without_shut_sockets(env, policy.allow_unix_sockets)
     env["TMPDIR"] = tmpdir
+    # Package managers' caches: the project's own, never the host's (sandbox/caches.py).
+    from .caches import box_variables
+
+    env.update(box_variables(policy))
     return env

@@ -86,6 +86,17 @@ def _settings() -> object:
         return SandboxSettings()
 
 
+def _caches() -> list[tuple[str, str]]:
+    """Where each package manager's cache goes in a box of the project doctor was asked
+    from (sandbox/caches.py)."""
+    import os
+
+    from sandbox.caches import entries
+
+    home = os.environ.get("HOME") or os.path.expanduser("~")
+    return entries(os.path.realpath(os.getcwd()), os.environ, home)
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from sandbox.inforce import hardening
     from sandbox.network.session import mode, mode_line
@@ -95,13 +106,16 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     settings = _settings()
     bounds = hardening(settings) if p.ok else []  # type: ignore[arg-type]
     network = settings.network  # type: ignore[attr-defined]
+    caches = _caches() if p.ok and p.backend == "bwrap" else []
     if args.json:
         doc = {**p.as_dict(), "hardening": [b.as_dict() for b in bounds],
-               "network": mode(network)}
+               "network": mode(network),
+               "caches": [{"tool": t, "where": w} for t, w in caches]}
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
         lines = report(p)
+        said = [f"cache {t}: {w}" for t, w in caches]
         sys.stderr.write("\n".join([*lines[:-1], *bound_lines(list(bounds)),
-                                    *([mode_line(network)] if p.ok else []), *lines[-1:]])
-                         + "\n")
+                                    *([mode_line(network)] if p.ok else []), *said,
+                                    *lines[-1:]]) + "\n")
     return 0 if p.ok else 1

@@ -24,6 +24,7 @@ import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from sandbox.caches import box_roots
 from sandbox.errors import SandboxUnavailable
 from sandbox.plan import BackendName, LaunchPlan, RunResult
 from sandbox.policy import Policy
@@ -31,9 +32,7 @@ from sandbox.startenv import box_env
 from sandbox.text import escape
 
 from .bwrap_args import (
-    KEYRING_LISTS,
     MAX_FDS,
-    PROC_READ_ONLY,
     REQUIRED_FEATURES,
     RESOLVER_DIR,
     _could_make,
@@ -41,6 +40,7 @@ from .bwrap_args import (
     box_args,
     staged_binds,
 )
+from .procfs import KEYRING_LISTS, PROC_READ_ONLY
 from .standin import stdio_owner
 
 if TYPE_CHECKING:
@@ -223,6 +223,7 @@ class BwrapBackend:
         self._stage: Stage | None = None
         self._unstaged = False
         self._stage_lock = threading.Lock()
+        self._cached = False
         self.guard: bytes | None = None
         # Where the compiled launcher comes from (sandbox/initcache.py), and its sealed
         # memfd once made.
@@ -277,9 +278,18 @@ class BwrapBackend:
 
     def check(self) -> None:
         self.program()
+        self._caches()
+
+    def _caches(self) -> None:
+        """The project's package caches (:mod:`sandbox.caches`), made before a box."""
+        if not self._cached:
+            from sandbox.caches import make
+
+            self._cached = bool(make(self.policy.project, self.policy.env, self.policy.home))
 
     def plan(self, argv: Sequence[str], env_extra: Mapping[str, str] | None = None
              ) -> LaunchPlan:
+        self._caches()
         stage = self.stage()
         if stage is not None:
             stage.bind_late()  # a box per run starts after all of them
@@ -324,7 +334,7 @@ class BwrapBackend:
                 binds = staged_binds(self.policy, self._fds)
                 root = standin.needed()
                 if root or len(binds) >= _stage.STAGE_AT:
-                    roots = (self.policy.private_tmp, *self.policy.read_write_paths())
+                    roots = (self.policy.private_tmp, *box_roots(self.policy))
                     try:
                         self._stage = _stage.Stage.open(
                             roots, binds, stand_in=root,

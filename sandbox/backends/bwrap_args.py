@@ -48,8 +48,12 @@ import os
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from sandbox.caches import box_binds as _cache_binds
+from sandbox.caches import box_roots as rw_roots
 from sandbox.errors import SandboxUnavailable
 from sandbox.policy import Policy
+
+from .procfs import KEYRING_LISTS, PROC_READ_ONLY
 
 if TYPE_CHECKING:
     from .stagebinds import Bind
@@ -85,39 +89,12 @@ RESOLVER_DIR = "/run/systemd/resolve"
 MAX_FDS = 256
 
 
-# The box shares the harness's session keyring: the system-call filter keeps the keys'
-# payloads out of reach, and these lists of every key the box could see (descriptions
-# such as a token's name, sizes) are covered like hidden files, unreadable.
-KEYRING_LISTS = ("/proc/keys", "/proc/key-users")
-
-
-# The procfs entries that change the host's kernel, not the box's: bound read-only over
-# the box's fresh /proc. bwrap covers these itself only when it finds them writable,
-# and /proc/sys is mode 0555, so a box started by root (uid 0 without capabilities still
-# passes the permission check on 0644 files) could otherwise set kernel.core_pattern --
-# a program the kernel runs as root on the next crash -- or any vm.* and fs.* knob.
-# The source is the host's entry: sysctls under /proc/sys/net still answer for the
-# opener's network namespace. Entries a kernel lacks are skipped (``--ro-bind-try``).
-PROC_READ_ONLY = (
-    "/proc/sys",             # sysctls: core_pattern, randomize_va_space, protected_*
-    "/proc/sysrq-trigger",   # SysRq: reboot, crash, kill all
-    "/proc/irq",             # interrupt affinity
-    "/proc/bus",             # PCI configuration space
-    "/proc/mtrr",            # memory type ranges
-    "/proc/fs",              # file-system tunables (nfsd, xfs)
-    "/proc/acpi",            # ACPI events and wake-up sources
-    "/proc/scsi",            # SCSI host add/remove
-    "/proc/driver",          # driver tunables (rtc)
-    "/proc/pressure",        # PSI triggers
-    "/proc/kcore",           # the kernel's memory image
-    "/proc/timer_list",
-)
-
-
 # Mount kinds, in the order they are applied to one path (a later one covers an earlier).
 # A writable home's top (_HOME_TOP) is read-only over its read-write root, before the
 # entries it keeps are bound read-write again one level down.
-_TMP, _RUNTIME, _RW, _HOME_TOP, _PIN, _PROTECT, _EMPTY_RO, _HIDE_DIR, _HIDE_FILE = range(9)
+# A package manager's cache (_CACHE, sandbox/caches.py) is bound over its tool's folder.
+_TMP, _RUNTIME, _RW, _HOME_TOP, _PIN, _PROTECT, _EMPTY_RO, _HIDE_DIR, _HIDE_FILE, _CACHE = \
+    range(10)
 
 
 def _depth(path: str) -> int:
@@ -198,7 +175,7 @@ def box_args(
         args += ["--ro-bind", "/dev/null", name]
     if shm_size is not None:
         args += ["--size", str(shm_size), "--tmpfs", "/dev/shm"]
-    rw = policy.read_write_paths()
+    rw = rw_roots(policy)
     views = _views(policy)
     for _, kind, path in ops:
         if not (staged and _stageable(kind, path, rw)):
@@ -210,11 +187,13 @@ def box_args(
 
 
 def _views(policy: Policy) -> dict[str, str]:
-    """Each protected path the session made a view of, and the view (the first named)."""
+    """Each protected path the session made a view of, and the view (the first named);
+    and each tool folder a cache is bound over, and its folder in the cache."""
     out: dict[str, str] = {}
-    for dest, src in policy.views:
+    for dest, src in (*policy.views, *((d, s) for s, d in _cache_binds(policy))):
         out.setdefault(dest, src)
     return out
+
 
 
 def _stageable(kind: int, path: str, rw: Sequence[str]) -> bool:
@@ -229,7 +208,7 @@ def bindable_late(policy: Policy) -> bool:
     above a mount bwrap makes (a hidden path's cover, a read-write root inside another).
     A mount that arrives later on a folder covers whatever bwrap mounted below it."""
     ops, _ = _mount_ops(policy)
-    rw = policy.read_write_paths()
+    rw = rw_roots(policy)
     staged = {path for _, kind, path in ops if _stageable(kind, path, rw)}
     for _, kind, path in ops:
         if not _stageable(kind, path, rw):
@@ -251,7 +230,7 @@ def staged_binds(policy: Policy, fds: Mapping[str, int]) -> list[Bind]:
     from .stagebinds import Bind
 
     ops, _ = _mount_ops(policy)
-    rw = policy.read_write_paths()
+    rw = rw_roots(policy)
     views = _views(policy)
     out: list[Bind] = []
     for _, kind, path in ops:
@@ -309,7 +288,7 @@ def _mount_ops(policy: Policy) -> tuple[list[_Op], list[str]]:
 
 
 def _make_mount_ops(policy: Policy) -> tuple[list[_Op], list[str]]:
-    rw = list(policy.read_write_paths())
+    rw = list(rw_roots(policy))
     ops: list[_Op] = [(_depth("/tmp"), _TMP, "/tmp")]
     ops.append((_depth(MASKED_RUNTIME), _RUNTIME, MASKED_RUNTIME))
     ops += [(_depth(p), _RW, p) for p in rw]
@@ -346,6 +325,7 @@ def _make_mount_ops(policy: Policy) -> tuple[list[_Op], list[str]]:
     ops += [(_depth(p), _EMPTY_RO, p) for p in empty_ro]
     hidden_ops, hidden_dirs = _hidden_ops(policy, rw)
     ops += hidden_ops
+    ops += [(_depth(d), _CACHE, d) for _, d in _cache_binds(policy)]
     # Stable: equal depth and kind keep the policy's order.
     ops.sort(key=lambda op: (op[0], op[1]))
     return ops, [*empty_ro, *hidden_dirs]
@@ -411,6 +391,8 @@ def _mount_args(policy: Policy, kind: int, path: str, fds: Mapping[str, int],
     fd = fds.get(path)
     if kind in (_RW, _PIN):
         return ["--bind", path, path] if fd is None else ["--bind-fd", str(fd), path]
+    if kind == _CACHE:
+        return ["--bind", views[path], path]
     if kind == _PROTECT:
         return _protect_args(path, fd, views.get(path))
     if kind == _HOME_TOP:
