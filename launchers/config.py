@@ -191,10 +191,33 @@ def load(path: str | None, *, project: str, source: Source | None = None) -> Con
             raise
         raise ConfigError(file, f"not valid TOML: {err}.") from err
 
-    warnings: list[str] = []
+    warnings: list[str] = [near_table_warning(key) for key in data
+                           if _one_edit(key, "sandbox") or _one_edit(key, "hooks")]
     hooks = _hooks(file, data.get("hooks"), warnings)
     settings = sandbox_table(file, data.get("sandbox"))
     return Config(path=file, hooks=hooks, sandbox=settings, warnings=tuple(warnings))
+
+
+def near_table_warning(key: str) -> str:
+    """The load warning for a top-level table one edit from ours (``[sandbx]``): the
+    harness's own tables are not looked at, but one so near was meant for us."""
+    ours = "[sandbox]" if _one_edit(key, "sandbox") else "[[hooks]]"
+    return (f"⚠ the config's table {_q(key)} is not read: did you mean {ours}? (tables "
+            "other than [[hooks]] and [sandbox] belong to the harness)")
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """Whether ``a`` is ``b`` but for one letter added, dropped, changed or two
+    neighbours swapped (not ``b`` itself)."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1
+                                  and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]])
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    i = next((i for i in range(len(short)) if short[i] != long[i]), len(short))
+    return short[i:] == long[i + 1:]
 
 
 def _hooks(file: str, raw: object, warnings: list[str]) -> tuple[HookSpec, ...]:

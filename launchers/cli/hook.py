@@ -30,23 +30,34 @@ if TYPE_CHECKING:
 EVENTS: tuple[Event, ...] = ("PreToolUse", "UserPromptSubmit")
 
 
-def event_fields(args: argparse.Namespace) -> tuple[Event, dict[str, Any]]:
-    """The event and its fields from the options. Raises UsageError."""
+# How the event's fields are named where they are given: the CLI's options, or serve's
+# params (docs/serve.md), so that each error names what its user can type.
+OPTION_WORDS = {"tool": "--tool NAME", "prompt": "--prompt TEXT", "tool_": "--tool",
+                "input": "--input", "prompt_": "--prompt"}
+PARAM_WORDS = {"tool": '"tool"', "prompt": '"prompt"', "tool_": '"tool"',
+               "input": '"input"', "prompt_": '"prompt"'}
+
+
+def event_fields(args: argparse.Namespace,
+                 words: dict[str, str] = OPTION_WORDS) -> tuple[Event, dict[str, Any]]:
+    """The event and its fields from the options. Raises UsageError, naming the fields
+    in ``words`` (:data:`OPTION_WORDS` or :data:`PARAM_WORDS`)."""
     event = args.event
     if event not in EVENTS:
         raise UsageError(f"unknown event {event!r}: the events are PreToolUse and "
                          "UserPromptSubmit")
     if event == "PreToolUse":
         if not args.tool:
-            raise UsageError("PreToolUse needs --tool NAME")
+            raise UsageError(f"PreToolUse needs {words['tool']}")
         if args.prompt is not None:
-            raise UsageError("--prompt is for UserPromptSubmit; PreToolUse takes --input")
+            raise UsageError(f"{words['prompt_']} is for UserPromptSubmit; PreToolUse "
+                             f"takes {words['input']}")
         return "PreToolUse", _tool_fields(args.tool, args.input)
     if args.tool is not None or args.input is not None:
-        raise UsageError("--tool and --input are for PreToolUse; UserPromptSubmit takes "
-                         "--prompt")
+        raise UsageError(f"{words['tool_']} and {words['input']} are for PreToolUse; "
+                         f"UserPromptSubmit takes {words['prompt_']}")
     if args.prompt is None:
-        raise UsageError("UserPromptSubmit needs --prompt TEXT")
+        raise UsageError(f"UserPromptSubmit needs {words['prompt']}")
     return "UserPromptSubmit", {"prompt": args.prompt}
 
 
@@ -68,10 +79,11 @@ def _tool_fields(tool: str, text: str | None) -> dict[str, Any]:
     return {"tool": tool, "input": tool_input}
 
 
-def tool_option_warnings(tool: str) -> list[str]:
-    """The warning ``--tool`` gets for a name that is no tool here, with the fix a
-    config's ``tools`` entry gets for the same name (:func:`launchers.config.tool_warning`).
-    Hooks that list tools do not cover it; those that list none still run."""
+def tool_option_warnings(tool: str, named: str = "--tool") -> list[str]:
+    """The warning ``--tool`` (serve's ``tool``: ``named``) gets for a name that is no
+    tool here, with the fix a config's ``tools`` entry gets for the same name
+    (:func:`launchers.config.tool_warning`). Hooks that list tools do not cover it;
+    those that list none still run."""
     from launchers.config import TOOLS, tool_warning
     from launchers.values import as_toml
 
@@ -79,7 +91,7 @@ def tool_option_warnings(tool: str) -> list[str]:
         return []
     _, _, fix = tool_warning("-", tool).partition("which is not a tool here; ")
     fix = fix.replace("so list mcp.", "so name mcp.")
-    return [f"⚠ --tool {as_toml(tool)} is not a tool here, so no hook that lists tools "
+    return [f"⚠ {named} {as_toml(tool)} is not a tool here, so no hook that lists tools "
             f"covers it; {fix}"]
 
 

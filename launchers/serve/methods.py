@@ -31,6 +31,11 @@ if TYPE_CHECKING:
     from sandbox.session import Session
 
 
+# The refusals keep the hook protocol's words ("or start with --no-hooks"); through
+# serve the same way out is a param.
+NO_HOOKS_HERE = 'Through serve, --no-hooks is open\'s "no_hooks": true.'
+
+
 class Defaults(NamedTuple):
     """What ``serve``'s options give ``open`` when its params do not say."""
 
@@ -159,7 +164,8 @@ class ServeSession:
         audit = document(checked, config, session.policy, warnings)
         if not audit["ok"] and not self.no_hooks:
             lines = [r.message for c in checked for r in c.refusals]
-            raise WireError(wire.REFUSED, "\n".join(lines), {"audit": audit})
+            raise WireError(wire.REFUSED, "\n".join([*lines, NO_HOOKS_HERE]),
+                            {"audit": audit})
         warnings = list(warnings)
         self.runner = self._runner(p, config, session, sid=sid, warnings=warnings,
                                    stack=stack)
@@ -192,7 +198,7 @@ class ServeSession:
                                 recorder=self._recorder, replay=replay, session_id=sid,
                                 recorded=recorded, resumed="resume" in p)
         except HookRefused as err:
-            raise WireError(wire.REFUSED, "\n".join(err.messages)) from err
+            raise WireError(wire.REFUSED, "\n".join([*err.messages, NO_HOOKS_HERE])) from err
         warnings += runner.warnings
         return runner
 
@@ -246,7 +252,13 @@ class ServeSession:
 
     def hook(self, p: dict[str, Any], cancel: threading.Event,
              emit: Emit | None = None) -> dict[str, Any]:
-        from launchers.cli.hook import document, event_fields, fire_event
+        from launchers.cli.hook import (
+            PARAM_WORDS,
+            document,
+            event_fields,
+            fire_event,
+            tool_option_warnings,
+        )
         from launchers.errors import UsageError
 
         self._open()
@@ -254,7 +266,7 @@ class ServeSession:
         assert runner is not None
         args = _event_args(p)
         try:
-            event, fields = event_fields(args)
+            event, fields = event_fields(args, PARAM_WORDS)
         except UsageError as err:
             raise WireError(wire.INVALID_PARAMS, f"hook: {err}") from err
         if p.get("new_turn"):
@@ -262,8 +274,9 @@ class ServeSession:
         decision = fire_event(runner, event, fields, args.permission_mode, cancel,
                               session_id=p.get("session_id"),
                               tool_use_id=p.get("tool_use_id"))
+        named = tool_option_warnings(args.tool, "tool") if event == "PreToolUse" else []
         return document(event, outcome=decision.outcome, decision=decision,
-                        warnings=decision.warnings)
+                        warnings=[*named, *decision.warnings])
 
     def hook_openharness(self, p: dict[str, Any], cancel: threading.Event,
                          emit: Emit | None = None) -> dict[str, Any]:

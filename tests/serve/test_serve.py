@@ -181,7 +181,7 @@ def test_hook_answers_with_hook_json_s_document(served: Serve, project: Path, co
     assert "<skill-suggestion>" in prompt["contexts"][0]
     bad = served.call("hook", {"event": "PreToolUse"})
     assert bad["error"]["code"] == "invalid_params"
-    assert bad["error"]["message"] == "hook: PreToolUse needs --tool NAME"
+    assert bad["error"]["message"] == 'hook: PreToolUse needs "tool"'
 
 
 def test_a_refused_hook_refuses_the_session(served: Serve, project: Path,
