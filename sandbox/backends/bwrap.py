@@ -25,11 +25,9 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from sandbox.caches import box_roots
-from sandbox.errors import SandboxUnavailable
 from sandbox.plan import BackendName, LaunchPlan, RunResult
 from sandbox.policy import Policy
 from sandbox.startenv import box_env
-from sandbox.text import escape
 
 from .bwrap_args import (
     MAX_FDS,
@@ -42,6 +40,7 @@ from .bwrap_args import (
 )
 from .procfs import KEYRING_LISTS, PROC_READ_ONLY
 from .standin import stdio_owner
+from .started import Started, read, with_var
 
 if TYPE_CHECKING:
     from .stage import Stage
@@ -229,6 +228,8 @@ class BwrapBackend:
         # memfd once made.
         self._launcher: Callable[[], bytes | None] | None = None
         self._launcher_fd: int | None = None
+        # Whether each run reached its command (:mod:`.started`).
+        self._started = Started()
 
     def harden(self, *, shm_size: int, seccomp: Callable[[], int | None],
                guard: bytes | None = None,
@@ -303,12 +304,17 @@ class BwrapBackend:
                     env_extra=env_extra, prefix=self._prefix,
                     pass_fds=self.bind_fds(), seccomp_fd=fd)
         size = len(command(self.policy, argv))
+        read_end = None
         if self.guard is not None:
             made, size = guarded(made, self.policy, self.guard, size, self.launcher())
+            read_end, write_end = self._started.pipe()
+            made = with_var(made, size, write_end)
         made = args_by_fd(made, size)
-        if stage is None:
-            return made
-        return made._replace(argv=(*stage.argv(), *made.argv))
+        if stage is not None:
+            made = made._replace(argv=(*stage.argv(), *made.argv))
+        if read_end is not None:
+            self._started.told(made, read_end)
+        return made
 
     def bind_fds(self) -> tuple[int, ...]:
         """The held descriptors bwrap binds by (``--bind-fd``): none once the stage has
@@ -379,6 +385,7 @@ class BwrapBackend:
             os.close(fd)
         stage, self._stage = self._stage, None
         self._unstaged = False
+        self._started.close()
         launcher, self._launcher_fd = self._launcher_fd, None
         if launcher is not None:
             os.close(launcher)
@@ -386,37 +393,8 @@ class BwrapBackend:
             stage.close()
 
     def read(self, result: RunResult) -> RunResult:
-        """bwrap's own failures out of the command's result: bwrap that could not start
-        at all, its execvp line (the command could not start: ``failed_to_start``), and
-        a namespace error (raised, with the cause and the fix)."""
-        if result.outcome == "failed_to_start":
-            program = result.plan.argv[0] if result.plan else "bwrap"
-            raise SandboxUnavailable(f"{program} could not start: {result.error}",
-                                     "install the bubblewrap package: "
-                                     "sudo apt-get install bubblewrap")
-        if result.outcome == "exited" and result.returncode == 1:
-            _entered(result)
-            failed = exec_failure(result)
-            if failed is not None:
-                return failed
-            from sandbox.backends.bwrap_find import diagnose_start_failure, namespace_error
-
-            error = namespace_error(result.stderr)
-            if error is not None:
-                raise diagnose_start_failure(error)
-            _require_bind_fd(result)
-        return result
-
-
-def _entered(result: RunResult) -> None:
-    """nsenter's own failure to enter root's stand-in (its one line, exit 1), raised
-    with the cause: the box did not start."""
-    if result.stderr.startswith(b"nsenter: "):
-        from .standin import FIX
-
-        line = result.stderr.decode("utf-8", "replace").splitlines()[0]
-        raise SandboxUnavailable(f"the box's stand-in for root could not be entered: "
-                                 f"{escape(line)}", FIX)
+        """bwrap's own failures out of the command's result (:func:`.started.read`)."""
+        return read(result, self._started.reached(result.plan))
 
 
 def _missing(path: str, err: OSError) -> Exception:
@@ -434,15 +412,3 @@ def _missing(path: str, err: OSError) -> Exception:
             "again")
     return PolicyError(f"{escape(path)} changed while the session opened "
                        f"({err.strerror}); try again")
-
-
-def _require_bind_fd(result: RunResult) -> None:
-    """A bwrap without ``--bind-fd`` (before 0.10, unless the distribution added it with
-    its fix for CVE-2024-42472) cannot build a box that binds by descriptor."""
-    if result.stderr.startswith(b"bwrap: Unknown option --bind-fd") or \
-            result.stderr.startswith(b"bwrap: Unknown option --ro-bind-fd"):
-        program = result.plan.argv[0] if result.plan else "bwrap"
-        raise SandboxUnavailable(
-            f"{program} lacks --bind-fd, which the box needs to bind git's files safely",
-            "install bubblewrap 0.10 or later (or your distribution's update with the fix "
-            "for CVE-2024-42472), or set [sandbox] protect = false")

@@ -12,7 +12,10 @@ this interpreter, they would be loaded into it before the guard is armed), reaps
 every orphan of the run, and exits as the command did (a signal N as 128+N, as bwrap
 says it). It is not dumpable, so the command can neither trace it nor
 take its listener. A command that cannot be executed is said as bwrap says it
-(``bwrap: execvp CMD: REASON``, status 1).
+(``bwrap: execvp CMD: REASON``, status 1). Once the guard is armed, before the command
+starts, it writes one byte to the descriptor ``HARNESS_SANDBOX_STARTED_FD`` names and
+closes it, the variable kept from the command: the host's sign that the box was built
+(sandbox/backends/started.py).
 
 Standard library only, and nothing of the toolkit but its own folder's guard: it runs
 inside the box as ``python3 -I -S``.
@@ -62,6 +65,15 @@ def _environment() -> dict[bytes, bytes]:
     return dict(item.split(b"=", 1) for item in items if b"=" in item)
 
 
+def _tell_started(fd: int | None) -> None:
+    """The box is built and the guard armed: the host's pipe told, once, and closed."""
+    if fd is not None:
+        try:
+            os.write(fd, b"\x01")
+        finally:
+            os.close(fd)
+
+
 def _spawn(argv: list[bytes], env: dict[bytes, bytes]) -> int:
     """As ``execvp`` would: a bare name looked up on the command's ``PATH``, a file
     without ``#!`` run by ``/bin/sh``."""
@@ -102,6 +114,8 @@ def main(argv: list[str]) -> int:
     # Read while this process is dumpable: after, its /proc files are root's, which a
     # plain user's box does not map.
     env = _environment()
+    told = env.pop(b"HARNESS_SANDBOX_STARTED_FD", None)
+    started = int(told) if told is not None and told.isdigit() else None
     env.update(setenv)  # the dynamic linker's variables: the command's, not this one's
     for option in (PR_SET_DUMPABLE, 0), (PR_SET_CHILD_SUBREAPER, 1), (PR_SET_NO_NEW_PRIVS, 1):
         if guard.libc.prctl(option[0], option[1], 0, 0, 0) != 0:
@@ -120,7 +134,9 @@ def main(argv: list[str]) -> int:
                      .encode())
             return 125
         failed = err
+        _tell_started(started)
     else:
+        _tell_started(started)
         try:
             child = _spawn(command, env)
         except OSError as err:

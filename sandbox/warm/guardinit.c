@@ -36,6 +36,13 @@
  *     execvp CMD: REASON", status 1); a guard that cannot be armed is said on
  *     one line, status 125, and the command is not started.
  *
+ *     Once the guard is armed, just before the command is executed (or its
+ *     start refused at the box's process bound), one byte is written to the
+ *     descriptor HARNESS_SANDBOX_STARTED_FD names, which is then closed and the
+ *     variable taken out of the command's environment: the host's sign that the
+ *     box was built (sandbox/backends/started.py). A run that ends without it
+ *     is the box's failure, whatever bwrap printed.
+ *
  * THE GUARD'S CALLS
  *     connect(2), sendto(2) with an address, sendmsg(2) and sendmmsg(2) of the
  *     command (and of everything it starts), bind(2) in a box on the host's
@@ -83,7 +90,32 @@ struct args {
 	const char *program;       /* the guard's filter, in hex */
 	struct supervisor sup;     /* PYTHON, GUARDMAIN, N ROOT... M SOCKET... */
 	char **command;            /* CMD [ARG...] */
+	int started;               /* HARNESS_SANDBOX_STARTED_FD's pipe, or -1 */
 };
+
+/* The host's pipe that learns the box reached its command (sandbox/backends/
+ * started.py): its number taken out of the environment, so the command never
+ * sees it. -1 when the host gave none. */
+static int started_fd(void)
+{
+	const char *v = getenv("HARNESS_SANDBOX_STARTED_FD");
+	long fd = v == NULL ? -1 : count(v, 1 << 20);
+
+	unsetenv("HARNESS_SANDBOX_STARTED_FD");
+	return fd < 0 ? -1 : (int)fd;
+}
+
+/* The box is built and the guard armed: tell the host, once, and close it. */
+static void tell_started(int fd)
+{
+	static const char one = 1;
+
+	if (fd < 0)
+		return;
+	while (write(fd, &one, 1) < 0 && errno == EINTR)
+		;
+	close(fd);
+}
 
 static void arming_failed(const char *what, int err)
 {
@@ -170,6 +202,7 @@ static void child(const struct args *a, const struct sock_fprog *prog, int sock,
 		_exit(EXIT_ARMING);
 	}
 	sigprocmask(SIG_SETMASK, mask, NULL);
+	tell_started(a->started);
 	execvp(a->command[0], a->command);
 	exec_failed(a->command[0], errno);
 	_exit(EXIT_EXEC);
@@ -203,13 +236,19 @@ static int start(struct state *s, const struct args *a, const struct sock_fprog 
 	}
 	s->child = fork();
 	if (s->child < 0) {
-		/* No process at the box's process bound: the command's start refused. */
-		exec_failed(a->command[0], errno);
+		/* No process at the box's process bound: the command's start refused
+		 * (the box itself was built). */
+		int err = errno;
+
+		tell_started(a->started);
+		exec_failed(a->command[0], err);
 		return EXIT_EXEC;
 	}
 	if (s->child == 0)
 		child(a, prog, sv[1], &s->mask);
 	close(sv[1]);
+	if (a->started >= 0)
+		close(a->started); /* the command's side tells */
 	s->ptrace = keep_only(CAP_SYS_PTRACE);
 	if (s->ptrace < 0) {
 		arming_failed("narrowing its capabilities", errno);
@@ -245,6 +284,7 @@ int main(int argc, char **argv)
 		return EXIT_ARMING;
 	}
 	close(a.self);
+	a.started = started_fd();
 	if (init_self() != 0)
 		return EXIT_EXEC;
 	code = start(&s, &a, &prog);

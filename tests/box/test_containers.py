@@ -5,6 +5,7 @@ default seccomp profile and with ``seccomp=unconfined``."""
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 from helpers import docker_engine
@@ -46,3 +47,18 @@ def _in(pid: str, word: str) -> bool:
             return word.encode() in f.read()
     except OSError:
         return False
+
+
+def _cli() -> str:
+    """The command in the container: the test's own interpreter, bound read-only."""
+    return f"{sys.executable} -m launchers"
+
+
+@pytest.mark.parametrize("user", [False, True], ids=["root", "user"])
+def test_run_exits_125_where_the_box_cannot_be_built_whatever_bwrap_printed(
+        engine: Engine, user: bool) -> None:
+    r = engine.run(f"mkdir -p /tmp/p && cd {docker_engine.REPO} && "
+                   f"{_cli()} run --project /tmp/p -- echo hi", user=user,
+                   seccomp="unconfined")
+    assert r.code == 125, r
+    assert "hi" not in r.out
