@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from launchers import bounded
 from launchers.cli.common import JSON_VERSION, load_user_config, policy_error_line, say
+from launchers.cli.helptext import EXIT_USAGE
 from launchers.cli.interrupt import run_interruptible
 from launchers.config import ConfigError, Event
 from launchers.errors import UsageError
@@ -150,8 +151,9 @@ def cmd_hook(args: argparse.Namespace) -> int:
     from sandbox.errors import PolicyError, SandboxError
     from sandbox.session import Session
 
-    def stop(event: str | None, message: str, **doc: Any) -> int:
-        return _stop(event, message, warnings, as_json=bool(args.json), **doc)
+    def stop(event: str | None, message: str, status: int = 2, **doc: Any) -> int:
+        _stop(event, message, warnings, as_json=bool(args.json), **doc)
+        return status
 
     project = os.path.abspath(args.project or ".")
     warnings: list[str] = []
@@ -159,7 +161,8 @@ def cmd_hook(args: argparse.Namespace) -> int:
         event, fields = event_fields(args)
         config, found = load_user_config(args.config, project, named_must_exist=True)
     except (UsageError, ConfigError) as err:
-        return stop(args.event if args.event in EVENTS else None, str(err))
+        return stop(args.event if args.event in EVENTS else None, str(err),
+                    status=EXIT_USAGE if isinstance(err, UsageError) else 2)
     warnings += config.warnings
     if event == "PreToolUse":
         warnings += tool_option_warnings(fields["tool"])
@@ -191,7 +194,8 @@ def cmd_hook(args: argparse.Namespace) -> int:
 
 def _stop(event: str | None, message: str, warnings: list[str], *, as_json: bool,
           **doc: Any) -> int:
-    """Exit 2 before any hook ran: the line on stderr, and with --json the document."""
+    """Stop before any hook ran (exit 2; a usage error 125): the line on stderr, and
+    with --json the document."""
     say(message)
     if as_json:
         doc.setdefault("outcome", "error")

@@ -11,6 +11,7 @@ from typing import Any
 
 from launchers import bounded
 from launchers.cli.common import JSON_VERSION, load_user_config, policy_error_line, say
+from launchers.cli.helptext import EXIT_USAGE
 from launchers.config import Config
 from launchers.errors import ConfigError, UsageError
 from launchers.openharness.config import (
@@ -93,15 +94,18 @@ def _fire_interruptible(
 def cmd_hook_openharness(args: argparse.Namespace) -> int:
     """Fire one event through ``.oh/config.yaml`` hooks.
 
-    Exit 0 allowed, no objection or ask; 1 denied; 2 the file could not be loaded, the
-    options are wrong, a hook is refused by the path guard, or the box cannot be built;
-    130 interrupted.
+    Exit 0 allowed, no objection or ask; 1 denied; 2 the file could not be loaded, a
+    hook is refused by the path guard, or the box cannot be built; 125 the options are
+    wrong; 130 interrupted.
     """
     event: str = args.event
     project = os.path.abspath(getattr(args, "project", None) or ".")
     try:
         user, config, ctx = _prepare(args, project)
-    except (ConfigError, OhConfigError, UsageError) as err:
+    except UsageError as err:
+        _say(str(err))
+        return EXIT_USAGE
+    except (ConfigError, OhConfigError) as err:
         _say(str(err))
         return 2
     if getattr(args, "no_hooks", False):

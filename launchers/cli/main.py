@@ -65,22 +65,32 @@ def parser() -> "argparse.ArgumentParser":
     _session_options(p)
     p.add_argument("--host", action="store_true", help="run on the host (the host runner)")
     p.add_argument("--timeout", type=float, metavar="S", help="seconds before the box is ended")
-    p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD [ARG...]")
+    p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD [ARG...]",
+                   help="the command and its arguments, after --")
 
     p = sub.add_parser("hook", help="fire one event through the configured hooks")
-    p.add_argument("event", metavar="EVENT")
+    p.add_argument("event", metavar="EVENT",
+                   help="PreToolUse or UserPromptSubmit (with --openharness: one of its "
+                        "17 events, such as preToolUse)")
     _session_options(p)
     p.add_argument("--openharness", metavar="FILE", help="use .oh/config.yaml hooks instead")
     p.add_argument("--tool", metavar="NAME", help="the tool called (PreToolUse)")
     p.add_argument("--input", metavar="JSON", help="the tool's input, a JSON object")
     p.add_argument("--prompt", metavar="TEXT", help="the prompt (UserPromptSubmit)")
     p.add_argument("--session-id", metavar="ID", default=None, help="the session's id")
-    p.add_argument("--permission-mode", metavar="MODE", default="auto")
+    p.add_argument("--permission-mode", metavar="MODE", default="auto",
+                   help="the harness's permission mode, given to the hooks as "
+                        "permission_mode (default: auto)")
     p.add_argument("--no-sandbox", action="store_true", help="a session with no sandbox")
     p.add_argument("--no-hooks", action="store_true", help="run with hooks turned off")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
 
     _more_commands(sub)
+    from launchers.cli.helptext import EPILOGS
+
+    for name, command in sub.choices.items():  # each --help ends with its exits, an example
+        command.epilog = EPILOGS[name]
+        command.formatter_class = argparse.RawDescriptionHelpFormatter
     return top
 
 
@@ -255,7 +265,15 @@ def leave(status: int) -> NoReturn:
 
 def _dispatch(words: list[str]) -> int:
     fast = _parse_fast(words)
-    args = cast("argparse.Namespace", fast) if fast is not None else parser().parse_args(words)
+    try:
+        args = cast("argparse.Namespace", fast) if fast is not None else \
+            parser().parse_args(words)
+    except SystemExit as stop:  # argparse's usage error is 2; run's and hook's are 125
+        if stop.code == 2 and words and words[0] in _FAST:
+            from launchers.cli.helptext import EXIT_USAGE
+
+            raise SystemExit(EXIT_USAGE) from None
+        raise
     module, name = COMMANDS[args.command]
     try:
         func: Callable[[argparse.Namespace], int] = getattr(import_module(module), name)

@@ -4,8 +4,9 @@ The command's stdout and stderr pass on as they come, uncapped (:mod:`launchers.
 a reader that goes away ends the run and everything it started, with status 141.
 
 Exit status: the command's own; 124 timed out; 125 the box could not be built (or the
-config or a path it names is unusable); 126 the command could not be executed; 127 it
-was not found; 128+N killed by signal N (in the box, as bwrap reports it); 130 cancelled.
+config or a path it names is unusable, or a usage error); 126 the command could not be
+executed; 127 it was not found; 128+N killed by signal N (in the box, as bwrap reports
+it); 130 cancelled.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         argv = argv[1:]
     if not argv:
         _say("run needs a command: harness-sandbox run -- CMD [ARG...]")
-        return 2
+        return EXIT_NO_BOX  # 125: the toolkit's own failure, never the command's status
 
     project = os.path.abspath(args.project)
     try:

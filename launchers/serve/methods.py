@@ -243,6 +243,8 @@ class ServeSession:
                                  pipes=capped_at(cap, Pipes) if cap and not stream else None)
         except SandboxUnavailable as err:
             raise WireError(wire.SANDBOX, str(err)) from err
+        if result.outcome == "failed_to_start" and result.error:
+            result = result._replace(error=f"{p['argv'][0]}: {result.error}")
         if stream is not None:
             stream.finish()
             result = result._replace(stdout=b"", stderr=b"")

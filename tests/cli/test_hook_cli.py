@@ -157,10 +157,10 @@ def test_a_config_error_exits_2_naming_the_file(project: Path, config: Path) -> 
      "--input must be a JSON object (the tool's arguments)"),
     (["UserPromptSubmit"], "UserPromptSubmit needs --prompt TEXT"),
 ])
-def test_options_that_describe_no_event_exit_2(project: Path, config: Path, args: list[str],
-                                               error: str) -> None:
+def test_options_that_describe_no_event_exit_125(project: Path, config: Path,
+                                                 args: list[str], error: str) -> None:
     r = hook_cmd(project, config, *args)
-    assert (r.returncode, r.stderr) == (2, error + "\n")
+    assert (r.returncode, r.stderr) == (125, error + "\n")
 
 
 def test_openharness_hooks_are_handed_to_their_own_front_end(project: Path,

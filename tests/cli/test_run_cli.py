@@ -125,9 +125,9 @@ def test_host_runs_from_root_outside_the_box(project: Path, home: Path) -> None:
     assert first == "/"
 
 
-def test_no_command_is_a_usage_error(project: Path, home: Path) -> None:
+def test_no_command_is_a_usage_error_exiting_125(project: Path, home: Path) -> None:
     r = subprocess.run([CLI, "run", "--project", str(project)], capture_output=True,
                        env={**os.environ, "HARNESS_HOME": str(home)}, check=False)
-    assert r.returncode == 2
+    assert r.returncode == 125
     assert r.stderr == (b"harness-sandbox: run needs a command: "
                         b"harness-sandbox run -- CMD [ARG...]\n")

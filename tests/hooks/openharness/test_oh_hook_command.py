@@ -74,13 +74,13 @@ def test_cmd_hook_config_error_exits_2(
         (["preToolUse", "--tool", "Bash", "--input", "[1]"], "--input must be a JSON object"),
     ],
 )
-def test_cmd_hook_usage_errors_exit_2(
+def test_cmd_hook_usage_errors_exit_125(
     tmp_path: Path, project: Path, capsys: pytest.CaptureFixture[str],
     argv: list[str], message: str,
 ) -> None:
     path = write(tmp_path, "hooks: {}\n")
     code = hook_cmd(*argv, "--openharness", path, "--project", str(project), "--no-sandbox")
-    assert code == 2
+    assert code == 125
     assert capsys.readouterr().err == f"harness-sandbox: {message}\n"
 
 
