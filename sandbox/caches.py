@@ -72,6 +72,11 @@ TABLE: tuple[Row, ...] = (
 )
 
 
+# The box's own /dev, /proc and /run are fresh: a data folder there (XDG_DATA_HOME on
+# /dev/shm) is not the host's in the box, and root's stand-in could not reach it.
+BOX_OWN = frozenset({"dev", "proc", "sys", "run"})
+
+
 def caches_home(env: Mapping[str, str], home: str) -> str:
     """Where every project's cache folder is: ``$XDG_DATA_HOME/harness/caches``, else
     ``~/.local/share/harness/caches`` (a relative XDG_DATA_HOME is ignored, as for the
@@ -96,10 +101,12 @@ def _home(env: Mapping[str, str], home: str) -> str:
 def make(project: str, env: Mapping[str, str], home: str) -> str | None:
     """Make the project's cache folder and its tools' folders (mode 0700 for what is
     made), and the empty tool folders the binds need; the folder, or None where it
-    cannot be made (said by :func:`lines`). Refused (None) when a link lies on its way
+    cannot be made or lies in one of the box's own folders (:data:`BOX_OWN`). Refused (None) when a link lies on its way
     from the home or the data folder: a box that once wrote there could point it at a
     host cache."""
     root = folder_for(project, env, home)
+    if root.split("/")[1] in BOX_OWN:
+        return None
     try:
         os.makedirs(root, mode=0o700, exist_ok=True)
         if os.path.realpath(root) != root or os.lstat(root).st_uid != os.getuid():
@@ -123,6 +130,8 @@ def made(project: str, env: Mapping[str, str], home: str) -> str | None:
     try:
         st = os.lstat(root)
     except OSError:
+        return None
+    if root.split("/")[1] in BOX_OWN:
         return None
     ok = stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid()
     return root if ok and os.path.realpath(root) == root else None
