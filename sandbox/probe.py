@@ -18,8 +18,9 @@ from pathguard.records import NamedTuple
 from sandbox.platform import PLATFORM
 
 from .backends.bwrap_find import (
-    DOCTOR_FIX,
     INSTALL_FIX,
+    Sysctls,
+    at_limit,
     diagnose_userns,
     find_bwrap,
     not_found,
@@ -149,6 +150,8 @@ def probe(env: Mapping[str, str] | None = None, platform: str = PLATFORM) -> Pro
 
 # The smallest Seatbelt profile: a trial that sandbox-exec itself works.
 _SEATBELT_TRIAL = "(version 1)(allow default)"
+SEATBELT_UNKNOWN_FIX = ("try it by hand (sandbox-exec -p '(version 1)(allow default)' "
+                        "/usr/bin/true) and report what it prints")
 SEATBELT_MISSING_FIX = "sandbox-exec is part of macOS; check that /usr/bin is intact"
 
 
@@ -174,7 +177,7 @@ def probe_seatbelt() -> Probe:
         lines = t.stderr.decode(errors="replace").strip().splitlines()
         error = lines[0] if lines else f"exit status {t.returncode}"
         return base._replace(diagnosis=f"sandbox-exec could not start a trial box: {error}",
-                             fix=DOCTOR_FIX)
+                             fix=SEATBELT_UNKNOWN_FIX)
     return base
 
 
@@ -190,6 +193,31 @@ def _stand_in(euid: int) -> tuple[Stage | None, SandboxUnavailable | None]:
         return Stage.open((), (), stand_in=True), None
     except SandboxUnavailable as err:
         return None, err
+
+
+# doctor's own last word, where no cause it knows is seen (never "run doctor").
+UNKNOWN_FIX = ("no cause harness-sandbox knows is seen here: try bwrap by hand (bwrap "
+               "--ro-bind / / --proc /proc --unshare-all true) and report what it prints")
+
+
+def _cause(euid: int, refused: SandboxUnavailable | None, error: str | None,
+           s: Sysctls) -> SandboxUnavailable | None:
+    """Why the trial box failed: the cause this place shows (:mod:`.backends.causes`),
+    else the stand-in's refusal or what the sysctls and bwrap's line say."""
+    if refused is None and error is None:
+        return diagnose_userns(euid=euid, **s._asdict())
+    got = refused  # the stage names the cause it sees itself
+    if got is None and not at_limit(error or ""):
+        from .backends.causes import found
+
+        seen = found(euid)
+        if seen is not None:
+            return SandboxUnavailable(f"{seen.diagnosis} ({error})", seen.fix)
+    if got is None:
+        got = diagnose_userns(euid=euid, error=error, **s._asdict())
+    if got is not None and "harness-sandbox doctor" in got.fix:
+        return SandboxUnavailable(got.diagnosis, UNKNOWN_FIX)
+    return got
 
 
 def probe_bwrap(env: Mapping[str, str] | None = None) -> Probe:
@@ -225,7 +253,7 @@ def probe_bwrap(env: Mapping[str, str] | None = None) -> Probe:
     finally:
         if stand is not None:
             stand.close()
-    found = refused or diagnose_userns(euid=euid, error=error, **s._asdict())
+    found = _cause(euid, refused, error, s)
     if found is None:
         from .backends.bwrap import REQUIRED_FEATURES
 

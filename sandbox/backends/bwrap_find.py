@@ -136,7 +136,7 @@ def diagnose_userns(
         return None
     if euid != 0 and apparmor_restrict == 1:
         return SandboxUnavailable(APPARMOR_DIAGNOSIS, APPARMOR_FIX)
-    if "ENOSPC" in error or "No space left on device" in error:
+    if at_limit(error):
         return SandboxUnavailable(LIMIT_DIAGNOSIS, LIMIT_FIX)
     error = error.removeprefix("bwrap: ")
     return SandboxUnavailable(f"bwrap could not create the box: {error}", DOCTOR_FIX)
@@ -164,8 +164,19 @@ def sysctls() -> Sysctls:
                    read_sysctl(USERNS_CLONE_SYSCTL))
 
 
+def at_limit(error: str) -> bool:
+    """The namespaces' limit was met (ENOSPC), whatever else this place shows."""
+    return "ENOSPC" in error or "No space left on device" in error
+
+
 def diagnose_start_failure(error: str) -> SandboxUnavailable:
-    """The cause and fix for a box that failed to start with bwrap's ``error``."""
+    """The cause and fix for a box that failed to start with bwrap's ``error``: the
+    cause this place shows (:mod:`.causes`), else what the sysctls and ``error`` say."""
+    from .causes import found as cause
+
+    seen = None if at_limit(error) else cause(os.geteuid())
+    if seen is not None:
+        return SandboxUnavailable(f"{seen.diagnosis} ({error})", seen.fix)
     s = sysctls()
     found = diagnose_userns(
         euid=os.geteuid(),

@@ -378,6 +378,8 @@ def _said(report: _Report, first: bytes = b"") -> bytes:
             f"a box started by root runs as uid {standin.UID}, and {escape(path)}, which "
             f"the box writes, cannot be mapped to it: {why}", standin.FIX)
     where = f"{escape(path)}: " if path else ""
-    raise SandboxUnavailable(f"the box's namespaces could not be staged: {where}"
-                             f"{why or 'the child ended'}",
-                             "see harness-sandbox doctor, and say so in a bug report")
+    from .causes import named
+
+    raise named(SandboxUnavailable(f"the box's namespaces could not be staged: {where}"
+                                   f"{why or 'the child ended'}",
+                                   "see harness-sandbox doctor, and say so in a bug report"))

@@ -286,9 +286,11 @@ class _Space:
                 from sandbox.backends.bwrap_find import diagnose_start_failure
 
                 raise diagnose_start_failure(os.strerror(code))
-            raise SandboxUnavailable(
+            from sandbox.backends.causes import named
+
+            raise named(SandboxUnavailable(
                 f"a box started by root runs as uid {UID}, and this system refused the "
-                f"user namespace for it: {os.strerror(code)}", FIX)
+                f"user namespace for it: {os.strerror(code)}", FIX), 0)
         # Root writes the maps, so set-groups stays allowed: nsenter drops the groups.
         for name, line in (("uid_map", f"{uid} {UID} 1\n"),
                            ("gid_map", f"{gid} {GID} 1\n")):

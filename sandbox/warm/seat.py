@@ -131,11 +131,15 @@ def _bound(box: WarmBox, pid: int, hardening: Hardening, *, moved: bool) -> None
 
 
 def _diagnosed(err: SandboxUnavailable) -> SandboxUnavailable:
-    """bwrap's namespace error as the cold box gives it (cause and fix), else ``err``."""
+    """bwrap's namespace error as the cold box gives it (cause and fix), else ``err``
+    with the cause this place shows, for a warm box that did not start."""
     from sandbox.backends.bwrap_find import diagnose_start_failure, namespace_error
+    from sandbox.backends.causes import named
 
     error = namespace_error(err.stderr) if isinstance(err, WarmBoxDown) else None
-    return diagnose_start_failure(error) if error is not None else err
+    if error is not None:
+        return diagnose_start_failure(error)
+    return named(err) if isinstance(err, WarmBoxDown) else err
 
 
 def run(owner: LinuxBox, argv: Sequence[str], *, env_extra: Mapping[str, str] | None,

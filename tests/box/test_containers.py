@@ -4,12 +4,16 @@ default seccomp profile and with ``seccomp=unconfined``."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
 import pytest
 from helpers import docker_engine
 from helpers.docker_engine import Engine
+from helpers.paths import REPO
+
+from sandbox.backends import causes
 
 pytestmark = pytest.mark.isolation
 
@@ -57,8 +61,45 @@ def _cli() -> str:
 @pytest.mark.parametrize("user", [False, True], ids=["root", "user"])
 def test_run_exits_125_where_the_box_cannot_be_built_whatever_bwrap_printed(
         engine: Engine, user: bool) -> None:
-    r = engine.run(f"mkdir -p /tmp/p && cd {docker_engine.REPO} && "
+    r = engine.run(f"mkdir -p /tmp/p && cd {REPO} && "
                    f"{_cli()} run --project /tmp/p -- echo hi", user=user,
                    seccomp="unconfined")
     assert r.code == 125, r
     assert "hi" not in r.out
+
+
+# Per place: the cause each refusal names, and its fix (sandbox/backends/causes.py).
+REFUSALS = {
+    ("default", False): (causes.SECCOMP_DIAGNOSIS, causes.SECCOMP_FIX),
+    ("default", True): (causes.SECCOMP_DIAGNOSIS, causes.SECCOMP_FIX),
+    ("unconfined", False): (causes.NO_SYS_ADMIN_DIAGNOSIS, causes.NO_SYS_ADMIN_FIX),
+    ("unconfined", True): (causes.COVERED_PROC_DIAGNOSIS.split("(")[0],
+                           causes.COVERED_PROC_FIX),
+}
+OPEN = '{"id": "1", "method": "open", "params": {}}'
+
+
+@pytest.mark.parametrize(("seccomp", "user"), PLACES, ids=IDS)
+def test_each_refusal_in_a_container_names_the_cause_and_its_fix(
+        engine: Engine, seccomp: str, user: bool) -> None:
+    cli = _cli()
+    r = engine.run(f"mkdir -p /tmp/p && cd {REPO} && "
+                   f"{cli} run --project /tmp/p -- true; echo \"run=$?\"; "
+                   f"{cli} doctor; echo \"doctor=$?\"; "
+                   f"echo '{OPEN}' | {cli} serve --project /tmp/p", user=user,
+                   seccomp=seccomp)
+    diagnosis, fix = REFUSALS[(seccomp, user)]
+    said = [line for line in r.err.splitlines() if line.startswith("harness-sandbox: ")]
+    assert len(said) == 1 and diagnosis in said[0] and said[0].endswith(f"; {fix}"), r
+    assert "run=125" in r.out and "doctor=1" in r.out, r
+    verdict = (r.out + r.err).split("the box cannot be built: ", 1)[1].splitlines()
+    assert verdict[0].startswith(diagnosis) and verdict[1] == f"fix: {fix}", r
+    answers = [json.loads(line) for line in r.out.splitlines() if line.startswith('{"id"')]
+    assert len(answers) == 1, r
+    answer = answers[0]
+    assert answer["error"]["code"] == "sandbox", answer
+    assert diagnosis in answer["error"]["message"], answer
+    assert answer["error"]["message"].endswith(f"; {fix}"), answer
+    everything = r.out + r.err
+    assert "run harness-sandbox doctor" not in everything
+    assert "bug report" not in everything
