@@ -101,9 +101,9 @@ def _home(env: Mapping[str, str], home: str) -> str:
 def make(project: str, env: Mapping[str, str], home: str) -> str | None:
     """Make the project's cache folder and its tools' folders (mode 0700 for what is
     made), and the empty tool folders the binds need; the folder, or None where it
-    cannot be made or lies in one of the box's own folders (:data:`BOX_OWN`). Refused (None) when a link lies on its way
-    from the home or the data folder: a box that once wrote there could point it at a
-    host cache."""
+    cannot be made or lies in one of the box's own folders (:data:`BOX_OWN`); None
+    too when a link lies on its way from the home or the data folder: a box that once
+    wrote there could point it at a host cache."""
     root = folder_for(project, env, home)
     if root.split("/")[1] in BOX_OWN:
         return None
