@@ -38,6 +38,8 @@ hs_system_packages() {
     command -v jq >/dev/null 2>&1 || missing+=(jq)
     # node: the example harness on `serve` (examples/node-harness) and its test use it.
     command -v node >/dev/null 2>&1 || missing+=(nodejs)
+    # npm: the Node.js client (clients/node) is packed and its typescript installed.
+    command -v npm >/dev/null 2>&1 || missing+=(npm)
     # dockerd and docker: the tests of the box inside containers start a private
     # engine of their own (tests/helpers/docker_engine.py). Only root's pass runs it, so
     # it is installed where this can install, and not asked of anyone else.
@@ -119,9 +121,19 @@ hs_compile() {
     "$1/bin/python" -m compileall -q "$2/sandbox" "$2/pathguard" "$2/launchers" >/dev/null
 }
 
+# The Node.js client's devDependencies (typescript, for its type tests), from its lock.
+hs_node_client() {
+    local dir="$HS_ROOT/clients/node"
+    [ -e "$dir/node_modules/typescript/bin/tsc" ] && return 0
+    command -v npm >/dev/null 2>&1 || return 0
+    hs_say "installing clients/node's devDependencies (npm ci)"
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >&2)
+}
+
 hs_setup() {
     [ -n "${HS_USE_VENV:-}" ] && return 0
     hs_system_packages
     hs_venv "$HS_VENV" "$HS_ROOT"
     hs_compile "$HS_VENV" "$HS_ROOT"
+    hs_node_client
 }
