@@ -80,16 +80,28 @@ def make(manifest: str, tmp: str, roots: tuple[str, ...], *, dirs: Iterable[str]
 
 
 def _create_all(entries: list[tuple[str, str, str, bytes]], done: list[list[str]]) -> None:
-    """Make each of ``entries`` where nothing is, each made added to ``done``."""
+    """Make each of ``entries`` where nothing is, each made added to ``done``; one that
+    another session made meanwhile, as this one would have (an empty folder, a file of
+    the same bytes), is added too: its maker may end first, and would remove it from
+    under this session's box, or leave it behind if it saw this one's plan."""
     folders = beneath.Folders()
     try:
         for root, rel, kind, content in entries:
             with contextlib.suppress(OSError):
                 if beneath.create_beneath(root, rel, folder=kind == "dir", content=content,
-                                          folders=folders):
+                                          folders=folders) or _as_made(root, rel, kind,
+                                                                       content):
                     done.append([root, rel, kind, content.hex()])
     finally:
         folders.close()
+
+
+def _as_made(root: str, rel: str, kind: str, content: bytes) -> bool:
+    """Whether ``root/rel`` is what :func:`make` would have made there."""
+    found = beneath.find(root, rel)
+    if kind == "dir":
+        return found.kind == "dir"
+    return found.kind == "file" and beneath.read_beneath(root, rel, 4096) == content
 
 
 def _adopted(protected: Iterable[str], roots: tuple[str, ...],

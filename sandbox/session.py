@@ -35,7 +35,7 @@ from .policy import (
     session_home,
     writable_roots,
 )
-from .process.made import clean_session, remove_folder
+from .process.made import clean_session, made_lock, remove_folder
 from .process.watchdog import forget_session, watch_session
 from .settings import SandboxSettings
 from .systemtemp import mkdtemp
@@ -158,6 +158,18 @@ def _make_missing(layout: GitLayout, manifest: str, roots: tuple[str, ...], *, t
                                *map(hostreads.as_bound, hostreads.candidates(env, home))),
                     moves=moves.record() if moves else None)
     return _with_views(layout, roots, env, tmp)
+
+
+def _private_root(writable: tuple[str, ...]) -> str:
+    """The per-user private root, with what sessions whose harness died left behind
+    cleared: their /tmp tmpfs unmounted first (a mount point cannot be removed)."""
+    _leftovers.refuse_shared_root(os.path.realpath(private_tmp_root()), writable)
+    root = make_private_root(private_tmp_root())
+    from .harden import unmount_stale
+
+    unmount_stale(root)
+    _leftovers.sweep(root)
+    return root
 
 
 def _end(session: Session | None, manifest: str | None, tmp: str) -> None:
@@ -290,15 +302,7 @@ class Session:
         scrubbed = session_env(settings, env)
         home = session_home(scrubbed)
         named = writable_roots(settings.writable, home)
-        _leftovers.refuse_shared_root(os.path.realpath(private_tmp_root()),
-                                      (project, *named) if boxed else ())
-        root = make_private_root(private_tmp_root())
-        # What sessions whose harness died left behind: their /tmp tmpfs unmounted first
-        # (a mount point cannot be removed), then what they made.
-        from .harden import unmount_stale
-
-        unmount_stale(root)
-        _leftovers.sweep(root)
+        root = _private_root((project, *named) if boxed else ())
         # The pid names the owner: a later session clears what a killed one left.
         tmp = mkdtemp(f"session-{os.getpid()}-", root)
         manifest: str | None = None
@@ -306,18 +310,20 @@ class Session:
         try:
             layout: GitLayout | None = None
             roots: tuple[str, ...] = (tmp,)
-            if boxed and settings.protect and os.path.isdir(project):
-                layout, roots = _git_layout(project, named, env, home, root)
-            # What the box makes of other tools' configs is moved out after each run.
-            moves = (MoveOut(os.path.realpath(project), settings.allow_tool_configs,
-                             os.environ if env is None else env, os.path.basename(tmp))
-                     if layout is not None and box_name() == "bwrap" else None)
-            manifest = _leftovers.start(tmp, moves.record() if moves else None)
-            # The watchdog first: from here on a killed harness leaves nothing behind.
-            watch_session(manifest)
-            if layout is not None:
-                layout = _make_missing(layout, manifest, roots, tmp=tmp, named=named,
-                                       env=scrubbed, home=home, moves=moves)
+            # In turn with other sessions' opens and ends (sandbox/process/made.py).
+            with made_lock(root):
+                if boxed and settings.protect and os.path.isdir(project):
+                    layout, roots = _git_layout(project, named, env, home, root)
+                # What the box makes of other tools' configs is moved out after each run.
+                moves = (MoveOut(os.path.realpath(project), settings.allow_tool_configs,
+                                 os.environ if env is None else env, os.path.basename(tmp))
+                         if layout is not None and box_name() == "bwrap" else None)
+                manifest = _leftovers.start(tmp, moves.record() if moves else None)
+                # The watchdog first: from here on a killed harness leaves nothing behind.
+                watch_session(manifest)
+                if layout is not None:
+                    layout = _make_missing(layout, manifest, roots, tmp=tmp, named=named,
+                                           env=scrubbed, home=home, moves=moves)
             policy = Policy.from_settings(project, settings, boxed=boxed, private_tmp=tmp,
                                           env=env, git=layout)._replace(output_cap=output_cap)
             # The toolkit will not run from a folder the box can write (selfguard.py).

@@ -14,7 +14,8 @@ moved out of the project first.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 
 def _open_parent(root: str, rel: str) -> int:
@@ -80,6 +81,29 @@ def start_time(pid: int) -> str | None:
     except OSError:
         return None
     return data.rsplit(b")", 1)[-1].split()[19].decode()
+
+
+# Beside the manifests: held while a session finds what it protects and makes what is
+# missing (its layout, what it adopts, its manifest), and while one removes what it made.
+LOCK = "made.lock"
+
+
+@contextmanager
+def made_lock(folder: str) -> Iterator[None]:
+    """Sessions of this user side by side on one project (a harness's sub-agents, a hook
+    beside a command) take turns here: otherwise one could remove what it made while
+    another, which found it there, had not yet said it uses it (that one's box then
+    opens on a name gone, or host git reads a ``commondir`` half gone), or two ending at
+    once could each leave it to the other."""
+    import fcntl
+
+    fd = os.open(os.path.join(folder, LOCK),
+                 os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def live_made(folder: str, but: str = "") -> set[tuple[str, str]]:
@@ -180,7 +204,12 @@ def _move_out(moves: object) -> None:
 def clean_session(manifest: str) -> None:
     """Remove what the session of ``manifest`` made and no other live session uses,
     then the manifest: the files (many in two threads), then the folders, the last
-    made first."""
+    made first; in turn with the sessions opening (:func:`made_lock`)."""
+    with made_lock(os.path.dirname(manifest)):
+        _clean_locked(manifest)
+
+
+def _clean_locked(manifest: str) -> None:
     import contextlib
     import json
     import stat as _stat
