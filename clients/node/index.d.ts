@@ -48,6 +48,8 @@ export interface StartOptions {
   noSandbox?: boolean;
   env?: Record<string, string | undefined>;
   cwd?: string;
+  /** Each line the server writes, as it is read (a log of the protocol). */
+  onLine?: (line: string) => void;
   /** Where the server's messages for people go (default: this process's stderr). */
   stderr?: "inherit" | "pipe" | "ignore";
 }

@@ -107,7 +107,8 @@ export class Serve {
     });
     this.#child.stdin.on("error", () => {}); // a dead server: said by "exit"
     const lines = createInterface({ input: this.#child.stdout, crlfDelay: Infinity });
-    lines.on("line", (line) => this.#receive(line));
+    const onLine = options.onLine;
+    lines.on("line", (line) => { onLine?.(line); this.#receive(line); });
     lines.on("close", () => this.#die(new ServeError(SERVER_EXITED,
       "harness-sandbox serve closed its output with requests in flight")));
   }

@@ -8,7 +8,7 @@ import { cpSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync 
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { ServeClient } from "./serve-client.mjs";
+import { Serve } from "../../clients/node/index.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const checkout = realpathSync(join(here, "..", ".."));
@@ -39,15 +39,14 @@ async function timed(rounds, once) {
 }
 
 async function main() {
-  const serve = new ServeClient(command, ["--config", config, "--project", project], env);
-  await serve.ready;
-  await serve.open({});
-  const trueMs = await timed(rounds, () => serve.run(["/bin/true"]));
+  const serve = await Serve.start({ command, config, project, env });
+  await serve.open();
+  const trueMs = await timed(rounds, () => serve.run({ argv: ["/bin/true"] }));
   const hookMs = await timed(rounds, () => serve.hook({ event: "PreToolUse", tool: "bash",
     input: { command: "ls" } }));
   const t = process.hrtime.bigint();
   const many = await Promise.allSettled(
-    Array.from({ length: 1000 }, () => serve.run(["/bin/true"])));
+    Array.from({ length: 1000 }, () => serve.run({ argv: ["/bin/true"] })));
   const manyMs = Number(process.hrtime.bigint() - t) / 1e6;
   const ok = many.filter((r) => r.status === "fulfilled" && r.value.exit === 0).length;
   await serve.close();

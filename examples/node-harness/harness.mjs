@@ -1,16 +1,18 @@
-// An example harness on `harness-sandbox serve`: one session on the example project,
-// three bash commands in the box, two hooks, a cancel, and the end.
+// An example harness on `harness-sandbox serve`, through the Node.js client package
+// (clients/node; a harness of its own installs it with npm): one session on the
+// example project, three bash commands in the box, two hooks, a cancel, and the end.
 //
 //   node harness.mjs [harness-sandbox command...]
 //
 // The command defaults to `harness-sandbox` on PATH. The example project and config are
 // copied to a temporary folder first (the config with its @HOOKS@ filled in), so the
 // checkout is never written.
-import { cpSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
+import { appendFileSync, cpSync, mkdtempSync, readFileSync, realpathSync, rmSync,
+  writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { ServeClient } from "./serve-client.mjs";
+import { Serve } from "../../clients/node/index.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const checkout = realpathSync(join(here, "..", ".."));
@@ -29,17 +31,21 @@ const say = (line) => console.log(line);
 const firstLine = (text) => text.trim().split("\n")[0] ?? "";
 
 async function main() {
-  const serve = new ServeClient(command, ["--config", config, "--project", project], env);
+  // HS_SERVE_TAP=FILE keeps every line the server wrote, for a look afterwards.
+  const tap = env.HS_SERVE_TAP;
+  const serve = new Serve({ command, config, project, env,
+    onLine: tap ? (line) => appendFileSync(tap, line + "\n") : undefined });
   const ready = await serve.ready;
   say(`ready: protocol ${ready.version}`);
-  const opened = await serve.open({});
+  const opened = await serve.open();
   say(`open: ${opened.banner}; audit ok: ${opened.audit.ok}`);
 
   // Three bash commands at once; the replies may come in any order.
+  const bash = (line) => serve.run({ argv: ["bash", "-c", line] });
   const [write, ssh, network] = await Promise.all([
-    serve.run(["bash", "-c", "echo hello from the box > note.txt && cat note.txt"]),
-    serve.run(["bash", "-c", "cat ~/.ssh/id_rsa ~/.ssh/id_ed25519"]),
-    serve.run(["bash", "-c", "exec 3<>/dev/tcp/1.1.1.1/80 && echo connected"]),
+    bash("echo hello from the box > note.txt && cat note.txt"),
+    bash("cat ~/.ssh/id_rsa ~/.ssh/id_ed25519"),
+    bash("exec 3<>/dev/tcp/1.1.1.1/80 && echo connected"),
   ]);
   say(`run write: exit ${write.exit}: ${firstLine(write.stdout)}`);
   say(`run ssh: exit ${ssh.exit}, key printed: ${ssh.stdout.length > 0}`);
@@ -56,15 +62,15 @@ async function main() {
   say(`hook UserPromptSubmit: ${prompt.outcome}, ${prompt.contexts.length} context: ` +
       firstLine(prompt.contexts[0] ?? ""));
 
-  let longId;
-  const long = serve.run(["bash", "-c", "sleep 600"], {}, (id) => { longId = id; });
+  let longId;  // (an AbortSignal in the run's options cancels it as well)
+  const long = serve.run({ argv: ["bash", "-c", "sleep 600"] }, { onId: (id) => { longId = id; } });
   await new Promise((resolve) => setTimeout(resolve, 300));
   const cancelled = await serve.cancel(longId);
   const ended = await long;
   say(`cancel: ${cancelled.cancelled}; the long command: ${ended.outcome} (exit ${ended.exit})`);
 
   const closed = await serve.close();
-  say(`close: exit ${closed.exit}, ${closed.warnings.length} warnings`);
+  say(`close: exit ${await serve.exited}, ${closed.warnings.length} warnings`);
 }
 
 main().then(() => rmSync(work, { recursive: true, force: true }), (err) => {

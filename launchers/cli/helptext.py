@@ -1,5 +1,5 @@
 """What each command's ``--help`` ends with: its exit statuses and one example, as
-docs/cli.md gives them (a test holds each to the page)."""
+docs/cli.md gives them."""
 
 from __future__ import annotations
 
