@@ -72,6 +72,9 @@ class RunResult(NamedTuple):
     # What the session's network proxy refused while the run was going: host, port and
     # why (``[sandbox] network`` as a list; runs at the same time share each other's).
     refused: tuple[tuple[str, int, str], ...] = ()
+    # Why a failed command failed, when it was something the box refused (a read-only
+    # path, a host cache, a hidden one, a refused address): one line (sandbox/hints.py).
+    hint: str = ""
 
     @property
     def ok(self) -> bool:

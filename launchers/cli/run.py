@@ -121,10 +121,25 @@ def _report(result: RunResult, session: Session, program: str,
                  "the rest was dropped")
     if result.outcome == "exited" and result.returncode == EXIT_NOT_FOUND:
         _say_why_not_started(result, session, program)  # #!/usr/bin/env python3\r
+    _say_why_failed(result, session)
     if result.outcome == "timed_out":
         _say(f"{result.plan.description if result.plan else program} timed out after "
              f"{timeout or 0:g} s")
     return exit_status(result)
+
+
+def _say_why_failed(result: RunResult, session: Session) -> None:
+    """Why a boxed command failed, where the box refused it (sandbox/hints.py), from
+    the stderr it passed on; an address the allow-list refused is said among the
+    session's warnings already."""
+    if result.ok or result.plan is None or result.plan.backend == "host":
+        return
+    from launchers.cli.stream import stderr_tail
+    from sandbox.hints import why
+
+    hint = why(result.stderr + stderr_tail(), session.policy)
+    if hint:
+        _say(f"hint: {hint}")
 
 
 def _say_why_not_started(result: RunResult, session: Session, program: str) -> None:

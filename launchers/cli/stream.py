@@ -37,6 +37,24 @@ def write_all(fd: int, data: bytes) -> None:
             select.select([], [fd], [])
 
 
+# The end of what the one run of a ``run`` command wrote on stderr, passed on and not
+# kept by the pipes: read for the hint of a failed run (sandbox/hints.py).
+_tail = bytearray()
+
+
+def stderr_tail() -> bytes:
+    """The last bytes of the run's stderr passed on (at most ``hints.TAIL``)."""
+    return bytes(_tail)
+
+
+def _passed(chunk: bytes) -> None:
+    from sandbox.hints import TAIL
+
+    _tail.extend(chunk)
+    del _tail[:-TAIL]
+    write_all(2, chunk)
+
+
 # bwrap says why it could not build the box or start the command on stderr, in lines
 # that start so; the backend reads them from the run's result to tell its own failure
 # from the command's. A stderr that starts so is kept for it, as for any run.
@@ -60,7 +78,7 @@ class StreamingPipes(pipes.Pipes):
         elif self.holding:
             self._hold(fd, chunk)
         else:
-            write_all(2, chunk)
+            _passed(chunk)
 
     def _hold(self, fd: int, chunk: bytes) -> None:
         """Keep stderr (capped, as the supervisor keeps it) while it may be bwrap's; pass
@@ -76,6 +94,6 @@ class StreamingPipes(pipes.Pipes):
         self.holding = False
         kept = bytes(buf)
         buf.clear()
-        write_all(2, kept)
+        _passed(kept)
 
 

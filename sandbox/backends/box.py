@@ -55,12 +55,17 @@ class BoxBase:
             stdin: bytes, timeout: float | None, cancel: threading.Event | None,
             pipes: type[Pipes]) -> RunResult:
         """Run ``argv`` in the box to its end, and everything it started; what the
-        session's proxy refused meanwhile is in the result."""
+        session's proxy refused meanwhile is in the result, and why a failed command
+        failed where the box refused it (:mod:`sandbox.hints`)."""
         net = self.network
         mark = net.proxy.mark() if net is not None else 0
         result = self._run(argv, env_extra=env_extra, stdin=stdin, timeout=timeout,
                            cancel=cancel, pipes=pipes)
-        return result if net is None else result._replace(refused=net.proxy.since(mark))
+        if net is not None:
+            result = result._replace(refused=net.proxy.since(mark))
+        from sandbox.hints import with_hint
+
+        return with_hint(result, self.policy)
 
     def _run(self, argv: Sequence[str], *, env_extra: Mapping[str, str] | None,
              stdin: bytes, timeout: float | None, cancel: threading.Event | None,
