@@ -412,13 +412,10 @@ class Session:
     ) -> RunResult:
         """Run ``argv`` to its end (and everything it started) and say how it ended.
 
-        ``on_output(stream, chunk)`` is called with ``"stdout"`` or ``"stderr"`` and each
-        chunk of bytes as it is read, whole (the cap is only the result's), on the
-        calling thread; an exception from it ends the run and is raised.
-        ``result.exit`` is the status ``harness-sandbox run`` and ``serve`` give.
-
         ``pipes`` reads the run's output (see :func:`sandbox.process.supervisor.run`):
-        by default it is kept, capped, in the result.
+        by default it is kept, capped, in the result. ``on_output(stream, chunk)`` also
+        gets each chunk whole as it is read (on this thread; what it raises ends the run
+        and is raised). ``result.exit`` is the status ``run`` and ``serve`` give.
 
         In the box, a command killed by signal N is reported as exited with status
         128+N: the box's init waits for it and exits that way, as a shell does.
@@ -430,9 +427,7 @@ class Session:
         if isinstance(argv, (str, bytes)):
             raise TypeError("Session.run takes the command as a list of words, "
                             f"such as [{argv!r}], not as one string")
-        reader = pipes or Pipes
-        if on_output is not None:
-            reader = passing_on(on_output, reader)
+        reader = passing_on(on_output, pipes or Pipes) if on_output else pipes or Pipes
         if boxed and self._box is not None:
             moves = self._moves
             if moves is not None:
