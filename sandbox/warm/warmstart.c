@@ -169,9 +169,14 @@ static void send_words(int sock, int fd, ...)
 	va_start(ap, fd);
 	while ((word = va_arg(ap, const char *)) != NULL) {
 		uint32_t n = (uint32_t)strlen(word);
+		size_t room = sizeof buf - iov.iov_len;
 
-		if (n > sizeof buf - iov.iov_len - sizeof n)
-			n = (uint32_t)(sizeof buf - iov.iov_len - sizeof n);
+		/* A word's length needs its 4 bytes: with less room left than that, the
+		 * words end here (room - sizeof n would wrap and let n through whole). */
+		if (room < sizeof n)
+			break;
+		if (n > room - sizeof n)
+			n = (uint32_t)(room - sizeof n);
 		memcpy(buf + iov.iov_len, &n, sizeof n);
 		memcpy(buf + iov.iov_len + sizeof n, word, n);
 		iov.iov_len += sizeof n + n;
