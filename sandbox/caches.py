@@ -25,7 +25,6 @@ poisoning this module is for. Which folder each tool uses: :func:`lines` (``doct
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import re
 import stat
@@ -35,6 +34,7 @@ from typing import TYPE_CHECKING
 from pathguard.records import NamedTuple
 
 from .beneath import find
+from .digest import sha256_hex
 
 if TYPE_CHECKING:
     from .policy import Policy
@@ -90,7 +90,7 @@ def caches_home(env: Mapping[str, str], home: str) -> str:
 def folder_for(project: str, env: Mapping[str, str], home: str) -> str:
     """The project's cache folder: its name and a digest of its real path."""
     name = re.sub(r"[^A-Za-z0-9._-]", "_", os.path.basename(project))[:40] or "root"
-    digest = hashlib.sha256(os.fsencode(project)).hexdigest()[:16]
+    digest = sha256_hex(os.fsencode(project))[:16]
     return os.path.join(caches_home(env, home), f"{name}-{digest}")
 
 

@@ -40,18 +40,17 @@ def write_all(fd: int, data: bytes) -> None:
 # The end of what the one run of a ``run`` command wrote on stderr, passed on and not
 # kept by the pipes: read for the hint of a failed run (sandbox/hints.py).
 _tail = bytearray()
+_TAIL = 16 * 1024  # sandbox.hints.TAIL, without importing it for every run
 
 
 def stderr_tail() -> bytes:
-    """The last bytes of the run's stderr passed on (at most ``hints.TAIL``)."""
+    """The last bytes of the run's stderr passed on."""
     return bytes(_tail)
 
 
 def _passed(chunk: bytes) -> None:
-    from sandbox.hints import TAIL
-
     _tail.extend(chunk)
-    del _tail[:-TAIL]
+    del _tail[:-_TAIL]
     write_all(2, chunk)
 
 

@@ -108,3 +108,10 @@ def test_run_prints_the_hint_after_the_command_s_own_output(
     assert r.stderr.splitlines()[-1] == (
         f"harness-sandbox: hint: {project.resolve()}/.git/hooks/pre-commit is read-only in "
         "the box: a tool on the host reads it to decide what to run (docs/linux-box.md)")
+
+
+def test_run_keeps_as_much_of_the_streamed_stderr_as_the_hint_reads() -> None:
+    from launchers.cli import stream
+    from sandbox import hints
+
+    assert stream._TAIL == hints.TAIL
