@@ -107,8 +107,11 @@ def make(project: str, env: Mapping[str, str], home: str) -> str | None:
     root = folder_for(project, env, home)
     if root.split("/")[1] in BOX_OWN:
         return None
+    if not os.path.isdir(root):
+        sweep(os.path.dirname(root))  # a project's first session: the gone ones' go
     try:
         os.makedirs(root, mode=0o700, exist_ok=True)
+        _note(root, project)
         if os.path.realpath(root) != root or os.lstat(root).st_uid != os.getuid():
             return None
         for row in TABLE:
@@ -122,6 +125,52 @@ def make(project: str, env: Mapping[str, str], home: str) -> str | None:
             with contextlib.suppress(OSError):
                 os.mkdir(os.path.join(h, row.at), 0o755)
     return root
+
+
+# Beside each project's folder, out of the box's reach: the project it is for.
+NOTE = ".project"
+
+
+def _note(root: str, project: str) -> None:
+    note = root + NOTE
+    if not os.path.lexists(note):
+        fd = os.open(note, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                     | os.O_CLOEXEC, 0o600)
+        with open(fd, "wb") as f:
+            f.write(os.fsencode(project))
+
+
+def sweep(caches: str) -> int:
+    """Remove the cache folders of projects that are gone (their note names a folder
+    that is no more); how many. A folder without a note is left alone."""
+    gone = 0
+    with contextlib.suppress(OSError):
+        for name in os.listdir(caches):
+            note = os.path.join(caches, name)
+            if not name.endswith(NOTE) or not os.path.isfile(note) or os.path.islink(note):
+                continue
+            with contextlib.suppress(OSError):
+                with open(note, "rb") as f:
+                    project = f.read(4096)
+                if os.path.isabs(project) and not os.path.lexists(project):
+                    _remove(note[:-len(NOTE)])
+                    os.unlink(note)
+                    gone += 1
+    return gone
+
+
+def _remove(folder: str) -> None:
+    """``folder`` and all in it, never through a link; read-only folders in it (go's
+    module cache makes them) made writable first, from the top down."""
+    import shutil
+
+    for top, folders, _ in os.walk(folder):
+        for name in folders:
+            path = os.path.join(top, name)
+            if not os.path.islink(path):
+                with contextlib.suppress(OSError):
+                    os.chmod(path, 0o700)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def made(project: str, env: Mapping[str, str], home: str) -> str | None:

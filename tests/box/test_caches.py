@@ -228,3 +228,23 @@ def test_doctor_says_where_each_cache_goes(project: Path, env: dict[str, str]) -
     told = subprocess.run(cli, capture_output=True, text=True, env=env, cwd=project,
                           check=False)
     assert f"cache uv: UV_CACHE_DIR={root}/uv\n" in told.stderr, told.stderr
+
+
+def test_a_gone_project_s_caches_go_at_another_project_s_first_session(
+        tmp_path: Path, env: dict[str, str]) -> None:
+    gone, kept, new = tmp_path / "gone", tmp_path / "kept", tmp_path / "new"
+    for p in (gone, kept, new):
+        p.mkdir()
+    for p in (gone, kept):
+        with Session.open(str(p), SETTINGS, env=env) as s:
+            # Read-only folders, as go's module cache has.
+            r = s.run(["sh", "-c", 'mkdir -p "$GOMODCACHE/m@v1" && touch "$GOMODCACHE/m@v1/f"'
+                       ' && chmod -R a-w "$GOMODCACHE/m@v1"'])
+            assert r.returncode == 0, out(r)
+    theirs, mine = caches_of(gone, env), caches_of(kept, env)
+    assert (theirs / "go-mod" / "m@v1" / "f").exists()
+    gone.rmdir()
+    with Session.open(str(new), SETTINGS, env=env) as s:
+        s.run(["true"])
+    assert not theirs.exists() and not Path(str(theirs) + ".project").exists()
+    assert (mine / "go-mod" / "m@v1" / "f").exists() and caches_of(new, env).is_dir()
