@@ -179,6 +179,8 @@ export type RunResult = {
   stderr_capped_at: number | null;
   error: string | null;
   elapsed: number;
+  /** why a failed boxed command failed, when it was something the box refused (a read-only path, a host cache, a hidden path, a refused address): one line to show; empty otherwise */
+  hint?: string;
   /** what the session's proxy refused while the run went on (runs at the same time share each other's) */
   network_refused: {
     host: string;

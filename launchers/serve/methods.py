@@ -68,14 +68,16 @@ def run_document(result: RunResult, stream: Stream | None = None) -> dict[str, A
     return {"exit": result.exit, "timed_out": result.outcome == "timed_out",
             **doc, **cuts(result, stream),
             "network_refused": [{"host": h, "port": p, "why": w}
-                                for h, p, w in result.refused]}
+                                for h, p, w in result.refused],
+            "hint": result.hint}
 
 
 def _not_found(name: str) -> dict[str, Any]:
     return {"exit": 127, "outcome": "failed_to_start", "timed_out": False, "signal": None,
             "stdout": "", "stderr": "", "stdout_capped": False, "stderr_capped": False,
             "stdout_capped_at": None, "stderr_capped_at": None,
-            "error": f"{name}: command not found", "elapsed": 0.0, "network_refused": []}
+            "error": f"{name}: command not found", "elapsed": 0.0, "network_refused": [],
+            "hint": ""}
 
 
 def _in_project(project: str, cwd: str) -> str:

@@ -115,3 +115,22 @@ def test_run_keeps_as_much_of_the_streamed_stderr_as_the_hint_reads() -> None:
     from sandbox import hints
 
     assert stream._TAIL == hints.TAIL
+
+
+def test_serve_s_run_result_carries_the_hint(project: Path, env: dict[str, str],
+                                             tmp_path: Path) -> None:
+    from helpers.serve_client import Serve
+
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "config.toml").write_text("[sandbox]\nhide_defaults = false\n")
+    s = Serve("--project", str(project), env={**env, "HARNESS_HOME": str(tmp_path / "cfg")},
+              cwd=REPO)
+    try:
+        s.result("open")
+        failed = s.result("run", {"argv": ["sh", "-c", "echo x > .git/config"]})
+        fine = s.result("run", {"argv": ["true"]})
+    finally:
+        s.close()
+    assert failed["hint"].startswith(f"{project.resolve()}/.git/config is read-only"), failed
+    assert fine["hint"] == ""
