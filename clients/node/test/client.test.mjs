@@ -2,6 +2,8 @@
 // as a callback and as an iterator, cancel by AbortSignal, 1,000 requests in flight,
 // the server killed mid-run, bad input.
 import assert from "node:assert/strict";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { test } from "node:test";
 import { Serve, ServeError } from "../index.js";
 import { world } from "./world.mjs";
@@ -96,4 +98,31 @@ test("bad input is a ServeError with the protocol's code, and the session goes o
 test("a program that cannot be started rejects start", async () => {
   await assert.rejects(Serve.start({ command: "/nonexistent/harness-sandbox" }),
     { code: "spawn_failed" });
+});
+
+test("hookOpenHarness fires an openHarness event, and says a missing file", async (t) => {
+  const hs = await opened(t);
+  await assert.rejects(hs.hookOpenHarness({ event: "preToolUse", tool: "bash" }),
+    (err) => err instanceof ServeError && err.code === "config" &&
+      err.method === "hook_openharness");
+  const w = world(t);
+  const off = await Serve.start({ ...w.options, noHooks: true });
+  t.after(() => off.kill("SIGKILL"));
+  await off.open();
+  const r = await off.hookOpenHarness({ event: "preToolUse", tool: "bash", input: {} });
+  assert.deepEqual([r.version, r.event, r.decision], [1, "preToolUse", null]);
+});
+
+test("an AbortSignal interrupts a running hook", async (t) => {
+  const w = world(t);
+  writeFileSync(join(w.home, "config.toml"), '[[hooks]]\nname = "slow"\n' +
+    'event = "PreToolUse"\ncommand = ["/bin/sleep", "30"]\ntimeout = 60\n');
+  const hs = await Serve.start(w.options);
+  t.after(() => hs.kill("SIGKILL"));
+  await hs.open();
+  const started = Date.now();
+  const r = await hs.hook({ event: "PreToolUse", tool: "bash", input: { command: "ls" } },
+    { signal: AbortSignal.timeout(500) });
+  assert.equal(r.outcome, "interrupted");
+  assert.ok(Date.now() - started < 10000);
 });
