@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 
 def _open_parent(root: str, rel: str) -> int:
@@ -99,11 +99,30 @@ def made_lock(folder: str) -> Iterator[None]:
 
     fd = os.open(os.path.join(folder, LOCK),
                  os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    _held.add(fd)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
+        _held.discard(fd)
         os.close(fd)
+
+
+# The lock's descriptors this process holds: a child forked meanwhile (by another
+# thread: a stage's namespace holder) closes its copies, or it would hold the lock on
+# for as long as it lives.
+_held: set[int] = set()
+
+
+def _forget_held() -> None:
+    for fd in list(_held):
+        with suppress(OSError):
+            os.close(fd)
+    _held.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_held)
 
 
 def live_made(folder: str, but: str = "") -> set[tuple[str, str]]:

@@ -103,3 +103,32 @@ def test_eight_sessions_at_once_on_one_project_never_refuse_each_other(
     # Nothing the sessions made for themselves is left behind.
     assert not (world.project / ".git" / "hooks").exists()
     assert sorted(p.name for p in world.writable.iterdir()) == []
+
+
+def test_a_child_forked_while_the_lock_is_held_does_not_keep_it(tmp_path: Path) -> None:
+    # Another thread's fork (a stage's namespace holder) while a session opens would
+    # take a copy of the lock's descriptor along, and hold every later open up.
+    import fcntl
+    import signal
+
+    from sandbox.process.made import LOCK, made_lock
+
+    ready_r, ready_w = os.pipe()
+    with made_lock(str(tmp_path)):
+        child = os.fork()
+        if child == 0:  # its fork handlers have run by now
+            os.write(ready_w, b"x")
+            signal.pause()
+            os._exit(0)
+    os.close(ready_w)
+    assert os.read(ready_r, 1) == b"x"
+    os.close(ready_r)
+    try:
+        fd = os.open(tmp_path / LOCK, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError if kept
+        finally:
+            os.close(fd)
+    finally:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
