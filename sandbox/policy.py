@@ -411,6 +411,13 @@ class Policy(NamedTuple):
             out.append(Zone(self.common_dir, "writable", z.COMMON_DIR))
         out.append(Zone(self.private_tmp, "writable", z.PRIVATE_TMP))
         out += [Zone(w, "writable", z.WRITABLE) for w in self.writable]
+        if self.boxed and self.platform.startswith("linux"):
+            # The project's package caches, which its boxes write (sandbox/caches.py).
+            from .caches import made
+
+            cache = made(self.project, self.env, self.home)
+            if cache is not None:
+                out.append(Zone(cache, "writable", z.PACKAGE_CACHE))
         macos = self.platform == "darwin"
         if macos:
             out.append(Zone(self.tmpdir, "writable", z.USER_TMP))
