@@ -53,6 +53,9 @@ class Probe(NamedTuple):
     fix: str | None = None
     backend: str = "bwrap"
     program: str | None = None
+    # The box this place allows (sandbox/backends/kind.py), and what it gives up here.
+    box: str = "namespaces"
+    box_gives_up: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -86,6 +89,7 @@ class Probe(NamedTuple):
             "links": None if self.links is None else list(self.links),
             "euid": self.euid,
             "box_identity": self.box_identity,
+            "box": {"name": self.box, "gives_up": list(self.box_gives_up)},
             "diagnosis": self.diagnosis,
             "fix": self.fix,
         }
@@ -236,18 +240,24 @@ def probe_bwrap(env: Mapping[str, str] | None = None) -> Probe:
     h = _run([bwrap, "--help"])
     features = parse_features(h.stdout.decode(errors="replace"))
 
-    # Root's trial box runs as the boxes will: as root's stand-in.
+    # Root's trial box runs as the boxes will: as root's stand-in, and with the
+    # container's /proc in a Landlock domain where a fresh one is refused.
+    from .backends.kind import bound_proc_args, choose, in_domain
+
+    kind = choose()
+    trial = bound_proc_args(_TRIAL) if kind.bound_proc else _TRIAL
     stand, refused = _stand_in(euid)
-    head = (*stand.argv(), bwrap) if stand is not None else (bwrap,)
+    head: tuple[str, ...] = in_domain((bwrap,)) if kind.bound_proc else (bwrap,)
+    head = (*stand.argv(), *head) if stand is not None else head
     try:
-        t = _run([*head, *_TRIAL, "true"])
+        t = _run([*head, *trial, "true"])
         error = None
         if t.returncode != 0:
             lines = t.stderr.decode(errors="replace").strip().splitlines()
             error = lines[0] if lines else f"exit status {t.returncode}"
         links: tuple[str, ...] | None = None
         if error is None:
-            r = _run([*head, *_TRIAL, sys.executable, "-I", "-c", _LIST_LINKS])
+            r = _run([*head, *trial, sys.executable, "-I", "-c", _LIST_LINKS])
             if r.returncode == 0:
                 links = tuple(r.stdout.decode().split())
     finally:
@@ -262,7 +272,7 @@ def probe_bwrap(env: Mapping[str, str] | None = None) -> Probe:
             found = SandboxUnavailable(f"{bwrap} lacks {', '.join(missing)}", INSTALL_FIX)
     return Probe(
         bwrap, version, features, userns_ok=error is None, userns_error=error,
-        links=links, euid=euid,
+        links=links, euid=euid, box=kind.name, box_gives_up=kind.gives_up,
         diagnosis=None if found is None else found.diagnosis,
         fix=None if found is None else found.fix, **s._asdict(),
     )

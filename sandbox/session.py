@@ -2,9 +2,8 @@
 
 :meth:`Session.open` makes the private temp folder, checks the paths the user named,
 finds the box (bwrap once, by absolute path), and removes the folder at the end.
-:meth:`Session.run` plans one command (box or host) and hands it to the supervisor.
-When the box cannot be built the error propagates: nothing ever runs on the host
-instead.
+:meth:`Session.run` plans one command (box or host) and hands it to the supervisor. When
+the box cannot be built the error propagates: nothing ever runs on the host instead.
 """
 
 from __future__ import annotations
@@ -227,9 +226,10 @@ class Session:
                  features: tuple[str, ...] | None = None) -> None:
         self.policy = policy
         self._host = HostBackend(policy)
-        # The platform's box (sandbox/backends/): it holds what the box holds.
+        # The platform's box (sandbox/backends/), and the kind in force here (kind.py).
         self._box: Box | None = (
             choose(policy, bwrap=bwrap, features=features) if policy.boxed else None)
+        self.box_kind = self._box.kind if self._box is not None else None
         # Said when the session ends (see :meth:`open`); read them after the with-block.
         self.warnings: list[str] = []
         # A session with no box: its host runs' groups and reaping, set by open().

@@ -152,6 +152,11 @@ export type Audit = {
     mode: "none" | "allow-list" | "open" | "host";
     allow: string[] | null;
   };
+  /** the box the session's boxed commands and hooks run in, and what it does not do here that the full box does (null: no box) */
+  box: {
+    name: string;
+    gives_up: string[];
+  } | null;
 };
 
 export type OpenResult = {

@@ -40,6 +40,12 @@ def cmd_banner(args: argparse.Namespace) -> int:
         say(warning)
     print(banner(config, no_hooks=bool(getattr(args, "no_hooks", False)),
                  boxed=not args.no_sandbox))
+    if not args.no_sandbox and config.sandbox.enabled:
+        from sandbox.backends.kind import weaker_line
+
+        line = weaker_line()
+        if line is not None:  # a box that gives something up here is never silent
+            print(line)
     return 0
 
 
@@ -208,10 +214,19 @@ def document(checked: Sequence[Checked], config: Config, policy: Policy,
         "project": policy.project,
         "sandbox": policy.boxed,
         "network": network_mode(policy),
+        "box": box_kind(policy),
         "hooks": [c.as_json() for c in checked],
         "warnings": list(warnings),
         "ok": not any(c.refusals for c in checked),
     }
+
+
+def box_kind(policy: Policy) -> dict[str, object] | None:
+    """The box the session's boxed hooks run in, and what it gives up here."""
+    from sandbox.backends.kind import here
+
+    kind = here(policy)
+    return None if kind is None else kind.as_dict()
 
 
 def network_mode(policy: Policy) -> dict[str, object]:

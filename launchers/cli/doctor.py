@@ -50,6 +50,8 @@ def report(p: object) -> list[str]:
     who = p.box_identity
     lines.append(f"the box runs as: host uid {who['host_uid']}, no capabilities; files it "
                  f"makes are owned by {who['files_made_owned_by']}")
+    lines.append(f"box: {p.box}" + (f" (weaker here: {'; '.join(p.box_gives_up)})"
+                                    if p.box_gives_up else ""))
     lines.append(p.verdict)
     if p.fix:
         lines.append(f"fix: {p.fix}")

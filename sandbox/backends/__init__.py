@@ -28,6 +28,7 @@ from sandbox.plan import BackendName
 from sandbox.platform import PLATFORM
 
 if TYPE_CHECKING:
+    from sandbox.backends.kind import BoxKind
     from sandbox.harden import Hardening
     from sandbox.network.session import Network
     from sandbox.plan import LaunchPlan, RunResult
@@ -66,6 +67,10 @@ class Box(Protocol):
     @property
     def backend(self) -> Backend:
         """The backend that plans a run and reads its result."""
+
+    @property
+    def kind(self) -> BoxKind:
+        """The box in force here and what it gives up (:mod:`.kind`)."""
 
     def check(self) -> None:
         """Raise :class:`~sandbox.errors.SandboxUnavailable` now if the box cannot be

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from sandbox.plan import LaunchPlan, RunResult
 
 from . import Backend, supervised
+from .kind import BoxKind
 
 if TYPE_CHECKING:
     from sandbox.harden import Hardening
@@ -37,6 +38,11 @@ class BoxBase:
         """Raise :class:`~sandbox.errors.SandboxUnavailable` now if the box cannot be
         built here."""
         self.backend.check()
+
+    @property
+    def kind(self) -> BoxKind:
+        """The box in force here and what it gives up (:mod:`.kind`)."""
+        return BoxKind(self.backend.name)
 
     def close(self) -> None:
         if self.hardening is not None:

@@ -38,6 +38,8 @@ from .bwrap_args import (
     box_args,
     staged_binds,
 )
+from .kind import bound_proc_args, in_domain
+from .kind import choose as choose_kind
 from .procfs import KEYRING_LISTS, PROC_READ_ONLY
 from .standin import stdio_owner
 from .started import Started, read, with_var
@@ -230,6 +232,9 @@ class BwrapBackend:
         self._launcher_fd: int | None = None
         # Whether each run reached its command (:mod:`.started`).
         self._started = Started()
+        # The box this place allows (:mod:`.kind`): the container's /proc where a fresh
+        # one is refused.
+        self.kind = choose_kind()
 
     def harden(self, *, shm_size: int, seccomp: Callable[[], int | None],
                guard: bytes | None = None,
@@ -299,6 +304,8 @@ class BwrapBackend:
                                     fds=self._fds, shm_size=self._shm_size,
                                     staged=stage is not None,
                                     root=stage.root if stage else "/")
+            if self.kind.bound_proc:
+                self._prefix = bound_proc_args(self._prefix)
         fd = None if self._seccomp is None else self._seccomp()
         made = plan(self.policy, argv, bwrap=self.program(), features=self._features,
                     env_extra=env_extra, prefix=self._prefix,
@@ -310,6 +317,8 @@ class BwrapBackend:
             read_end, write_end = self._started.pipe()
             made = with_var(made, size, write_end)
         made = args_by_fd(made, size)
+        if self.kind.bound_proc:
+            made = made._replace(argv=in_domain(made.argv))
         if stage is not None:
             made = made._replace(argv=(*stage.argv(), *made.argv))
         if read_end is not None:

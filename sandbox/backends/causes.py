@@ -27,7 +27,7 @@ from sandbox.errors import SandboxUnavailable
 CLONE_NEWUSER = 0x10000000
 CAP_SYS_ADMIN = 21
 # A mount below /proc that leaves it fully visible: on an empty procfs folder.
-_EMPTY_IN_PROC = ("/proc/sys/fs/binfmt_misc",)
+_EMPTY_IN_PROC = ("/proc/sys/fs/binfmt_misc", "/proc/fs/nfsd")
 
 SECCOMP_DIAGNOSIS = (
     "this container's seccomp profile refuses the calls that make the box's namespaces "
@@ -47,7 +47,8 @@ COVERED_PROC_DIAGNOSIS = (
     "the kernel mounts no new one in a user namespace over them")
 COVERED_PROC_FIX = (
     "start the container with its /proc uncovered (docker run --security-opt "
-    "systempaths=unconfined; podman run --security-opt unmask=ALL)")
+    "systempaths=unconfined; podman run --security-opt unmask=ALL), or run on Linux 6.12 "
+    "or later, where the box takes the container's /proc inside a Landlock domain")
 
 
 def _status(field: str) -> str | None:

@@ -30,6 +30,7 @@ from .bwrap import BwrapBackend
 if TYPE_CHECKING:
     from collections.abc import Collection
 
+    from sandbox.backends.kind import BoxKind
     from sandbox.network.session import Network
     from sandbox.policy import Policy
     from sandbox.process.pipes import Pipes
@@ -50,6 +51,12 @@ class LinuxBox(BoxBase):
         super().__init__(policy)
         self.backend = BwrapBackend(policy, bwrap=bwrap, features=features)
         self._forwarder: Forwarder | None = None
+
+    @property
+    def kind(self) -> BoxKind:
+        """The box this place allows (:mod:`.kind`): the container's /proc where a fresh
+        one is refused."""
+        return self.backend.kind
 
     def proxy(self) -> Network | None:
         """The allow-list's proxy on a Unix socket in the session's folder, which the
@@ -78,6 +85,9 @@ class LinuxBox(BoxBase):
         was made is then given back by :meth:`close`."""
         from sandbox.harden import Hardening
 
+        # The warm box's starter mounts a fresh /proc for each run: not where one is
+        # refused (the box with the container's /proc starts a box per run).
+        warm = warm and not self.backend.kind.bound_proc
         if not warm:
             meanwhile()
         self.backend.check()

@@ -127,6 +127,7 @@ def test_the_json_document_describes_every_hook(world: World) -> None:
         "project": str(world.project),
         "sandbox": True,
         "network": {"mode": "none", "allow": None},
+        "box": {"name": "namespaces", "gives_up": []},
         "hooks": [
             {"name": "no-force-push", "source": "harness", "event": "PreToolUse",
              "tools": ["bash", "exec"], "sandbox": True, "runs": "box", "verdict": "ok",

@@ -37,7 +37,7 @@ IMAGE = "hsbox-bare:test"
 USER = "4321:4321"
 # The folders of the bare root: the mount points of the binds and what a shell expects.
 _TREE = ("usr", "etc", "proc", "sys", "dev", "tmp", "var/tmp", "root", "home", "run",
-         "work")
+         "work", "srv")
 _LINKS = {"bin": "usr/bin", "lib": "usr/lib", "lib64": "usr/lib64", "sbin": "usr/sbin"}
 START_TIMEOUT = 60.0
 
@@ -138,7 +138,7 @@ def _bare_root(folder: Path) -> Path:
     tree = folder / "root"
     for d in _TREE:
         (tree / d).mkdir(parents=True, exist_ok=True)
-    for d in ("tmp", "var/tmp"):
+    for d in ("tmp", "var/tmp", "srv"):  # /srv: a plain user's work outside /tmp
         (tree / d).chmod(0o1777)
     for name, target in _LINKS.items():
         (tree / name).symlink_to(target)
@@ -155,8 +155,9 @@ def start() -> Engine:
     if dockerd is None or docker is None:
         pytest.fail("the Docker engine is not installed (dockerd and docker: Debian's "
                     "docker.io, which ./scripts/test installs as root)")
-    # Short: the socket's path must fit a sockaddr_un.
-    folder = Path(tempfile.mkdtemp(prefix="hs-dk-", dir="/tmp"))
+    # Short: the socket's path must fit a sockaddr_un. Not in /tmp: the containers'
+    # files would then lie in the system temp folder, where pathguard refuses hooks.
+    folder = Path(tempfile.mkdtemp(prefix="hs-dk-", dir="/var/lib"))
     for d in ("data", "exec", "run"):
         (folder / d).mkdir()
     host = f"unix://{folder}/run/docker.sock"
