@@ -5,9 +5,9 @@ The host's caches are read-only in the box (the whole machine is; a writable hom
 top too), so ``npm install`` failed on ``~/.npm/_cacache`` and pip on
 ``~/.cache/pip/wheels``; letting the box write them is no answer, since a poisoned
 cache is host code at the next install on the host. Each project gets a folder of
-its own in the user's data folder, ``$XDG_DATA_HOME/harness/caches/NAME-HASH``
-(``~/.local/share/harness/caches/...``), outside the project and outside every
-folder the box writes, which the project's boxes alone write (another project's box
+its own in the user's cache folder, ``$XDG_CACHE_HOME/harness/NAME-HASH``
+(``~/.cache/harness/...``), outside the project and outside every folder the box
+writes, which the project's boxes alone write (another project's box
 sees it read-only, as it sees the host's caches). It is bound read-write at its own
 path, and each tool is pointed at a folder in it (:data:`TABLE`): by its variable
 where the tool has one (``npm_config_cache``, ``PIP_CACHE_DIR``, ...), else by a bind
@@ -72,19 +72,20 @@ TABLE: tuple[Row, ...] = (
 )
 
 
-# The box's own /dev, /proc and /run are fresh: a data folder there (XDG_DATA_HOME on
+# The box's own /dev, /proc and /run are fresh: a cache folder there (XDG_CACHE_HOME on
 # /dev/shm) is not the host's in the box, and root's stand-in could not reach it.
 BOX_OWN = frozenset({"dev", "proc", "sys", "run"})
 
 
 def caches_home(env: Mapping[str, str], home: str) -> str:
-    """Where every project's cache folder is: ``$XDG_DATA_HOME/harness/caches``, else
-    ``~/.local/share/harness/caches`` (a relative XDG_DATA_HOME is ignored, as for the
-    toolkit's other data)."""
-    data = env.get("XDG_DATA_HOME", "")
+    """Where every project's cache folder is: ``$XDG_CACHE_HOME/harness``, else
+    ``~/.cache/harness`` (a relative XDG_CACHE_HOME is ignored, as XDG says). Not the
+    toolkit's data folder: where the box writes beside that, it is read-only in the box
+    with every mount below it, so a cache there could not be written."""
+    data = env.get("XDG_CACHE_HOME", "")
     if not os.path.isabs(data):
-        data = os.path.join(home, ".local", "share")
-    return os.path.join(os.path.realpath(data), "harness", "caches")
+        data = os.path.join(home, ".cache")
+    return os.path.join(os.path.realpath(data), "harness")
 
 
 def folder_for(project: str, env: Mapping[str, str], home: str) -> str:
@@ -102,7 +103,7 @@ def make(project: str, env: Mapping[str, str], home: str) -> str | None:
     """Make the project's cache folder and its tools' folders (mode 0700 for what is
     made), and the empty tool folders the binds need; the folder, or None where it
     cannot be made or lies in one of the box's own folders (:data:`BOX_OWN`); None
-    too when a link lies on its way from the home or the data folder: a box that once
+    too when a link lies on its way from the home or the cache folder: a box that once
     wrote there could point it at a host cache."""
     root = folder_for(project, env, home)
     if root.split("/")[1] in BOX_OWN:

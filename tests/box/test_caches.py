@@ -34,9 +34,10 @@ def out(r: RunResult) -> str:
 
 
 @pytest.fixture
-def home(tmp_path: Path) -> Path:
-    """A home with the host's caches in it: npm's, pip's and cargo's, with files."""
-    h = tmp_path / "home"
+def home(outside: Path) -> Path:
+    """A home with the host's caches in it: npm's, pip's and cargo's, with files; outside
+    /tmp, which is the box's own."""
+    h = outside / "home"
     for rel in (".npm/_cacache/index-v5", ".cache/pip/wheels", ".cargo/registry/cache",
                 ".cargo/git/db"):
         (h / rel).mkdir(parents=True)
@@ -56,10 +57,11 @@ def env(home: Path) -> dict[str, str]:
 
 def tree(home: Path) -> dict[str, str]:
     """Every entry of the host's caches in ``home`` and a digest of each file (byte for
-    byte): all but the toolkit's data folder, where the project's caches are."""
+    byte): all but ``~/.cache/harness``, where the projects' own caches are."""
     return {str(p.relative_to(home)): (hashlib.sha256(p.read_bytes()).hexdigest()
                                        if p.is_file() else "dir")
-            for p in sorted(home.rglob("*")) if p.relative_to(home).parts[0] != ".local"}
+            for p in sorted(home.rglob("*"))
+            if p.relative_to(home).parts[:2] != (".cache", "harness")}
 
 
 def caches_of(project: Path, env: dict[str, str]) -> Path:
@@ -248,3 +250,21 @@ def test_a_gone_project_s_caches_go_at_another_project_s_first_session(
         s.run(["true"])
     assert not theirs.exists() and not Path(str(theirs) + ".project").exists()
     assert (mine / "go-mod" / "m@v1" / "f").exists() and caches_of(new, env).is_dir()
+
+
+def test_a_writable_data_folder_s_parent_lets_no_box_make_another_project_s_cache(
+        project: Path, env: dict[str, str]) -> None:
+    # ~/.local/share writable, with the toolkit's data folder in it read-only (and every
+    # mount below that): the project's cache is not there, and is written; every other
+    # project's stays read-only (a box that made another's would fill it before its
+    # first session).
+    share = Path(env["HOME"]) / ".local" / "share"
+    share.mkdir(parents=True)
+    caches = caches_of(project, env).parent
+    settings = SandboxSettings(hide_defaults=False, writable=(str(share),))
+    with Session.open(str(project), settings, env=env) as s:
+        r = s.run(["sh", "-c", f"mkdir {caches}/other-0123456789abcdef || echo refused; "
+                   f"touch {caches}/x.project || echo refused; "
+                   'echo x > "$npm_config_cache/mine" && echo mine'])
+    assert r.stdout == b"refused\nrefused\nmine\n", out(r)
+    assert (caches_of(project, env) / "npm" / "mine").read_text() == "x\n"
