@@ -5,7 +5,7 @@
 - ``namespaces, the container's /proc``: where a fresh ``/proc`` is refused (a
   container's ``/proc`` has covered parts: Podman, Docker with ``seccomp=unconfined``,
   user-namespaced pods, a masked ``/proc``). The namespaces and mounts are the same; the
-  box's ``/proc`` is the container's, bound (with the same read-only covers), and the
+  box's ``/proc`` is the container's, bound read-only (with the same covers), and the
   whole box (bwrap and all it starts) is in a Landlock domain of its own
   (:mod:`sandbox.landlock`), so the container's other processes, the harness among
   them, are out of reach: their ``environ``, ``mem`` and descriptors (ptrace-mode
@@ -29,6 +29,8 @@ BOUND_PROC_GIVES_UP = (
     "memory, descriptors, signals and abstract sockets out of the box's reach",
     "/proc/PID names a process by the container's ids: /proc/self is right, a shell's "
     "$$ (the box's own id) is not",
+    "the box's /proc is read-only: a command cannot write its own /proc/self entries "
+    "(oom_score_adj, attr)",
     "no warm box: each command starts a box of its own",
     "bwrap's --disable-userns is not used (it writes a sysctl the container keeps "
     "read-only): the session's system-call filter alone refuses new namespaces",
@@ -78,12 +80,13 @@ def choose() -> BoxKind:
 
 def bound_proc_args(args: tuple[str, ...]) -> tuple[str, ...]:
     """bwrap's options with the fresh ``/proc`` (``--proc /proc``) replaced by the
-    container's, bound (its covers come with it, read-only ones staying read-only), and
+    container's, bound read-only (its covers come with it; no entry of another process
+    that its owner may write, such as ``oom_score_adj``, can be written), and
     without ``--disable-userns`` (which writes ``/proc/sys/user``, read-only here)."""
     for at in range(len(args) - 1):
         if args[at] == "--proc" and args[at + 1] == "/proc":
             rest = tuple(a for a in args[at + 2:] if a != "--disable-userns")
-            return (*args[:at], "--bind", "/proc", "/proc", *rest)
+            return (*args[:at], "--ro-bind", "/proc", "/proc", *rest)
     raise ValueError("a box's options mount a fresh /proc")
 
 

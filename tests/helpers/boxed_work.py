@@ -13,9 +13,10 @@ from helpers.procs import Done
 KEY = "sk-provider-secret-4711"
 # What the box must never do: write outside the project, read ~/.ssh, see the
 # provider key in any process's environment through /proc (the harness's, or another
-# process's of the place that holds it), reach the network, leave a process behind
-# after a timeout.
-BREACHES = ("WROTE-OUTSIDE", "WROTE-HOME", "READ-SSH", "KEY-IN", "NET", "LEFT")
+# process's of the place that holds it), write another process's /proc entries, reach
+# the network, leave a process behind after a timeout.
+BREACHES = ("WROTE-OUTSIDE", "WROTE-HOME", "READ-SSH", "KEY-IN", "WROTE-PROC", "NET",
+            "LEFT")
 
 _IN_BOX = (
     'echo in-project > made.txt; '
@@ -26,6 +27,8 @@ _IN_BOX = (
     'echo "KEY-IN $f"; done; '
     'python3 -c "import socket; s = socket.socket(); s.settimeout(3); '
     's.connect((\'1.1.1.1\', 53))" 2>/dev/null && echo NET; '
+    'for f in /proc/[0-9]*/oom_score_adj; do echo 1000 2>/dev/null > "$f" && '
+    'echo "WROTE-PROC $f"; done; '
     'echo BOX-RAN'
 )
 
