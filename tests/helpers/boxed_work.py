@@ -64,6 +64,8 @@ sleep 1; for p in /proc/[0-9]*; do
 done
 {cli} hook PreToolUse --project "$P" --tool bash --input '{push}'; echo "blocked=$?"
 {cli} hook PreToolUse --project "$P" --tool bash --input '{status}'; echo "allowed=$?"
+{sys.executable} {REPO}/tests/helpers/serve_work.py "$P"
+cat "$P/served.txt"
 """
 
 
@@ -74,3 +76,5 @@ def check(r: Done) -> None:
     assert [x for x in lines if x.split(" ")[0] in BREACHES] == [], r
     assert "timeout=124" in lines, r
     assert "blocked=1" in lines and "allowed=0" in lines, r
+    assert "serve-blocked=blocked" in lines and "serve-allowed=allowed" in lines, r
+    assert "serve-run=0" in lines and "served" in lines, r
