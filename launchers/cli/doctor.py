@@ -15,8 +15,10 @@ def _sysctl(value: int | None) -> str:
     return "not present" if value is None else str(value)
 
 
-def report(p: object) -> list[str]:
-    """The human report's lines for a :class:`sandbox.probe.Probe`."""
+def report(p: object, *, shared_network: bool = False) -> list[str]:
+    """The human report's lines for a :class:`sandbox.probe.Probe`. With
+    ``shared_network`` (``[sandbox] network = true``) a box has the host's links, not
+    the trial box's own loopback."""
     from sandbox.probe import Probe
 
     assert isinstance(p, Probe)
@@ -42,17 +44,26 @@ def report(p: object) -> list[str]:
         "user.max_user_namespaces: " + _sysctl(p.max_user_namespaces),
         "kernel.unprivileged_userns_clone: " + _sysctl(p.unprivileged_userns_clone),
     ]
-    if p.links is not None:
+    if shared_network:
+        lines.append("network links in a box: the host's (network = true)")
+    elif p.links is not None:
         lines.append("network links in a box: " + (", ".join(p.links) or "none"))
     if p.euid == 0:
         lines.append("running as root: the box runs as root's stand-in, an id no account "
-                     "has, without capabilities; run as a normal user where you can")
+                     "has, with root's capabilities only over the files of its own ids; "
+                     "run as a normal user where you can")
     who = p.box_identity
-    lines.append(f"the box runs as: host uid {who['host_uid']}, no capabilities; files it "
+    caps = who["capabilities"]
+    caps = "no capabilities" if caps == "none" else f"capabilities {caps}"
+    lines.append(f"the box runs as: host uid {who['host_uid']}, {caps}; files it "
                  f"makes are owned by {who['files_made_owned_by']}")
     lines.append(f"box: {p.box}" + (f" (weaker here: {'; '.join(p.box_gives_up)})"
                                     if p.box_gives_up else ""))
-    lines.append(p.verdict)
+    verdict = p.verdict
+    if shared_network and p.ok:
+        verdict = verdict.partition(", network links inside:")[0] + \
+            ", network: the host's (network = true)"
+    lines.append(verdict)
     if p.fix:
         lines.append(f"fix: {p.fix}")
     return lines
@@ -115,7 +126,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
                "caches": [{"tool": t, "where": w} for t, w in caches]}
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
-        lines = report(p)
+        lines = report(p, shared_network=network is True)
         said = [f"cache {t}: {w}" for t, w in caches]
         sys.stderr.write("\n".join([*lines[:-1], *bound_lines(list(bounds)),
                                     *([mode_line(network)] if p.ok else []), *said,

@@ -346,16 +346,38 @@ def test_doctor_says_which_host_user_the_box_runs_as(tmp_path: Path) -> None:
     who = json.loads(r.stdout)["box_identity"]
     root = os.geteuid() == 0
     expected = UID if root else os.geteuid()
-    assert who["host_uid"] == expected and who["capabilities"] == "none"
+    # Root's stand-in keeps root's own on the files of its range (chown, tar -xp).
+    caps = "CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER, in its own user namespace"
+    assert who["host_uid"] == expected
+    assert who["capabilities"] == (caps if root else "none")
     text = subprocess.run([CLI, "doctor"], capture_output=True, text=True, check=False)
     owner = ("the owner of the folder they are made in" if root
              else f"uid {os.geteuid()}")
-    assert (f"the box runs as: host uid {expected}, no capabilities; files it makes "
+    said = f"capabilities {caps}" if root else "no capabilities"
+    assert (f"the box runs as: host uid {expected}, {said}; files it makes "
             f"are owned by {owner}\n") in text.stderr
     # And it is so: what the box makes in the project is that user's on the host.
     project = tmp_path / "p"
     project.mkdir()
     with Session.open(str(project)) as s:
         made = s.run(["sh", "-c", "echo x > made; grep CapEff /proc/self/status"])
-    assert made.stdout.split()[-1] == b"0000000000000000"
+    assert made.stdout.split()[-1] == (b"000000000000000b" if root else b"0000000000000000")
     assert (project / "made").stat().st_uid == os.geteuid() == project.stat().st_uid
+
+
+@needs_bwrap
+def test_doctor_with_the_host_network_says_so_not_lo(tmp_path: Path) -> None:
+    """``network = true`` shares the host's links: the trial box's own loopback is not
+    what a box of that config sees."""
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "config.toml").write_text("[sandbox]\nnetwork = true\n")
+    (tmp_path / "proj").mkdir()
+    env = {**os.environ, "HARNESS_HOME": str(tmp_path / "home")}
+    r = subprocess.run([CLI, "doctor"], capture_output=True, text=True, check=False, env=env,
+                       cwd=tmp_path / "proj")
+    assert r.returncode == 0, r.stderr
+    lines = r.stderr.splitlines()
+    assert "network links in a box: the host's (network = true)" in lines
+    assert "network links in a box: lo" not in lines
+    assert lines[-1] == (f"the box works: {_version()} at {SYSTEM_BWRAP}, "
+                         "network: the host's (network = true)")
