@@ -35,6 +35,7 @@ from .policy import (
     writable_roots,
 )
 from .process.made import clean_session, made_lock, remove_folder
+from .process.pty import TtySize, terminal
 from .process.watchdog import forget_session, watch_session
 from .settings import SandboxSettings
 from .systemtemp import mkdtemp
@@ -398,7 +399,7 @@ class Session:
         self._plan_fds += made.run_fds
         return made
 
-    def run(
+    def run(  # noqa: PLR0913 (the keywords are the library's run options)
         self,
         argv: Sequence[str],
         *,
@@ -409,6 +410,7 @@ class Session:
         env_extra: Mapping[str, str] | None = None,
         pipes: type[Pipes] | None = None,
         on_output: OnOutput | None = None,
+        tty: TtySize | bool = False,
     ) -> RunResult:
         """Run ``argv`` to its end (and everything it started) and say how it ended.
 
@@ -421,6 +423,8 @@ class Session:
         128+N: the box's init waits for it and exits that way, as a shell does.
         A command the box could not start is ``failed_to_start`` with the OS error.
         Raises :class:`SandboxUnavailable` when the box itself cannot be built.
+        ``tty`` (True or a ``TtySize``): a boxed run on a terminal made for it, its
+        controlling terminal, all its output in ``stdout`` (:mod:`sandbox.process.pty`).
         """
         from .process.pipes import Pipes, passing_on
 
@@ -428,6 +432,8 @@ class Session:
             raise TypeError("Session.run takes the command as a list of words, "
                             f"such as [{argv!r}], not as one string")
         reader = passing_on(on_output, pipes or Pipes) if on_output else pipes or Pipes
+        if tty:
+            reader, env_extra = terminal(tty, reader, env_extra, boxed and bool(self._box))
         if boxed and self._box is not None:
             moves = self._moves
             if moves is not None:

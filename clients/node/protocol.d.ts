@@ -38,6 +38,12 @@ export type RunParams = {
   stream?: boolean;
   /** this run's cap: what its result holds of each stream, or, streamed, where its output events stop (default: the session's cap for the result; a streamed run's events are whole) */
   output_cap?: number;
+  /** run the boxed command on a terminal made for this run: its stdin, stdout, stderr and controlling terminal; its output, all of it, comes as stdout (stderr is empty), and stdin is typed into the terminal */
+  tty?: boolean;
+  /** the terminal's width, with tty (default 80) */
+  cols?: number;
+  /** the terminal's height, with tty (default 24) */
+  rows?: number;
 };
 
 export type RunRequest = {

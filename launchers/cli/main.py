@@ -65,6 +65,10 @@ def parser() -> "argparse.ArgumentParser":
     _session_options(p)
     p.add_argument("--host", action="store_true", help="run on the host (the host runner)")
     p.add_argument("--timeout", type=float, metavar="S", help="seconds before the box is ended")
+    p.add_argument("--tty", action="store_true",
+                   help="on a terminal made for the run (its size: your terminal's, or 80x24)")
+    p.add_argument("--tty-size", type=tty_size, metavar="COLSxROWS",
+                   help="on a terminal of that size (implies --tty)")
     p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD [ARG...]",
                    help="the command and its arguments, after --")
 
@@ -151,14 +155,28 @@ def _version_action() -> "type[argparse.Action]":
     return Version
 
 
+def tty_size(text: str) -> tuple[int, int]:
+    """``--tty-size``'s ``COLSxROWS``: each a whole number from 1 to 65535."""
+    cols, x, rows = text.lower().partition("x")
+    size = (int(cols), int(rows)) if x else (0, 0)
+    if not all(0 < n < 1 << 16 for n in size):
+        raise ValueError(text)
+    return size
+
+
+tty_size.__name__ = "COLSxROWS"  # argparse's error names it: "invalid COLSxROWS value"
+
+
 # The commands on the path of every tool call, parsed by hand (importing argparse and
 # building the parser cost several milliseconds): per command, its valued options (the
 # attribute and the type), its flags, and the defaults argparse gives them.
 _Valued = dict[str, tuple[str, Callable[[str], Any]]]
 _SESSION: _Valued = {"--config": ("config", str), "--project": ("project", str)}
 _FAST: dict[str, tuple[_Valued, dict[str, str], dict[str, Any]]] = {
-    "run": (_SESSION | {"--timeout": ("timeout", float)}, {"--host": "host"},
-            {"config": None, "project": ".", "host": False, "timeout": None, "argv": []}),
+    "run": (_SESSION | {"--timeout": ("timeout", float), "--tty-size": ("tty_size", tty_size)},
+            {"--host": "host", "--tty": "tty"},
+            {"config": None, "project": ".", "host": False, "timeout": None, "tty": False,
+             "tty_size": None, "argv": []}),
     "hook": (_SESSION | {"--openharness": ("openharness", str), "--tool": ("tool", str),
                          "--input": ("input", str), "--prompt": ("prompt", str),
                          "--session-id": ("session_id", str),

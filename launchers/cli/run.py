@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     import argparse
 
     from sandbox.plan import RunResult
+    from sandbox.process.pty import TtySize
     from sandbox.session import Session
 
 EXIT_TIMED_OUT = 124
@@ -41,6 +42,27 @@ def _stdin() -> bytes:
     if stream is None or stream.isatty():
         return b""
     return stream.buffer.read()
+
+
+def _terminal(args: argparse.Namespace) -> TtySize | bool:
+    """The terminal ``--tty`` or ``--tty-size`` asks for: of that size, else of the
+    size of ours (the first of stdout, stderr and stdin that is one), else 80x24; its
+    ``TERM`` ours, where we have one."""
+    if not (getattr(args, "tty", False) or getattr(args, "tty_size", None)):
+        return False
+    from sandbox.process.pty import TtySize
+
+    default = TtySize()
+    size = args.tty_size
+    for fd in (1, 2, 0):
+        if size is not None:
+            break
+        try:
+            size = tuple(os.get_terminal_size(fd))
+        except OSError:
+            continue
+    cols, rows = size or (default.cols, default.rows)
+    return TtySize(cols, rows, os.environ.get("TERM") or default.term)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -65,6 +87,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         _say(str(err))
         return EXIT_NO_BOX
 
+    tty = _terminal(args)
+    if tty and args.host:
+        _say("run: --tty is for boxed runs; the host runner gives no terminal")
+        return EXIT_NO_BOX
     stdin = _stdin()
     try:
         # One command: a box for it alone costs less than a warm box and its starter.
@@ -78,7 +104,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 argv[0] = program
             # The output as it comes; a closed reader ends the run.
             result = session.run(argv, stdin=stdin, timeout=args.timeout,
-                                 boxed=not args.host, pipes=StreamingPipes)
+                                 boxed=not args.host, pipes=StreamingPipes, tty=tty)
     except PolicyError as err:
         _say(policy_error_line(err, config))
         return EXIT_NO_BOX

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from launchers.serve.output import Stream
     from launchers.serve.server import Emit
     from sandbox.plan import RunResult
+    from sandbox.process.pty import TtySize
     from sandbox.session import Session
 
 
@@ -89,6 +90,22 @@ def _in_project(project: str, cwd: str) -> str:
     if not os.path.isdir(real):
         raise WireError(wire.INVALID_PARAMS, f"run: cwd {cwd!r} is not a folder")
     return real
+
+
+def _terminal(p: dict[str, Any], host: bool) -> TtySize | bool:
+    """A run's ``tty``, ``cols`` and ``rows`` as ``Session.run``'s ``tty``."""
+    from sandbox.process.pty import TtySize
+
+    if not p.get("tty"):
+        if "cols" in p or "rows" in p:
+            raise WireError(wire.INVALID_PARAMS, "run: cols and rows are the size of the "
+                            "terminal \"tty\": true asks for")
+        return False
+    if host:
+        raise WireError(wire.INVALID_PARAMS, "run: a terminal is for boxed runs only; "
+                        "the host runner gives none")
+    default = TtySize()
+    return TtySize(p.get("cols", default.cols), p.get("rows", default.rows))
 
 
 # The box starts in the project; another folder of it is entered by a shell in the box.
@@ -242,7 +259,8 @@ class ServeSession:
         try:
             result = session.run(argv, stdin=stdin, timeout=p.get("timeout"), cancel=cancel,
                                  boxed=not host, env_extra=p.get("env"), on_output=stream,
-                                 pipes=capped_at(cap, Pipes) if cap and not stream else None)
+                                 pipes=capped_at(cap, Pipes) if cap and not stream else None,
+                                 tty=_terminal(p, host))
         except SandboxUnavailable as err:
             raise WireError(wire.SANDBOX, str(err)) from err
         if result.outcome == "failed_to_start" and result.error:

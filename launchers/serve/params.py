@@ -41,6 +41,10 @@ def _size(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and 0 < v <= MAX_OUTPUT_CAP
 
 
+def _cells(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 < v < 1 << 16
+
+
 def _object(v: Any) -> bool:
     return isinstance(v, dict)
 
@@ -58,6 +62,7 @@ ENV: Check = (_env, "an object of strings")
 OBJECT: Check = (_object, "an object")
 SIZE: Check = (_size, "a number of bytes, an integer from 1 to 268435456 (256 MiB)")
 REQUEST_ID: Check = (_request_id, "a request's id (an integer or a string)")
+CELLS: Check = (_cells, "a number of character cells, an integer from 1 to 65535")
 
 _SESSION = {"project": STRING, "config": STRING, "no_hooks": BOOLEAN,
             "no_sandbox": BOOLEAN, "openharness": STRING, "session_id": STRING,
@@ -69,7 +74,8 @@ _EVENT = {"event": STRING, "tool": STRING, "input": OBJECT, "prompt": STRING,
 METHODS: dict[str, tuple[dict[str, Check], tuple[str, ...]]] = {
     "open": (_SESSION, ()),
     "run": ({"argv": ARGV, "stdin": STRING, "cwd": STRING, "timeout": TIMEOUT,
-             "host": BOOLEAN, "env": ENV, "stream": BOOLEAN, "output_cap": SIZE},
+             "host": BOOLEAN, "env": ENV, "stream": BOOLEAN, "output_cap": SIZE,
+             "tty": BOOLEAN, "cols": CELLS, "rows": CELLS},
             ("argv",)),
     "hook": ({**_EVENT, "tool_use_id": STRING, "new_turn": BOOLEAN}, ("event",)),
     "hook_openharness": ({**_EVENT, "file": STRING}, ("event",)),

@@ -43,6 +43,7 @@ from sandbox.plan import LaunchPlan, Outcome, RunResult
 from sandbox.process import reaper
 from sandbox.process.markers import MARKER_VAR, kill_marked
 from sandbox.process.pipes import Pipes, owned_pipes
+from sandbox.process.pty import TTY_VAR, TtySize, open_pty, tty_of
 from sandbox.process.reaper import enable_subreaper, subreaper_enabled
 from sandbox.process.watchdog import watchdog, watchdog_pid
 
@@ -111,7 +112,8 @@ def run(
     ``pipes`` reads and writes the run's pipes: :class:`~sandbox.process.pipes.Pipes`
     keeps the output capped for the result; a subclass may pass it on as it comes
     (``harness-sandbox run`` does). An exception from it ends the run as a timeout does,
-    and is raised.
+    and is raised. A reader made by :func:`sandbox.process.pty.with_tty` gives the
+    process a terminal made for this run instead of pipes (:mod:`sandbox.process.pty`).
     """
     started = time.monotonic()
     if cancel is not None and cancel.is_set():
@@ -119,7 +121,7 @@ def run(
     watched = plan.watched
     marker, env = _marked_env(plan)
     try:
-        proc = _spawn_registered(plan, env, spawn)
+        proc = _spawn_registered(plan, env, spawn, tty_of(pipes))
     except OSError as err:
         return RunResult("failed_to_start", error=_os_error_text(err), errno=err.errno,
                          elapsed=time.monotonic() - started, plan=plan)
@@ -153,11 +155,13 @@ def _spawn_registered(
     plan: LaunchPlan,
     env: Mapping[str, str],
     spawn: Callable[[Callable[[], subprocess.Popen[bytes]]], subprocess.Popen[bytes]] | None,
+    tty: TtySize | None = None,
 ) -> subprocess.Popen[bytes]:
     # The lock is held so that no sweep of adopted children (the opt-in subreaper's, or
     # a session's orphan reaping) sees this child between its fork and its registration.
     with reaper.lock:
-        proc = _spawn(plan, env) if spawn is None else spawn(lambda: _spawn(plan, env))
+        proc = (_spawn(plan, env, tty) if spawn is None
+                else spawn(lambda: _spawn(plan, env, tty)))
         reaper.running.add(proc.pid)
     return proc
 
@@ -172,9 +176,12 @@ def _started(proc: subprocess.Popen[bytes], on_start: Callable[[int], object]) -
         raise
 
 
-def _spawn(plan: LaunchPlan, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+def _spawn(plan: LaunchPlan, env: Mapping[str, str], tty: TtySize | None = None
+           ) -> subprocess.Popen[bytes]:
     # No preexec_fn: it forces the slow fork path. A new session gives the process no
     # controlling terminal and a process group of its own to kill.
+    if tty is not None:
+        return _spawn_tty(plan, env, tty)
     if plan.stdio_owner is not None:
         return _spawn_owned(plan, env, plan.stdio_owner)
     return subprocess.Popen(
@@ -212,6 +219,27 @@ def _spawn_owned(plan: LaunchPlan, env: Mapping[str, str], owner: tuple[int, int
     proc.stderr = open(err_r, "rb", buffering=0)  # noqa: SIM115
     return proc
 
+
+def _spawn_tty(plan: LaunchPlan, env: Mapping[str, str], tty: TtySize
+               ) -> subprocess.Popen[bytes]:
+    """:func:`_spawn` on a pty made for this run (:mod:`sandbox.process.pty`): its slave
+    the process's stdin, stdout and stderr, its master the host's (as ``proc.stdout``).
+    A box's launcher is told (:data:`TTY_VAR`) to make it its command's controlling
+    terminal; the host keeps no end of the slave."""
+    master, slave = open_pty(tty, plan.stdio_owner)
+    if plan.backend == "bwrap":
+        env = {**env, TTY_VAR: "1"}
+    try:
+        proc = subprocess.Popen(plan.argv, bufsize=0, stdin=slave, stdout=slave,
+                                stderr=slave, env=env, cwd=plan.cwd, close_fds=True,
+                                pass_fds=plan.pass_fds, start_new_session=True)
+    except BaseException:
+        os.close(master)
+        raise
+    finally:
+        os.close(slave)
+    proc.stdout = open(master, "rb", buffering=0)  # noqa: SIM115
+    return proc
 
 
 def _supervise(

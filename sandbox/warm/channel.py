@@ -15,6 +15,7 @@ from typing import IO
 from sandbox.errors import SandboxUnavailable
 from sandbox.plan import Outcome, RunResult
 from sandbox.process.pipes import Pipes, owned_pipes
+from sandbox.process.pty import TTY_FIELD, open_pty, tty_of
 from sandbox.process.supervisor import poll_wait
 from sandbox.text import escape
 from sandbox.warm.inbox import MAX_MESSAGE, pack, unpack
@@ -38,19 +39,31 @@ class Proc:
     """The host's ends of one run's pipes, as :class:`Pipes` reads a process's."""
 
     def __init__(self, stdin: int, stdout: int, stderr: int) -> None:
-        self.stdin: IO[bytes] | None = open(stdin, "wb", buffering=0)  # noqa: SIM115
+        self.stdin: IO[bytes] | None = None
+        self.stderr: IO[bytes] | None = None
         self.stdout: IO[bytes] | None = open(stdout, "rb", buffering=0)  # noqa: SIM115
-        self.stderr: IO[bytes] | None = open(stderr, "rb", buffering=0)  # noqa: SIM115
+        if stdin >= 0:
+            self.stdin = open(stdin, "wb", buffering=0)  # noqa: SIM115
+        if stderr >= 0:
+            self.stderr = open(stderr, "rb", buffering=0)  # noqa: SIM115
 
 
 def ask(chan: socket.socket, argv: Sequence[str], env: Mapping[str, str], cwd: str,
-        owner: tuple[int, int] | None = None) -> Proc:
+        owner: tuple[int, int] | None = None, *, reader: type[Pipes] = Pipes) -> Proc:
     """Send the run to its init with the far ends of its three pipes (given to
     ``owner``, the box's user where the host's is not it: see
-    :func:`sandbox.backends.standin.stdio_owner`); the host's ends back."""
-    (in_r, in_w), (out_r, out_w), (err_r, err_w) = owned_pipes(owner)
-    theirs = [in_r, out_w, err_w]
-    msg = pack([b"run", b"", os.fsencode(cwd), b"%d" % len(argv),
+    :func:`sandbox.backends.standin.stdio_owner`); the host's ends back. Where the
+    run's ``reader`` asks for a terminal (:func:`sandbox.process.pty.tty_of`), the
+    slave of a pty made for the run is all three, and the request says so (the
+    command's process makes it its controlling terminal); the host keeps the master."""
+    tty = tty_of(reader)
+    if tty is not None:
+        master, slave = open_pty(tty, owner)
+        theirs, ours, kind = [slave, slave, slave], (-1, master, -1), TTY_FIELD
+    else:
+        (in_r, in_w), (out_r, out_w), (err_r, err_w) = owned_pipes(owner)
+        theirs, ours, kind = [in_r, out_w, err_w], (in_w, out_r, err_r), b""
+    msg = pack([b"run", kind, os.fsencode(cwd), b"%d" % len(argv),
                 *(os.fsencode(a) for a in argv),
                 *(os.fsencode(k) + b"=" + os.fsencode(v) for k, v in env.items())])
     try:
@@ -66,9 +79,9 @@ def ask(chan: socket.socket, argv: Sequence[str], env: Mapping[str, str], cwd: s
         # be made) comes as its answer, read by the pump.
         pass
     finally:
-        for fd in theirs:
+        for fd in dict.fromkeys(theirs):
             os.close(fd)
-    return Proc(in_w, out_r, err_r)
+    return Proc(*ours)
 
 
 def pump(streams: Pipes, chan: socket.socket, deadline: float | None,

@@ -347,7 +347,7 @@ class WarmBox:
         self._touch(ended=False)
         streams: Pipes | None = None
         try:
-            proc = ask(chan, argv, env, cwd, self.stdio_owner)
+            proc = ask(chan, argv, env, cwd, self.stdio_owner, reader=pipes)
             streams = pipes(proc, stdin, output_cap)
             streams.poller.register(chan.fileno(), select.POLLIN)
             deadline = None if timeout is None else started + timeout

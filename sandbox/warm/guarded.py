@@ -74,22 +74,26 @@ def _tell_started(fd: int | None) -> None:
             os.close(fd)
 
 
-def _spawn(argv: list[bytes], env: dict[bytes, bytes]) -> int:
+def _spawn(argv: list[bytes], env: dict[bytes, bytes], tty: bool = False) -> int:
     """As ``execvp`` would: a bare name looked up on the command's ``PATH``, a file
-    without ``#!`` run by ``/bin/sh``."""
+    without ``#!`` run by ``/bin/sh``. With ``tty``, the leader of a new session whose
+    controlling terminal is its stdin, the run's terminal (inbox.py's ``TTY_OPEN``)."""
+    from inbox import TTY_OPEN  # type: ignore[import-not-found]
+
+    more = {"setsid": True, "file_actions": TTY_OPEN} if tty else {}
     if b"PATH" in env:
         os.environb[b"PATH"] = env[b"PATH"]
     else:
         os.environb.pop(b"PATH", None)
     try:
-        return os.posix_spawnp(argv[0], argv, env, setsigdef=_DEFAULTS)
+        return os.posix_spawnp(argv[0], argv, env, setsigdef=_DEFAULTS, **more)
     except OSError as err:
         if err.errno != errno.ENOEXEC:
             raise
         # The file that was found, as execvp gives it to sh (a bare name would be
         # looked for in the working folder).
         return os.posix_spawn(b"/bin/sh", [b"/bin/sh", _found(argv[0], env), *argv[1:]],
-                              env, setsigdef=_DEFAULTS)
+                              env, setsigdef=_DEFAULTS, **more)
 
 
 def _found(name: bytes, env: dict[bytes, bytes]) -> bytes:
@@ -116,6 +120,7 @@ def main(argv: list[str]) -> int:
     env = _environment()
     told = env.pop(b"HARNESS_SANDBOX_STARTED_FD", None)
     started = int(told) if told is not None and told.isdigit() else None
+    tty = env.pop(b"HARNESS_SANDBOX_TTY", None) is not None
     env.update(setenv)  # the dynamic linker's variables: the command's, not this one's
     for option in (PR_SET_DUMPABLE, 0), (PR_SET_CHILD_SUBREAPER, 1), (PR_SET_NO_NEW_PRIVS, 1):
         if guard.libc.prctl(option[0], option[1], 0, 0, 0) != 0:
@@ -138,7 +143,7 @@ def main(argv: list[str]) -> int:
     else:
         _tell_started(started)
         try:
-            child = _spawn(command, env)
+            child = _spawn(command, env, tty)
         except OSError as err:
             failed = err
     if failed is not None:

@@ -91,6 +91,7 @@ struct args {
 	struct supervisor sup;     /* PYTHON, GUARDMAIN, N ROOT... M SOCKET... */
 	char **command;            /* CMD [ARG...] */
 	int started;               /* HARNESS_SANDBOX_STARTED_FD's pipe, or -1 */
+	int tty;                   /* HARNESS_SANDBOX_TTY: stdin is the run's terminal */
 };
 
 /* The host's pipe that learns the box reached its command (sandbox/backends/
@@ -203,6 +204,13 @@ static void child(const struct args *a, const struct sock_fprog *prog, int sock,
 	}
 	sigprocmask(SIG_SETMASK, mask, NULL);
 	tell_started(a->started);
+	/* A run that asked for a terminal: the pty the host made for it (stdin, stdout
+	 * and stderr) is the controlling terminal of a session the command leads
+	 * (sandbox/process/pty.py). */
+	if (a->tty && (setsid() < 0 || ioctl(0, TIOCSCTTY, 0) != 0)) {
+		exec_failed(a->command[0], errno);
+		_exit(EXIT_EXEC);
+	}
 	execvp(a->command[0], a->command);
 	exec_failed(a->command[0], errno);
 	_exit(EXIT_EXEC);
@@ -285,6 +293,8 @@ int main(int argc, char **argv)
 	}
 	close(a.self);
 	a.started = started_fd();
+	a.tty = getenv("HARNESS_SANDBOX_TTY") != NULL;
+	unsetenv("HARNESS_SANDBOX_TTY");
 	if (init_self() != 0)
 		return EXIT_EXEC;
 	code = start(&s, &a, &prog);

@@ -171,10 +171,18 @@ def drop_privileges(box: Box) -> None:
                                    ctypes.byref(box.prog), 0, 0))
 
 
+# A terminal's slave reopened by the leader of a new session becomes its controlling
+# terminal (posix_spawn's setsid comes before its file actions): sandbox/process/pty.py.
+# Reopened from fd 1, the same terminal: glibc closes fd 0 before it opens.
+TTY_OPEN = [(os.POSIX_SPAWN_OPEN, 0, "/proc/self/fd/1", os.O_RDWR, 0)]
+
+
 def spawn(req: list[bytes]) -> int:
     """Start the command as ``execvp`` would, with exactly its environment: a bare name
     is looked up on that environment's ``PATH`` (or the default path), a file without
-    ``#!`` is run by ``/bin/sh``."""
+    ``#!`` is run by ``/bin/sh``. A request whose second field is ``tty`` has the
+    command's stdin, the run's terminal, made its controlling terminal."""
+    actions = TTY_OPEN if req[1] == b"tty" else None
     argc = int(req[3])
     argv, env_items = req[4:4 + argc], req[4 + argc:]
     env = dict(item.split(b"=", 1) for item in env_items if b"=" in item)
@@ -184,12 +192,13 @@ def spawn(req: list[bytes]) -> int:
     else:
         os.environb.pop(b"PATH", None)
     try:
-        return os.posix_spawnp(argv[0], argv, env, setsid=True, setsigdef=_DEFAULTS)
+        return os.posix_spawnp(argv[0], argv, env, setsid=True, setsigdef=_DEFAULTS,
+                               file_actions=actions)
     except OSError as err:
         if err.errno != errno.ENOEXEC:
             raise
         return os.posix_spawnp(b"/bin/sh", [b"/bin/sh", *argv], env, setsid=True,
-                               setsigdef=_DEFAULTS)
+                               setsigdef=_DEFAULTS, file_actions=actions)
 
 
 def exit_code(status: int) -> int:

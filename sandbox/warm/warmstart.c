@@ -526,6 +526,14 @@ static void command(const struct box *b, int chan, int sock, int report)
 	else
 		unsetenv("PATH");
 	setsid();
+	/* A run that asked for a terminal (its request's second field "tty"): the pty
+	 * the host made for it, on 0, 1 and 2, is this new session's controlling
+	 * terminal (sandbox/process/pty.py). */
+	if (req.f[1].n == 3 && memcmp(req.f[1].p, "tty", 3) == 0 &&
+	    ioctl(0, TIOCSCTTY, 0) != 0) {
+		err = errno;
+		goto fail;
+	}
 	sigprocmask(SIG_SETMASK, &b->mask, NULL);
 	execvpe(argv[0], argv, envp);
 	err = errno;
