@@ -100,16 +100,20 @@ class Probe(NamedTuple):
         the user who starts it to itself in a user namespace of its own, with no
         capability in any namespace; root's boxes run as a stand-in, an id no account
         has (:mod:`sandbox.backends.standin`)."""
-        from .backends.standin import UID, needed
+        from .backends.standin import COUNT, OWNER_CAPS, UID, needed
 
         if self.euid == 0 and needed():
-            return {"host_uid": UID, "capabilities": "none",
+            return {"host_uid": UID,
+                    "capabilities": f"{', '.join(OWNER_CAPS)}, in its own user namespace",
                     "files_made_owned_by": "the owner of the folder they are made in",
                     "note": (f"root's stand-in: uid {UID}, which no account has; the "
                              "folders the box writes are shown to it through idmapped "
                              "mounts, so what it makes there is their owner's, and "
                              "root's own files and the kernel's settings are another "
-                             "user's to it")}
+                             f"user's to it. Its ids 0 to {COUNT - 1} are the host's "
+                             f"{UID} to {UID + COUNT - 1}, which no account has either: "
+                             "a file the box gives its id N (chown, tar -xp) is host "
+                             f"id {UID} + N, and only root on the host can give it back")}
         return {"host_uid": self.euid, "capabilities": "none",
                 "files_made_owned_by": f"uid {self.euid}",
                 "note": "your own user, without capabilities"}
@@ -249,6 +253,10 @@ def probe_bwrap(env: Mapping[str, str] | None = None) -> Probe:
     stand, refused = _stand_in(euid)
     head: tuple[str, ...] = in_domain((bwrap,)) if kind.bound_proc else (bwrap,)
     head = (*stand.argv(), *head) if stand is not None else head
+    if stand is not None:
+        from .backends.standin import box_options
+
+        trial = box_options(trial)  # no user namespace of bwrap's in the stand-in's
     try:
         t = _run([*head, *trial, "true"])
         error = None

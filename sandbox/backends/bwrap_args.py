@@ -53,6 +53,7 @@ from sandbox.caches import box_roots as rw_roots
 from sandbox.errors import SandboxUnavailable
 from sandbox.policy import Policy
 
+from . import standin
 from .procfs import KEYRING_LISTS, PROC_READ_ONLY
 
 if TYPE_CHECKING:
@@ -183,7 +184,10 @@ def box_args(
     for d in read_only_last:
         if not (staged and _stageable(_EMPTY_RO, d, rw)):
             args += ["--remount-ro", d]
-    return (*args, *_namespace_args(policy, features))
+    out = (*args, *_namespace_args(policy, features))
+    # A staged box started by root is root's stand-in's: bwrap makes no user namespace
+    # of its own there (sandbox/backends/standin.py).
+    return standin.box_options(out) if staged and standin.needed() else out
 
 
 def _views(policy: Policy) -> dict[str, str]:

@@ -16,9 +16,10 @@ its open (device and inode), so a path swapped for a link in between fails the o
 as bwrap's ``--bind-fd`` would.
 
 Root's stand-in (:mod:`sandbox.backends.standin`) is a stage too, whose user namespace
-maps the stand-in and whose read-write roots are idmapped. Any other user's stage maps
-that user to itself and is made only for a box with many binds (:data:`STAGE_AT`): a
-few binds cost bwrap less than the stage's two short-lived children and ``nsenter``.
+maps the stand-in's range of ids and whose read-write roots are idmapped. Any other
+user's stage maps that user, alone, to itself and is made only for a box with many
+binds (:data:`STAGE_AT`): a few binds cost bwrap less than the stage's two short-lived
+children and ``nsenter``.
 """
 
 from __future__ import annotations

@@ -9,19 +9,28 @@ and :data:`GID` on the host, and bwrap starts inside it (through ``nsenter``). E
 process of the box is that id on the host, whatever it is called in the box; an entry
 of ``/proc/sys`` owned by the host's root is another user's file to it.
 
+**Other owners.** The namespace maps a range: the box's ids 0 to :data:`COUNT` - 1 are
+the host's :data:`UID` on (ids no account, group or subordinate range has: checked at
+start), and the box keeps :data:`OWNER_CAPS` there, so ``chown`` and ``tar -xp`` work as
+for root bare and leave, on the host, files owned by ids no one has. bwrap makes no user
+namespace of its own in it (:func:`box_options`: it would map one id), and it can make
+none (its limit is 0).
+
 **Files.** The stand-in owns nothing, so the session shows bwrap the host's folders
 through *idmapped mounts* made in a mount namespace of its own:
 
 - each folder the box writes (the project, a linked worktree's common dir,
   ``[sandbox] writable``, the private temp folder) maps its owner and group to the
-  stand-in. In the box its files are the box user's; what the box makes there is, on the
-  host, the folder owner's, as if that user had made it (root's project stays root's);
+  stand-in, and the rest of the range to itself (:func:`owner_map`). In the box its files
+  are the box user's; what the box makes there is, on the host, the folder owner's, as
+  if that user had made it (root's project stays root's); what it gives its id N is the
+  host's UID + N; a file of any other owner is unmapped (no one's, to the box);
 - each folder at the top of the tree (``/usr``, ``/etc``, ``/root``, ``/tmp``...) maps
-  root to the stand-in, so the box reads what it read when it ran as root (the hidden
-  paths stay hidden) and reaches the bind sources beneath folders of mode 0700. The box
-  sees all of it read-only, so owning it there gives no write. A top folder on a file
-  system without idmapped mounts is left as it is: the box then reads there what any
-  user may (less, never more).
+  root, and root alone, to the stand-in, so the box reads what it read when it ran as
+  root (the hidden paths stay hidden) and reaches the bind sources beneath folders of
+  mode 0700. The box sees all of it read-only, so owning it there gives no write. A
+  top folder on a file system without idmapped mounts is left as it is: the box then
+  reads there what any user may (less, never more).
 
 A folder the box writes on a file system without idmapped mounts (Linux 5.12 or later:
 ext4, xfs, btrfs; tmpfs from 6.3) refuses the session with the fix: the box would be
@@ -49,10 +58,20 @@ from sandbox.text import escape
 # The stand-in's uid and gid: above any distribution's ranges for accounts, services
 # and the usual subordinate ids (checked against the accounts and /etc/subuid at start).
 UID = GID = 2_147_000_000
+# The box's ids 0 to COUNT - 1 are the host's UID to UID + COUNT - 1 (and so for the
+# groups): ids no account has (checked with the stand-in's), which ``chown`` and
+# ``tar -xp`` give to the files of a folder the box writes.
+COUNT = 65_536
 
 FIX = ("run the harness as a normal user, or keep the folders the box writes on a file "
        "system with idmapped mounts (Linux 5.12 or later: ext4, xfs, btrfs; tmpfs from "
        "6.3)")
+
+# What root bare uses to give files to other owners (``chown``, ``tar -xp``) and to act
+# on them, kept by a box of the stand-in in its own user namespace, where they reach only
+# the files of the range (a host file of a real account is no id of the box's). Never
+# CAP_FSETID (a write to a set-id file of the box's would keep its bits) nor CAP_SETUID.
+OWNER_CAPS = ("CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER")
 
 # Never mapped: the kernel's own file systems. (/run is: the box masks it, but bwrap
 # binds the allowed sockets there from folders of mode 0700.)
@@ -74,6 +93,27 @@ class Mapped(NamedTuple):
     path: str
     uid: int
     gid: int
+
+
+def box_options(options: Sequence[str]) -> tuple[str, ...]:
+    """bwrap's ``options`` for a box of the stand-in: bwrap starts in the stand-in's user
+    namespace (entered by ``nsenter``, which maps the range) and makes none of its own,
+    which would map one id (``--unshare-all`` makes one: each other namespace is named
+    instead; ``--disable-userns`` needs one, and the filter refuses every new namespace
+    in the box); and the box keeps :data:`OWNER_CAPS` in that namespace, as root bare
+    has them, on what its range owns."""
+    share_net = "--share-net" in options
+    out: list[str] = []
+    for arg in options:
+        if arg == "--unshare-all":
+            out += ["--unshare-ipc", "--unshare-pid", "--unshare-uts",
+                    "--unshare-cgroup-try", *(() if share_net else ("--unshare-net",))]
+        elif arg not in ("--unshare-user", "--disable-userns", "--share-net"):
+            out.append(arg)
+    if "--cap-drop" in out:
+        at = out.index("--cap-drop") + 2
+        out[at:at] = [x for cap in OWNER_CAPS for x in ("--cap-add", cap)]
+    return tuple(out)
 
 
 def needed() -> bool:
@@ -154,23 +194,33 @@ def open_spaces(roots: Sequence[str],
     reaped here when it is None."""
     writes = [m for m in map(_mapped, roots) if m is not None]
     tops = [m for m in map(_mapped, (*_tops(), *also)) if m is not None]
-    spaces: dict[tuple[int, int], _Space] = {}
+    # The box's own, mapping the whole range; the top folders', root to the stand-in
+    # alone (their other owners are real accounts: never the box's); each owner of a
+    # folder the box writes, that owner to the stand-in and the rest of the range as it
+    # is (what the box gives its ids 1 and up lands on the host as those ids).
+    spaces: dict[tuple[int, int] | str, _Space] = {}
     try:
-        spaces[(0, 0)] = _Space()
-        for m in (*writes, *tops):
+        spaces["box"] = _Space(last=True)
+        spaces["top"] = _Space()
+        for m in writes:
             if (m.uid, m.gid) not in spaces:
                 spaces[(m.uid, m.gid)] = _Space()
         idmaps = [(m.path, spaces[(m.uid, m.gid)].pid, True) for m in writes]
-        idmaps += [(m.path, spaces[(0, 0)].pid, False) for m in tops]
+        idmaps += [(m.path, spaces["top"].pid, False) for m in tops]
 
         def mapped() -> None:
             _check_unused()  # here, while the children make their namespaces
-            for (uid, gid), space in spaces.items():
-                space.map(uid, gid)
+            for key, space in spaces.items():
+                if key == "box":
+                    space.map(_line(0, UID, COUNT), _line(0, GID, COUNT))
+                elif key == "top":
+                    space.map(_line(0, UID, 1), _line(0, GID, 1))
+                elif isinstance(key, tuple):
+                    space.map(owner_map(key[0], UID), owner_map(key[1], GID))
 
         mntns = make(idmaps, mapped)
         try:
-            box = spaces[(0, 0)].open()  # a mount keeps the mapping it was given
+            box = spaces["box"].open()  # a mount keeps the mapping it was given
         except BaseException:
             os.close(mntns)
             raise
@@ -190,27 +240,49 @@ def reap(pids: Sequence[int]) -> None:
             os.waitpid(pid, 0)
 
 
+def _line(inside: int, outside: int, count: int) -> str:
+    return f"{inside} {outside} {count}\n"
+
+
+def owner_map(owner: int, first: int) -> str:
+    """An idmapped folder's map (``uid_map`` or ``gid_map``) for the folder's ``owner``:
+    the owner is the stand-in (``first``, the box's 0), and each other id of the range
+    (``first + 1`` on) is itself. An owner inside the range trades places with the
+    stand-in's own id, so that every id of the range has one owner on the disk."""
+    end = first + COUNT
+    if not first < owner < end:
+        return _line(owner, first, 1) + _line(first + 1, first + 1, COUNT - 1)
+    return (_line(owner, first, 1) + _line(first, owner, 1)
+            + _line(first + 1, first + 1, owner - first - 1)
+            + (_line(owner + 1, owner + 1, end - owner - 1) if owner + 1 < end else ""))
+
+
 def _check_unused() -> None:
+    """Refuses the stand-in when an account, a group or a subordinate range of
+    ``/etc/subuid`` or ``/etc/subgid`` has an id of its range."""
     import grp
     import pwd
 
-    for what, look in (("uid", pwd.getpwuid), ("gid", grp.getgrgid)):
-        try:
-            name = look(UID if what == "uid" else GID)[0]
-        except KeyError:
-            continue
-        raise SandboxUnavailable(
-            f"the box of a session started by root runs as {what} {UID}, which the "
-            f"account {escape(name)} has: it would share that account's files",
-            "remove that account's id, or run the harness as a normal user")
-    for table in ("/etc/subuid", "/etc/subgid"):
+    named = [("uid", UID, p.pw_name, p.pw_uid) for p in pwd.getpwall()]
+    named += [("gid", GID, g.gr_name, g.gr_gid) for g in grp.getgrall()]
+    for what, base, name, number in named:
+        if base <= number < base + COUNT:
+            raise SandboxUnavailable(
+                f"the box of a session started by root runs as {what}s {base} to "
+                f"{base + COUNT - 1}, and the account {escape(name)} has {what} "
+                f"{number}: the box would share that account's files",
+                "give that account an id outside that range, or run the harness as a "
+                "normal user")
+    for table, base in (("/etc/subuid", UID), ("/etc/subgid", GID)):
         for owner, first, count in _ranges(table):
-            if first <= UID < first + count:
+            if first < base + COUNT and first + count > base:
                 raise SandboxUnavailable(
-                    f"the box of a session started by root runs as id {UID}, which "
-                    f"{table} gives {escape(owner)} as a subordinate id: that user's "
-                    "containers would share it",
-                    f"move that range in {table}, or run the harness as a normal user")
+                    f"the box of a session started by root runs as ids {base} to "
+                    f"{base + COUNT - 1}, and {table} gives {escape(owner)} the "
+                    f"subordinate ids {first} to {first + count - 1}: that user's "
+                    "containers would share them",
+                    f"move that range in {table} out of the stand-in's, or run the "
+                    "harness as a normal user")
 
 
 def _ranges(table: str) -> list[tuple[str, int, int]]:
@@ -252,12 +324,27 @@ def _mapped(path: str) -> Mapped | None:
     return Mapped(path, st.st_uid, st.st_gid)
 
 
+def _no_more_namespaces() -> None:  # pragma: no cover - in a _Space's child
+    """This user namespace's limit of user namespaces made in it set to 0 (each one's
+    own sysctl; raising it needs CAP_SYS_RESOURCE there, which no box has). Where the
+    host's /proc/sys is read-only (a container), the filter alone refuses them."""
+    with contextlib.suppress(OSError):
+        fd = os.open("/proc/sys/user/max_user_namespaces", os.O_WRONLY)
+        try:
+            os.write(fd, b"0")
+        finally:
+            os.close(fd)
+
+
 class _Space:
     """A child that makes a user namespace and waits while it is mapped and opened:
     :meth:`map`, then :meth:`open` (or a child of the session's opens it by the pid),
     then :meth:`release`."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, last: bool = False) -> None:
+        """``last``: no user namespace can be made in this one (the box's: as bwrap's
+        ``--disable-userns`` would, beneath the filter that refuses them), where
+        ``/proc/sys`` can be written."""
         ready_r, ready_w = os.pipe()
         go_r, go_w = os.pipe()
         pid = os.fork()
@@ -266,6 +353,8 @@ class _Space:
                 os.close(go_w)
                 try:
                     libc.unshare(libc.CLONE_NEWUSER)
+                    if last:
+                        _no_more_namespaces()
                     os.write(ready_w, b"\0")
                 except OSError as err:
                     os.write(ready_w, b"%d" % (err.errno or 1))
@@ -276,9 +365,9 @@ class _Space:
             os.close(fd)
         self.pid, self._ready, self._go = pid, ready_r, go_w
 
-    def map(self, uid: int, gid: int) -> None:
-        """Wait for the namespace, then make ``uid`` and ``gid`` in it the stand-in's ids
-        on the host. Raises :class:`SandboxUnavailable`."""
+    def map(self, uid_map: str, gid_map: str) -> None:
+        """Wait for the namespace, then write its ``uid_map`` and ``gid_map`` (lines of
+        the stand-in's range). Raises :class:`SandboxUnavailable`."""
         said = os.read(self._ready, 16)
         if said != b"\0":
             code = int(said or b"1")
@@ -292,8 +381,7 @@ class _Space:
                 f"a box started by root runs as uid {UID}, and this system refused the "
                 f"user namespace for it: {os.strerror(code)}", FIX), 0)
         # Root writes the maps, so set-groups stays allowed: nsenter drops the groups.
-        for name, line in (("uid_map", f"{uid} {UID} 1\n"),
-                           ("gid_map", f"{gid} {GID} 1\n")):
+        for name, line in (("uid_map", uid_map), ("gid_map", gid_map)):
             with open(f"/proc/{self.pid}/{name}", "w", encoding="ascii") as f:
                 f.write(line)
 

@@ -39,6 +39,12 @@ long count(const char *s, long max)
  */
 int keep_only(int keep)
 {
+	return keep_held(keep < 0 ? 0 : 1U << keep);
+}
+
+/* As keep_only, for each capability of `mask` (of the first 32) that is held. */
+int keep_held(uint32_t mask)
+{
 	struct __user_cap_header_struct head = { _LINUX_CAPABILITY_VERSION_3, 0 };
 	struct __user_cap_data_struct data[2];
 	uint32_t kept;
@@ -46,10 +52,10 @@ int keep_only(int keep)
 
 	if (syscall(SYS_capget, &head, data) != 0)
 		return -1;
-	kept = keep < 0 ? 0 : data[0].permitted & (1U << keep);
+	kept = data[0].permitted & mask;
 	if (data[0].effective & (1U << CAP_SETPCAP)) {
 		for (cap = 0; cap < 64; cap++) {
-			if (cap == keep)
+			if (cap < 32 && kept & (1U << cap))
 				continue;
 			if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) {
 				if (errno == EINVAL)
@@ -64,8 +70,10 @@ int keep_only(int keep)
 	data[0].effective = data[0].permitted = data[0].inheritable = kept;
 	if (syscall(SYS_capset, &head, data) != 0)
 		return -1;
-	if (kept && prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, keep, 0, 0) != 0)
-		return -1;
+	for (cap = 0; cap < 32; cap++)
+		if (kept & (1U << cap) &&
+		    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0) != 0)
+			return -1;
 	return kept != 0;
 }
 
@@ -124,7 +132,9 @@ int arm_command(const struct sock_fprog *guard, int sock, const char **what)
 	signal(SIGPIPE, SIG_DFL);
 	signal(SIGXFSZ, SIG_DFL);
 	*what = "dropping the command's capabilities";
-	if (keep_only(-1) < 0)
+	/* Held only by a box of root's stand-in (sandbox/backends/standin.py): root's
+	 * own on the files of the stand-in's range (chown, tar -xp). */
+	if (keep_held(OWNER_CAPS) < 0)
 		return -1;
 	if (guard != NULL) {
 		*what = "the guard's filter";

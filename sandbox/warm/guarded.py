@@ -129,8 +129,9 @@ def main(argv: list[str]) -> int:
     failed: OSError | None = None
     child = 0
     try:
-        # bwrap gave the launcher two capabilities for its guard; the command gets none.
-        guard.arm(drop=lambda: drop_capabilities(guard.libc))
+        # bwrap gave the launcher two capabilities for its guard; the command gets none
+        # (but the owners' a box of root's stand-in holds: guardparts.OWNER_CAPS).
+        guard.arm(drop=lambda: drop_capabilities(guard.libc, owners=True))
     except OSError as err:
         # Never the command unguarded. No thread at the box's process bound (EAGAIN)
         # reads as the command's own start refused there, below.

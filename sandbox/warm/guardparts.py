@@ -37,6 +37,10 @@ PR_SET_NO_NEW_PRIVS = 38
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 CAPABILITY_VERSION_3 = 0x20080522
 CAP_SETPCAP, CAP_SYS_PTRACE = 8, 19
+PR_CAP_AMBIENT_RAISE = 2
+# CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER: held only by a box of root's stand-in
+# (sandbox/backends/standin.py's OWNER_CAPS), whose command keeps them.
+OWNER_CAPS = (0, 1, 3)
 F_DUPFD_CLOEXEC = 1030
 FLAG_NEW_LISTENER = 1 << 3
 FLAG_WAIT_KILLABLE_RECV = 1 << 5
@@ -242,23 +246,34 @@ def _last_cap() -> int:
         return int(f.read())
 
 
-def drop_capabilities(libc: ctypes.CDLL, keep: int | None = None) -> None:
+def drop_capabilities(libc: ctypes.CDLL, keep: int | None = None, *,
+                      owners: bool = False) -> None:
     """This thread's capabilities gone from every set (the bounding set too, when it may
-    drop them), but ``keep`` (a capability's number) when it holds it."""
+    drop them), but ``keep`` (a capability's number) when it holds it, and with
+    ``owners`` each of :data:`OWNER_CAPS` it holds, for the command it spawns (permitted,
+    inheritable and ambient, as guardcore.c's keep_held, but not effective)."""
     header = _CapHeader(CAPABILITY_VERSION_3, 0)
     data = (ctypes.c_uint32 * 6)()
     if libc.capget(ctypes.byref(header), ctypes.byref(data)) != 0:
         raise OSError(ctypes.get_errno(), "capget")
-    kept = 0 if keep is None else data[1] & (1 << keep)  # permitted, low word
+    wanted = (() if keep is None else (keep,)) + (OWNER_CAPS if owners else ())
+    kept = sum(1 << cap for cap in wanted if data[1] & (1 << cap))  # permitted, low word
     if data[0] & (1 << CAP_SETPCAP):
         for cap in range(_last_cap() + 1):
-            if cap != keep and libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0):
+            if not (cap < 32 and kept & (1 << cap)) and \
+                    libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0):
                 raise OSError(ctypes.get_errno(), "dropping the bounding set")
     libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    owned = sum(1 << cap for cap in OWNER_CAPS) & kept if owners else 0
     data = (ctypes.c_uint32 * 6)()
-    data[0] = data[1] = kept
+    # The owners' are not effective here: only the command, which this process spawns,
+    # uses them (root's exec makes its permitted ones effective).
+    data[0], data[1], data[2] = kept & ~owned, kept, owned  # effective, permitted, inh.
     if libc.capset(ctypes.byref(header), ctypes.byref(data)) != 0:
         raise OSError(ctypes.get_errno(), "capset")
+    for cap in OWNER_CAPS:
+        if owned & (1 << cap) and libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0):
+            raise OSError(ctypes.get_errno(), "keeping the owners' capabilities")
 
 
 def narrow(libc: ctypes.CDLL, main_filter: ctypes.Structure | None) -> None:

@@ -146,8 +146,8 @@ def test_an_id_an_account_has_refuses_the_stand_in(
     monkeypatch.setattr(standin, "UID", 0)
     with pytest.raises(SandboxUnavailable) as err:
         Stage.open((str(project),), (), stand_in=True)
-    assert "which the account root has: it would share that account's files" in str(
-        err.value)
+    assert "and the account root has uid 0: the box would share that account's files" \
+        in str(err.value)
 
 
 def test_the_stand_in_is_entered_by_nsenter_from_a_system_folder() -> None:
@@ -166,7 +166,7 @@ def test_doctor_tries_the_box_as_the_stand_in(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(standin, "UID", 0)
     found = probe.probe_bwrap()
     assert not found.ok
-    assert found.diagnosis is not None and "which the account root has" in found.diagnosis
+    assert found.diagnosis is not None and "the account root has uid 0" in found.diagnosis
 
 
 @pytest.mark.skipif(not ROOT, reason="only root can give a project to another user")
