@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,22 +31,6 @@ def plain_env(**extra: str) -> dict[str, str]:
            if k not in ("HARNESS_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME")}
     env.update(extra)
     return env
-
-
-def serve_env(tmp_path: Path) -> dict[str, str]:
-    home = tmp_path / "harness-home"
-    home.mkdir(exist_ok=True)
-    (home / "config.toml").write_text("")
-    return plain_env(HARNESS_HOME=str(home))
-
-
-@pytest.fixture
-def served(project: Path, tmp_path: Path) -> Iterator[Serve]:
-    s = Serve("--project", str(project), env=serve_env(tmp_path), cwd=REPO)
-    try:
-        yield s
-    finally:
-        s.close()
 
 
 def config_writing_itself(folder: Path) -> Path:
@@ -169,14 +152,16 @@ def test_serve_open_refuses_record_files_in_the_project(served: Serve, project: 
 
 
 def test_a_record_file_the_box_swapped_for_a_link_is_not_written_through(
-        served: Serve, project: Path, tmp_path: Path) -> None:
+        served: Serve, project: Path, tmp_path: Path, config: Path) -> None:
     victim = tmp_path / "bashrc"
     victim.write_text("# the user's\n")
     served.result("open")
     r = served.result("run", {"argv": ["ln", "-s", str(victim), "log.jsonl"]})
     assert r["exit"] == 0, r
     served.result("close")
-    nxt = Serve("--project", str(project), env=serve_env(tmp_path), cwd=REPO)
+    # One server serves one session: the next session is the next server's.
+    nxt = Serve("--project", str(project), env=plain_env(HARNESS_HOME=str(config.parent)),
+                cwd=REPO)
     try:
         reply = nxt.call("open", {"records": str(project / "log.jsonl")})
     finally:
