@@ -29,7 +29,7 @@ import os
 import re
 import stat
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pathguard.records import NamedTuple
 
@@ -214,11 +214,23 @@ def box_binds(policy: Policy) -> list[tuple[str, str]]:
 
 
 def box_variables(policy: Policy) -> dict[str, str]:
-    """:func:`variables` of the session's cache folder, once made (Linux only)."""
+    """:func:`variables` of the session's cache folder, once made (Linux only). Every
+    warm run asks: the answer is kept for the last policy once the folder is there (a
+    policy does not change, and its folder is made once, at the session's open)."""
     if not policy.platform.startswith("linux"):
         return {}
+    if _last_variables and _last_variables[0] is policy:
+        return dict(_last_variables[1])
     cache = made(policy.project, policy.env, policy.home)
-    return variables(cache) if cache else {}
+    if cache is None:
+        return {}
+    found = variables(cache)
+    _last_variables[:] = [policy, found]
+    return dict(found)
+
+
+# The last policy box_variables answered for with a made folder, and its answer.
+_last_variables: list[Any] = []
 
 
 def entries(project: str, env: Mapping[str, str], home: str) -> list[tuple[str, str]]:

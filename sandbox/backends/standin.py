@@ -128,8 +128,16 @@ def stdio_owner() -> tuple[int, int] | None:
     box's command could use the descriptors it was given but not reopen them
     (``cat /dev/stdin``: Permission denied), and a hook reading its input that way
     read nothing. Only the box's processes hold these pipes: their new owner reaches
-    nothing else."""
-    return (UID, GID) if needed() else None
+    nothing else. Asked once per process and effective uid: every warm run asks."""
+    key = (os.getpid(), os.geteuid())
+    if key not in _owner:
+        _owner.clear()
+        _owner[key] = (UID, GID) if needed() else None
+    return _owner[key]
+
+
+# The answer of stdio_owner for this process and effective uid.
+_owner: dict[tuple[int, int], tuple[int, int] | None] = {}
 
 
 def _host_id_of_root() -> int | None:

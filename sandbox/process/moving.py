@@ -47,7 +47,14 @@ def move_rows(project: str, rows: Iterable[str], links: Mapping[str, str],
     except OSError:
         return []
     try:
-        return [m for row in rows if (m := _one(top, row, links, base)) is not None]
+        # One listing of the top, not a look-up per row: this runs after every run.
+        # (A top that cannot be listed is looked at row by row, as before.)
+        try:
+            names: set[str] | None = set(os.listdir(top))
+        except OSError:
+            names = None
+        return [m for row in rows if (names is None or row.split("/", 1)[0] in names)
+                and (m := _one(top, row, links, base)) is not None]
     finally:
         os.close(top)
 
