@@ -89,24 +89,61 @@ def _sandbox_paths(raw: dict[str, Any], key: str, error: Error) -> tuple[str, ..
 
 
 def _network(raw: dict[str, Any], error: Error) -> bool | tuple[str, ...]:
-    """false, true, or a list of hosts (sandbox/network/allow.py), each checked."""
+    """false, true, or a list of hosts (sandbox/network/allow.py), each checked: a
+    string, or a table ``{ host = "...", private = true }``, kept as the library's text
+    (``"name (private)"``)."""
     value = raw.get("network", _DEFAULTS["network"])
     if isinstance(value, bool):
         return value
     if not isinstance(value, list):
         raise error("network", "must be true, false or a list of host names, not "
                                f"{a_type(value)}.")
-    from sandbox.network.allow import parse
+    from sandbox.network.allow import PRIVATE, parse
 
+    out = []
     for i, item in enumerate(value, 1):
-        if not isinstance(item, str):
-            raise error("network", f"element {i} must be a string, not {a_type(item)}.")
+        text = _network_entry(i, item, error)
         try:
-            parse(item)
+            # A table's host is checked as written, then with its mark.
+            entry = parse(item["host"] if isinstance(item, dict) else text)
+            entry = parse(text)
         except ValueError as err:
             raise error("network", f"element {i}: {err}; write a host name, *.name or an "
                                    "address, with :port if not 80 and 443.") from err
-    return tuple(value)
+        if entry.private and isinstance(item, str):
+            host = text[:-len(PRIVATE)]
+            raise error("network", f'element {i}: write {as_toml(text)} as {{ host = '
+                                   f'"{host}", private = true }}.')
+        out.append(text)
+    return tuple(out)
+
+
+def _network_entry(i: int, item: object, error: Error) -> str:
+    """An element of the list as the library's text; a table's keys checked."""
+    if isinstance(item, str):
+        return item
+    private_form = '{ host = "npm.corp.internal", private = true }'
+    if not isinstance(item, dict):
+        # (The table form is for a private entry: the message stays a string's.)
+        raise error("network", f"element {i} must be a string, not {a_type(item)}.")
+    for key in item:
+        if key not in ("host", "private"):
+            raise error("network", f'element {i}: unknown key "{key}"; a table entry has '
+                                   f"host and private, as in {private_form}.")
+    host, private = item.get("host"), item.get("private", False)
+    if not isinstance(host, str) or not host:
+        got = "missing" if host is None else f"not {a_type(host)}"
+        raise error("network", f'element {i}: "host" must be a host name or *.name '
+                               f"({got}), as in {private_form}.")
+    if not isinstance(private, bool):
+        raise error("network", f'element {i}: "private" must be true or false, not '
+                               f"{a_type(private)}.")
+    if host.endswith(")"):
+        raise error("network", f'element {i}: "host" is a host name alone; write '
+                               f"{private_form}.")
+    from sandbox.network.allow import PRIVATE
+
+    return host + PRIVATE if private else host
 
 
 def _scrub_names(raw: dict[str, Any], error: Error) -> tuple[str, ...]:

@@ -49,7 +49,8 @@ NO_PASSWORD = ("asked without the proxy's password (by a client that ignores it,
 # none) unless told not to.
 HIDDEN_FIX = ("the proxy reads the server a tunnel's hello asks for; start a Chromium "
               "browser with --disable-features=EncryptedClientHello")
-# What a refusal's report tells the user to do, unless the refusal says otherwise.
+# What a refusal's report tells the user to do, unless the refusal says otherwise (a
+# host's refusal names the entry to add: allow.add).
 ADD_IT = "to allow it, add it to [sandbox] network"
 # A head the proxy will not read (head.py): a request smuggled into it, or a client
 # writing HTTP/1.1 its own way.
@@ -315,7 +316,7 @@ class Proxy:
 
                 raise Refused(named, request.port, "named by a TLS hello in a tunnel to "
                               f"{escape(request.host)}; not on the [sandbox] network list",
-                              said=False)
+                              said=False, fix=allow.add(named, request.port))
         return data
 
     async def _open(self, authority: str, port: int
@@ -324,17 +325,19 @@ class Proxy:
         host = allow.host_of(authority)
         entry = allow.match(self.entries, host, port)
         if entry is None:
-            raise Refused(host, port, "not on the [sandbox] network list")
+            raise Refused(host, port, "not on the [sandbox] network list",
+                          fix=allow.add(host, port))
         infos = await asyncio.get_running_loop().getaddrinfo(
             host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
         import ipaddress
 
         last: str | None = None
+        fix = ADD_IT
         for family, _, _, _, sockaddr in infos:
             address = ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0])
-            why = allow.forbidden(address, entry, self.own)
+            why = allow.forbidden(address, entry, self.own, listed=self.entries, port=port)
             if why is not None:
-                last = f"its address {why}; only an entry naming the address reaches it"
+                last, fix = f"its address {why}", allow.fix(address, entry, port)
                 continue
             with contextlib.suppress(OSError, TimeoutError):
                 return await asyncio.wait_for(asyncio.open_connection(
@@ -342,7 +345,7 @@ class Proxy:
             last = last or f"no connection to {address} port {port}"
         if last is None or last.startswith("no connection"):
             raise OSError(last or f"{host} has no address")
-        raise Refused(host, port, last)
+        raise Refused(host, port, last, fix=fix)
 
 
 async def _unauthorized(writer: asyncio.StreamWriter) -> None:
@@ -401,8 +404,8 @@ def _forbidden(err: Refused) -> bytes:
     from sandbox.text import escape
 
     return _answer(403, "Forbidden", f"harness-sandbox: the box may not reach "
-                   f"{escape(err.host)} port {err.port}: {err.why}. To allow it, add the "
-                   "host to [sandbox] network in the user config.\n")
+                   f"{escape(err.host)} port {err.port}: {err.why}; {escape(err.fix)} "
+                   "(in the user config).\n")
 
 
 def _answer(code: int, reason: str, body: str, extra: str = "") -> bytes:

@@ -85,7 +85,7 @@ class Network:
             n = sum(r.times for r in rs)
             ports = ", ".join(str(r.port) for r in rs)
             out.append(f"network: the box was refused {escape(host)} (port {ports}, "
-                       f"{n} time{'s' if n > 1 else ''}): {rs[0].why}; {rs[0].fix}")
+                       f"{n} time{'s' if n > 1 else ''}): {rs[0].why}; {escape(rs[0].fix)}")
         return out + alone
 
     def close(self) -> None:

@@ -138,8 +138,8 @@ def test_a_listed_origin_is_reached_and_another_port_refused(
     # Said once per host at the end, however many times it was refused.
     lines = [w for w in s.warnings if w.startswith("network:")]
     assert lines == [f"network: the box was refused 127.0.0.1 (port {other}, 2 times): not "
-                     "on the [sandbox] network list; to allow it, add it to [sandbox] "
-                     "network"]
+                     "on the [sandbox] network list; to allow it, add "
+                     f'"127.0.0.1:{other}" to [sandbox] network']
 
 
 def test_https_goes_through_connect_to_listed_ports_only(

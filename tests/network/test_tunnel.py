@@ -135,7 +135,7 @@ def test_a_hello_naming_a_server_off_the_list_never_reaches_the_origin(
     assert [w for w in s.warnings if w.startswith("network:")] == [
         f"network: the box was refused evil.example (port {tls.port}, 1 time): named by a "
         "TLS hello in a tunnel to 127.0.0.1; not on the [sandbox] network list; to allow "
-        "it, add it to [sandbox] network"]
+        f'it, add "evil.example:{tls.port}" to [sandbox] network']
 
 
 def test_without_the_check_the_fronted_hello_reaches_the_origin(
