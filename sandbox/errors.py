@@ -1,4 +1,7 @@
-"""The errors of the sandbox package, named by state. A leaf: imports nothing of ours."""
+"""The errors of the sandbox package, named by state, in one place. A leaf: imports
+nothing of ours. (What runs inside the box cannot import the package: the guard's
+answer to one call, ``CallRefused``, is its own, in ``sandbox/warm/guardparts.py``; the
+proxy's refusal of one request, ``RequestRefused``, never leaves the proxy.)"""
 
 from __future__ import annotations
 
@@ -33,3 +36,29 @@ class SandboxUnavailable(SandboxError):
         self.fix = fix
         # One sentence: "bubblewrap (bwrap) is not installed; install the ...".
         super().__init__("; ".join(part for part in (diagnosis, fix) if part))
+
+
+class GitLinkError(GitLayoutError):
+    """A protected git path leads through a link the box could re-point."""
+
+
+class SelfGuardError(PolicyError):
+    """The toolkit's own code or interpreter lies where the agent could change it."""
+
+
+class CgroupUnavailable(SandboxError):
+    """No group could be made here; the message says why."""
+
+
+class StageRefused(SandboxUnavailable):
+    """A plain user's stage was refused its user namespace (a policy that allows bwrap
+    alone, such as AppArmor's on Ubuntu): bwrap makes the same binds itself, slower."""
+
+
+class WarmBoxDown(SandboxUnavailable):
+    """The warm box did not start, is gone or stopped answering. ``stderr`` is what
+    bwrap and the starter wrote (bwrap's own errors, such as a namespace refused)."""
+
+    def __init__(self, diagnosis: str, fix: str = "", stderr: bytes = b"") -> None:
+        super().__init__(diagnosis, fix)
+        self.stderr = stderr

@@ -24,7 +24,7 @@ import sys
 from importlib import import_module
 from typing import TYPE_CHECKING
 
-from .errors import PolicyError
+from .errors import SelfGuardError as SelfGuardError
 
 if TYPE_CHECKING:
     from pathguard.guard import Verdict
@@ -40,10 +40,6 @@ FIX_ENV = "Start harness-sandbox without it."
 # Read when the interpreter itself starts, before any code of ours: libraries
 # (the linker's three) and the standard library (PYTHONHOME).
 OWN_LOADER_VARS = ("LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "PYTHONHOME")
-
-
-class SelfGuardError(PolicyError):
-    """The toolkit's own code or interpreter lies where the agent could change it."""
 
 
 def own_paths() -> list[tuple[str, str]]:

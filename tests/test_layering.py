@@ -114,3 +114,21 @@ def test_the_platform_is_read_in_one_module_of_the_package() -> None:
     readers = sorted(str(path.relative_to(REPO)) for _, path in modules()
                      if "sys.platform" in path.read_text())
     assert readers == ["pathguard/aliases.py", "sandbox/platform.py"]
+
+
+def test_the_package_s_errors_live_in_its_error_module() -> None:
+    """A class of the package's error tree defined anywhere but ``sandbox/errors.py`` is
+    a second home for errors (five lived where they were raised). Control flow that
+    never leaves its module (the proxy's ``RequestRefused``, the guard's ``CallRefused``)
+    is not of the tree."""
+    tree = ast.parse((REPO / "sandbox" / "errors.py").read_text())
+    ours = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+    elsewhere = []
+    for module, path in modules():
+        if module == "sandbox.errors":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and any(
+                    ast.unparse(b).rsplit(".", 1)[-1] in ours for b in node.bases):
+                elsewhere.append(f"{module}.{node.name}")
+    assert elsewhere == []

@@ -25,6 +25,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from sandbox.caches import box_roots
+from sandbox.errors import StageRefused
 from sandbox.plan import BackendName, LaunchPlan, RunResult
 from sandbox.policy import Policy
 from sandbox.startenv import box_env
@@ -354,7 +355,7 @@ class BwrapBackend:
                         self._stage = _stage.Stage.open(
                             roots, binds, stand_in=root,
                             late=late and bindable_late(self.policy))
-                    except _stage.Refused:
+                    except StageRefused:
                         self._unstaged = True  # the same box, its binds made by bwrap
                 else:
                     self._unstaged = True

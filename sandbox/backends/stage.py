@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 # Imported here, not in the child: a forked child of a process with threads imports
 # nothing.
 from sandbox import libc
-from sandbox.errors import PolicyError, SandboxUnavailable
+from sandbox.errors import PolicyError, SandboxUnavailable, StageRefused
 from sandbox.text import escape
 
 from . import standin
@@ -61,11 +61,6 @@ def root_copy(private: str) -> str:
     roots bwrap binds from the stage's own tree, and not again under a ``/`` that those
     cover. Empty on the host (the mount is the stage's); removed with the session."""
     return private + ROOT_SUFFIX
-
-
-class Refused(SandboxUnavailable):
-    """A plain user's stage was refused its user namespace (a policy that allows bwrap
-    alone, such as AppArmor's on Ubuntu): bwrap makes the same binds itself, slower."""
 
 
 class Stage:
@@ -372,7 +367,7 @@ def _said(report: _Report, first: bytes = b"") -> bytes:
         raise PolicyError(f"{escape(path)} changed while the session opened ({why}); "
                           "try again")
     if kind == "refused":
-        raise Refused(f"this user may not make the box's staging namespace: {why}",
+        raise StageRefused(f"this user may not make the box's staging namespace: {why}",
                       "bwrap makes the binds itself instead")
     if kind == "unmapped":
         raise SandboxUnavailable(

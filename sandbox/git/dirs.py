@@ -34,7 +34,7 @@ from typing import Any
 from pathguard.records import NamedTuple
 from sandbox import beneath
 from sandbox.beneath import Found
-from sandbox.errors import GitLayoutError
+from sandbox.errors import GitLayoutError, GitLinkError
 from sandbox.git import config as gitconfig
 from sandbox.git.linked import linked_common_dir, read_gitdir_file
 from sandbox.text import escape
@@ -48,10 +48,6 @@ _WORKTREE_NAMES = ("commondir", "gitdir", "config.worktree", "config")
 # The folders in a git folder the walk goes into.
 _HOLDERS = ("modules", "worktrees")
 MAX_DEPTH = 200
-
-
-class GitLinkError(GitLayoutError):
-    """A protected git path leads through a link the box could re-point."""
 
 
 class GitLayout(NamedTuple):

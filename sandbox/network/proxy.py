@@ -71,7 +71,7 @@ class Refusal(NamedTuple):
     fix: str = ADD_IT
 
 
-class Refused(Exception):
+class RequestRefused(Exception):
     """``said``: whether the box is answered with a 403 (not inside a tunnel, where the
     connection is closed instead)."""
 
@@ -156,7 +156,7 @@ class Proxy:
         with self._lock:
             return tuple(self._log[mark:])
 
-    def _record(self, err: Refused) -> None:
+    def _record(self, err: RequestRefused) -> None:
         # Refusals without a host (no password, a head not read) kept apart by kind.
         key = (err.host, err.port, "" if err.host else err.fix)
         with self._lock:
@@ -216,7 +216,7 @@ class Proxy:
         self._clients += 1
         try:
             await self._handle(reader, writer)
-        except Refused as err:
+        except RequestRefused as err:
             self._record(err)
             with contextlib.suppress(OSError):
                 if err.said:
@@ -284,7 +284,7 @@ class Proxy:
 
     async def _first_words(self, reader: asyncio.StreamReader, request: head.Request) -> bytes:
         """What the box sends first in a tunnel, read until it tells what it is; raises
-        :class:`Refused` for clear HTTP, a TLS hello that cannot be read, or one naming
+        :class:`RequestRefused` for clear HTTP, a TLS hello that cannot be read, or one naming
         a server the list does not have."""
         data = await reader.read(CHUNK)
         ended = not data
@@ -292,11 +292,11 @@ class Proxy:
             try:
                 kind, name = hello.judge(data, ended=ended)
             except hello.Hidden as err:
-                raise Refused(request.host, request.port, f"its TLS hello in the tunnel "
+                raise RequestRefused(request.host, request.port, f"its TLS hello in the tunnel "
                               f"hides the server it asks for ({err})", said=False,
                               fix=HIDDEN_FIX) from None
             except ValueError as err:
-                raise Refused(request.host, request.port, f"its TLS hello in the tunnel "
+                raise RequestRefused(request.host, request.port, f"its TLS hello in the tunnel "
                               f"cannot be read ({err})", said=False,
                               fix="the proxy reads the server name a tunnel's hello "
                               "asks for before anything goes on") from None
@@ -306,7 +306,7 @@ class Proxy:
             ended = not more
             data += more
         if kind == hello.CLEAR_HTTP:
-            raise Refused(request.host, request.port, "clear HTTP inside a CONNECT tunnel",
+            raise RequestRefused(request.host, request.port, "clear HTTP inside a CONNECT tunnel",
                           said=False, fix="send an http:// URL to the proxy as it is "
                           "(not through a tunnel)")
         if kind == hello.TLS and name is not None:
@@ -314,18 +314,18 @@ class Proxy:
             if allow.match(self.entries, named, request.port) is None:
                 from sandbox.text import escape
 
-                raise Refused(named, request.port, "named by a TLS hello in a tunnel to "
+                raise RequestRefused(named, request.port, "named by a TLS hello in a tunnel to "
                               f"{escape(request.host)}; not on the [sandbox] network list",
                               said=False, fix=allow.add(named, request.port))
         return data
 
     async def _open(self, authority: str, port: int
                     ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        """A connection to an address of ``authority`` the list allows. Raises Refused."""
+        """A connection to an address of ``authority`` the list allows. Raises RequestRefused."""
         host = allow.host_of(authority)
         entry = allow.match(self.entries, host, port)
         if entry is None:
-            raise Refused(host, port, "not on the [sandbox] network list",
+            raise RequestRefused(host, port, "not on the [sandbox] network list",
                           fix=allow.add(host, port))
         infos = await asyncio.get_running_loop().getaddrinfo(
             host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
@@ -345,24 +345,24 @@ class Proxy:
             last = last or f"no connection to {address} port {port}"
         if last is None or last.startswith("no connection"):
             raise OSError(last or f"{host} has no address")
-        raise Refused(host, port, last, fix=fix)
+        raise RequestRefused(host, port, last, fix=fix)
 
 
 async def _unauthorized(writer: asyncio.StreamWriter) -> None:
-    """A 407; raises :class:`Refused`."""
+    """A 407; raises :class:`RequestRefused`."""
     writer.write(_answer(407, "Proxy Authentication Required", "harness-sandbox: the proxy "
                          "asks for the password in the box's proxy variables.\n",
                          'Proxy-Authenticate: Basic realm="harness-sandbox"\r\n'))
     await writer.drain()
     # Said once for all, not by the host each asked for: another local user chooses
     # those, as many as it likes.
-    raise Refused("", 0, NO_PASSWORD, said=False, fix="use a client that sends the user "
+    raise RequestRefused("", 0, NO_PASSWORD, said=False, fix="use a client that sends the user "
                   "and password of the box's proxy URL (HTTPS_PROXY)")
 
 
 async def _malformed(writer: asyncio.StreamWriter, err: head.Malformed) -> None:
     """A head the proxy does not take (:mod:`.head`): a 411 for a chunked body, a 400
-    for the rest, saying why; raises :class:`Refused`, without a host (the line that
+    for the rest, saying why; raises :class:`RequestRefused`, without a host (the line that
     would name it may be what is wrong)."""
     if isinstance(err, head.Chunked):
         writer.write(_answer(411, "Length Required", "harness-sandbox: the box's proxy "
@@ -374,7 +374,7 @@ async def _malformed(writer: asyncio.StreamWriter, err: head.Malformed) -> None:
                              f"the request: {err.why}; {MALFORMED_FIX}.\n"))
         fix = MALFORMED_FIX
     await writer.drain()
-    raise Refused("", 0, err.why, said=False, fix=fix)
+    raise RequestRefused("", 0, err.why, said=False, fix=fix)
 
 
 async def _copy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -400,7 +400,7 @@ async def _copy_body(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
         writer.close()
 
 
-def _forbidden(err: Refused) -> bytes:
+def _forbidden(err: RequestRefused) -> bytes:
     from sandbox.text import escape
 
     return _answer(403, "Forbidden", f"harness-sandbox: the box may not reach "

@@ -30,17 +30,13 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from pathguard.records import NamedTuple
-from sandbox.errors import SandboxError
+from sandbox.errors import CgroupUnavailable as CgroupUnavailable
 
 _counter = itertools.count(1)
 _cleared: set[str] = set()
 T = TypeVar("T")
 # How long a kill waits for a group to empty before it gives up.
 KILL_BOUND = 2.0
-
-
-class CgroupUnavailable(SandboxError):
-    """No group could be made here; the message says why."""
 
 
 class Group(NamedTuple):

@@ -12,7 +12,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import IO
 
-from sandbox.errors import SandboxUnavailable
+from sandbox.errors import WarmBoxDown as WarmBoxDown
 from sandbox.plan import Outcome, RunResult
 from sandbox.process.pipes import Pipes, owned_pipes
 from sandbox.process.pty import TTY_FIELD, open_pty, tty_of
@@ -24,15 +24,6 @@ from sandbox.warm.inbox import MAX_MESSAGE, pack, unpack
 # socket's buffer whole).
 BIG = 1 << 16
 FIX = "the session's box must be opened again"
-
-
-class WarmBoxDown(SandboxUnavailable):
-    """The warm box did not start, is gone or stopped answering. ``stderr`` is what
-    bwrap and the starter wrote (bwrap's own errors, such as a namespace refused)."""
-
-    def __init__(self, diagnosis: str, fix: str = FIX, stderr: bytes = b"") -> None:
-        super().__init__(diagnosis, fix)
-        self.stderr = stderr
 
 
 class Proc:
@@ -130,7 +121,7 @@ def result(outcome: Outcome, reply: list[bytes] | None, streams: Pipes, started:
     kind, value = (reply[1], reply[2]) if reply is not None else (b"", b"")
     if kind == b"setup":
         raise WarmBoxDown("the warm box could not make a run's namespaces: "
-                          + escape(value.decode("utf-8", "replace")))
+                          + escape(value.decode("utf-8", "replace")), FIX)
     base = RunResult(outcome,
                      stdout=bytes(streams.bufs[streams.out_fd]),
                      stderr=bytes(streams.bufs[streams.err_fd]),

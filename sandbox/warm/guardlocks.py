@@ -31,9 +31,9 @@ import errno
 import os
 
 if __package__:  # imported by the host
-    from sandbox.warm.guardparts import Refused
+    from sandbox.warm.guardparts import CallRefused
 else:  # in the box: this folder is on the path
-    from guardparts import Refused  # type: ignore[import-not-found,no-redef]
+    from guardparts import CallRefused  # type: ignore[import-not-found,no-redef]
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported in the box
@@ -61,7 +61,7 @@ def own(roots: tuple[bytes, ...], fd: int) -> bool:
 def _checked(guard: Guard, caller: Caller, number: int) -> int:
     fd = caller.fd(ctypes.c_int(number).value)
     if not own(guard.roots, fd):
-        raise Refused(errno.ENOLCK)
+        raise CallRefused(errno.ENOLCK)
     return fd
 
 
@@ -88,7 +88,7 @@ def fcntl(guard: Guard, caller: Caller, args: list[int]) -> None:
         guard.answer(caller.nid, 0, FLAG_CONTINUE)
         return
     if cmd not in (F_OFD_SETLK, F_OFD_SETLKW):
-        raise Refused(errno.ENOLCK)
+        raise CallRefused(errno.ENOLCK)
     lock = ctypes.create_string_buffer(caller.read(args[2], FLOCK_SIZE), FLOCK_SIZE)
     _made(guard, caller, cmd == F_OFD_SETLKW,
           lambda: guard.made(guard.libc.fcntl(fd, cmd, lock)))

@@ -85,14 +85,14 @@ class Msghdr(ctypes.Structure):
 def errno_of(err: Exception) -> int:
     """The errno a failed call answers: the refusal's, or the OS error met on the way
     (a path not found is ENOENT, as connect(2) says it), else EACCES."""
-    if isinstance(err, Refused):
+    if isinstance(err, CallRefused):
         return err.errno
     if isinstance(err, OSError) and err.errno:
         return err.errno
     return errno.EACCES
 
 
-class Refused(Exception):
+class CallRefused(Exception):
     """The call's answer is this errno."""
 
     def __init__(self, err: int) -> None:
@@ -126,13 +126,13 @@ class Caller:
         self.held: list[int] = []
         try:
             self.confirm()
-        except Refused:
+        except CallRefused:
             self.close()
             raise
 
     def confirm(self) -> None:
         if not self.guard.valid(self.nid):
-            raise Refused(errno.ESRCH)
+            raise CallRefused(errno.ESRCH)
 
     def read(self, addr: int, size: int) -> bytes:
         if size == 0:
@@ -142,9 +142,9 @@ class Caller:
         try:
             data = os.pread(self.mem, size, addr)
         except (OSError, OverflowError):
-            raise Refused(errno.EFAULT) from None
+            raise CallRefused(errno.EFAULT) from None
         if len(data) != size:
-            raise Refused(errno.EFAULT)
+            raise CallRefused(errno.EFAULT)
         return data
 
     def write(self, addr: int, data: bytes) -> None:
@@ -155,7 +155,7 @@ class Caller:
         try:
             os.pwrite(self.mem, data, addr)
         except (OSError, OverflowError):
-            raise Refused(errno.EFAULT) from None
+            raise CallRefused(errno.EFAULT) from None
 
     def _vm(self, addr: int, buf: ctypes.Array[ctypes.c_char], size: int, *,
             write: bool) -> bytes:
@@ -168,7 +168,7 @@ class Caller:
             self.guard.libc.process_vm_readv
         done = call(self.pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
         if done != size:
-            raise Refused(errno.EFAULT)
+            raise CallRefused(errno.EFAULT)
         self.confirm()
         return buf.raw[:size]
 

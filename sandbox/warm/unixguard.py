@@ -49,8 +49,8 @@ if __package__:  # imported by the host
         SYS_PIDFD_OPEN,
         SYS_PIDFD_SEND_SIGNAL,
         Caller,
+        CallRefused,
         Message,
-        Refused,
         errno_of,
         load,
         machine,
@@ -62,8 +62,8 @@ else:  # in the box: this folder is on the path
         SYS_PIDFD_OPEN,
         SYS_PIDFD_SEND_SIGNAL,
         Caller,
+        CallRefused,
         Message,
-        Refused,
         errno_of,
         load,
         machine,
@@ -211,7 +211,7 @@ class Guard:
             return
         try:
             caller = Caller(self, nid, pid)
-        except Refused as why:
+        except CallRefused as why:
             self.answer(nid, -why.errno)
             return
         except Exception:  # a caller the guard cannot see is refused
@@ -242,7 +242,7 @@ class Guard:
     def call(self, nr: int, *args: int) -> int:
         rc = int(self.libc.syscall(nr, *(ctypes.c_long(a) for a in args)))
         if rc < 0:
-            raise Refused(ctypes.get_errno())
+            raise CallRefused(ctypes.get_errno())
         return rc
 
     def pidfd(self, pid: int) -> int:
@@ -262,7 +262,7 @@ class Guard:
         value, size = ctypes.c_int(0), ctypes.c_uint32(4)
         if self.libc.getsockopt(fd, SOL_SOCKET, opt, ctypes.byref(value),
                                 ctypes.byref(size)) != 0:
-            raise Refused(ctypes.get_errno())
+            raise CallRefused(ctypes.get_errno())
         return value.value
 
     def address(self, caller: Caller, sock: int, name: bytes, *, bind: bool = False
@@ -281,7 +281,7 @@ class Guard:
             return name
         if name[2] == 0:
             if not self.abstract:
-                raise Refused(errno.EACCES)
+                raise CallRefused(errno.EACCES)
             return name
         path = name[2:].split(b"\0", 1)[0]
         for own in (b"/proc/self/", b"/proc/thread-self/"):
@@ -293,11 +293,11 @@ class Guard:
             return struct.pack("=H", AF_UNIX) + path
         fd = caller.opened(path)
         if not stat.S_ISSOCK(os.fstat(fd).st_mode):
-            raise Refused(errno.ECONNREFUSED)  # as connect(2) says it
+            raise CallRefused(errno.ECONNREFUSED)  # as connect(2) says it
         where = os.readlink(f"/proc/self/fd/{fd}".encode())
         if not (where.startswith(b"/") and (_under(where, self.roots)
                                             or _under(where, self.allowed))):
-            raise Refused(errno.EACCES)
+            raise CallRefused(errno.EACCES)
         return struct.pack("=H", AF_UNIX) + b"/proc/self/fd/%d\0" % fd
 
     def finish(self, caller: Caller, sock: int, flags: int, make: _Make) -> None:
@@ -319,7 +319,7 @@ class Guard:
             return
         try:
             sent, again = msg.send(self, caller, sock, flags | MSG_DONTWAIT), False
-        except Refused as why:
+        except CallRefused as why:
             if why.errno != errno.EAGAIN:
                 raise
             sent, again = 0, True
@@ -332,7 +332,7 @@ class Guard:
         def more() -> int:
             try:
                 return sent + rest.send(self, caller, sock, flags)
-            except Refused:
+            except CallRefused:
                 if sent:
                     return sent
                 raise
@@ -355,13 +355,13 @@ class Guard:
             # The kernel would have signalled the caller; the supervisor asked it not to
             # signal itself.
             self.libc.syscall(SYS_PIDFD_SEND_SIGNAL, caller.pidfd, signal.SIGPIPE, None, 0)
-        raise Refused(err)
+        raise CallRefused(err)
 
     def _connect(self, caller: Caller, args: list[int]) -> None:
         sock = caller.fd(ctypes.c_int(args[0]).value)
         size = ctypes.c_int(args[2]).value
         if not 0 <= size <= SOCKADDR_MAX:
-            raise Refused(errno.EINVAL)
+            raise CallRefused(errno.EINVAL)
         name = caller.read(args[1], size)
         to = ctypes.create_string_buffer(self.address(caller, sock, name))
         self.finish(caller, sock, 0, lambda: self.made(
@@ -373,7 +373,7 @@ class Guard:
         sock = caller.fd(ctypes.c_int(args[0]).value)
         size = ctypes.c_int(args[2]).value
         if not 0 <= size <= SOCKADDR_MAX:
-            raise Refused(errno.EINVAL)
+            raise CallRefused(errno.EINVAL)
         to = self.address(caller, sock, caller.read(args[1], size), bind=True)
         at = ctypes.create_string_buffer(to, len(to))
         self._finish(caller, lambda: caller.as_caller(
@@ -383,7 +383,7 @@ class Guard:
         sock = caller.fd(ctypes.c_int(args[0]).value)
         flags, size = ctypes.c_int(args[3]).value, ctypes.c_int(args[5]).value
         if not 0 <= size <= SOCKADDR_MAX:
-            raise Refused(errno.EINVAL)
+            raise CallRefused(errno.EINVAL)
         data = caller.read(args[1], self._send_size(sock, args[2]))
         name = self.address(caller, sock, caller.read(args[4], size))
         self.send(caller, sock, flags, Message(data, name, b""))
@@ -392,7 +392,7 @@ class Guard:
         if size <= SEND_MAX:
             return size
         if self._sockopt(sock, SO_TYPE) != SOCK_STREAM:
-            raise Refused(errno.EMSGSIZE)
+            raise CallRefused(errno.EMSGSIZE)
         return SEND_MAX
 
     def _message(self, caller: Caller, sock: int, at: int) -> Message:
@@ -402,11 +402,11 @@ class Guard:
         name_p, name_len, iov_p, iov_len, ctl_p, ctl_len, _ = _MSGHDR.unpack(
             caller.read(at, _MSGHDR.size))
         if iov_len > UIO_MAXIOV:
-            raise Refused(errno.EMSGSIZE)
+            raise CallRefused(errno.EMSGSIZE)
         if ctl_len > CONTROL_MAX:
-            raise Refused(errno.ENOBUFS)
+            raise CallRefused(errno.ENOBUFS)
         if name_p and not 0 <= ctypes.c_int(name_len).value <= SOCKADDR_MAX:
-            raise Refused(errno.EINVAL)
+            raise CallRefused(errno.EINVAL)
         chunks, left = [], SEND_MAX
         iovs = caller.read(iov_p, iov_len * _IOVEC.size)
         total = 0
@@ -439,7 +439,7 @@ class Guard:
             for i, msg in enumerate(msgs):
                 try:
                     n = msg.send(self, caller, sock, flags)
-                except Refused:
+                except CallRefused:
                     if sent == 0:
                         raise
                     break

@@ -21,7 +21,7 @@ from sandbox.backends import stage as stage_mod
 from sandbox.backends.linux import LinuxBox
 from sandbox.backends.stage import Stage
 from sandbox.backends.stagebinds import Bind
-from sandbox.errors import PolicyError
+from sandbox.errors import PolicyError, StageRefused
 from sandbox.session import Session
 from sandbox.settings import SandboxSettings
 
@@ -170,7 +170,7 @@ def _refuse_user_namespaces(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_refused_user_namespace_is_said_as_such(project: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     _refuse_user_namespaces(monkeypatch)
-    with pytest.raises(stage_mod.Refused) as err:
+    with pytest.raises(StageRefused) as err:
         Stage.open((str(project),), (), stand_in=False)
     assert str(err.value).startswith("this user may not make the box's staging "
                                      "namespace: unshare: Operation not permitted")
