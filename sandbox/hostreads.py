@@ -33,6 +33,8 @@ from collections.abc import Iterable, Mapping
 
 from pathguard.records import NamedTuple
 from sandbox.beneath import link_on_the_way
+from sandbox.errors import PolicyError
+from sandbox.text import escape
 
 # Under the home folder: git's and the shells' files, and git's folder.
 # (~/.bash_aliases is what Debian's and Ubuntu's ~/.bashrc reads; fish runs every file
@@ -205,3 +207,49 @@ def home_kept(home: str, path_env: str | None) -> tuple[str, ...]:
             continue
         out.append(e.path)
     return tuple(out)
+
+
+def reads_to_protect(writable: tuple[str, ...], env: Mapping[str, str], home: str
+                ) -> tuple[str, ...]:
+    """What the host reads to decide what to run that lies in a ``[sandbox] writable``
+    folder and exists, bound as the box binds it (:func:`as_bound`). Raises :class:`PolicyError` for
+    one reached through a link in such a folder: the box could point it elsewhere."""
+    named = inside(writable, env, home) if writable else ()
+    for p in named:
+        if os.path.islink(p):
+            raise PolicyError(
+                f"{escape(p)}, which the host reads to decide what to run, is a link in a "
+                "folder the box can write (it could point it elsewhere, or write what it "
+                f"leads to): make {escape(p)} what it leads to, or leave its folder out "
+                "of [sandbox] writable")
+    reads = present(named)
+    real = tuple(os.path.realpath(w) for w in writable)
+    for p in reads:
+        if os.path.realpath(p) in real:
+            # Bound read-only, it would take the whole writable folder with it, unsaid.
+            raise PolicyError(
+                f"{escape(p)}, which the host reads to decide what to run, is itself a "
+                "folder [sandbox] writable names, so the box could rewrite it: leave it "
+                "out of [sandbox] writable (name the folders beside it instead), or move "
+                "what the host reads elsewhere")
+    for p in reads:
+        link = link_on_the_way(p, real)
+        if link is not None:
+            raise PolicyError(
+                f"{escape(p)}, which the host reads to decide what to run, is reached "
+                f"through {escape(link)}, a link in a folder the box can write (it could "
+                f"point it elsewhere): make {escape(link)} the folder it leads to, or "
+                "leave its folder out of [sandbox] writable")
+    return tuple(map(as_bound, reads))
+
+
+def home_fields(writable: tuple[str, ...], env: Mapping[str, str], home: str,
+           protect: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A policy's ``home_tops`` (:func:`homes_in`) and ``home_kept`` (:func:`home_kept`)."""
+    if not (protect and writable):
+        return (), ()  # and on macOS: see docs/limits.md
+    tops = homes_in([os.path.realpath(w) for w in writable], home)
+    kept = [k for t in tops for k in home_kept(t, env.get("PATH"))]
+    # A home inside another's kept entry (/home/a/guests/b) keeps its own rule: the outer
+    # entry's read-write bind comes first, the inner home's read-only top after it.
+    return tops, tuple(dict.fromkeys(kept))

@@ -25,6 +25,7 @@ from .env import drop_names
 from .errors import PolicyError
 from .git.dirs import GitLayout, find_layout
 from .git.linked import git_common_dir
+from .hostreads import home_fields, reads_to_protect
 from .limits import Limits, resolve
 from .settings import SandboxSettings
 from .systemtemp import gettempdir
@@ -176,56 +177,6 @@ def project_config_dirs(project: str, allowed: tuple[str, ...] = ()) -> tuple[st
     return present(project, allowed)
 
 
-def _host_reads(writable: tuple[str, ...], env: Mapping[str, str], home: str
-                ) -> tuple[str, ...]:
-    """What the host reads to decide what to run that lies in a ``[sandbox] writable``
-    folder and exists (see :mod:`sandbox.hostreads`). Raises :class:`PolicyError` for
-    one reached through a link in such a folder: the box could point it elsewhere."""
-    from .hostreads import as_bound, inside, present
-
-    named = inside(writable, env, home) if writable else ()
-    for p in named:
-        if os.path.islink(p):
-            raise PolicyError(
-                f"{escape(p)}, which the host reads to decide what to run, is a link in a "
-                "folder the box can write (it could point it elsewhere, or write what it "
-                f"leads to): make {escape(p)} what it leads to, or leave its folder out "
-                "of [sandbox] writable")
-    reads = present(named)
-    real = tuple(os.path.realpath(w) for w in writable)
-    for p in reads:
-        if os.path.realpath(p) in real:
-            # Bound read-only, it would take the whole writable folder with it, unsaid.
-            raise PolicyError(
-                f"{escape(p)}, which the host reads to decide what to run, is itself a "
-                "folder [sandbox] writable names, so the box could rewrite it: leave it "
-                "out of [sandbox] writable (name the folders beside it instead), or move "
-                "what the host reads elsewhere")
-    for p in reads:
-        link = link_on_the_way(p, real)
-        if link is not None:
-            raise PolicyError(
-                f"{escape(p)}, which the host reads to decide what to run, is reached "
-                f"through {escape(link)}, a link in a folder the box can write (it could "
-                f"point it elsewhere): make {escape(link)} the folder it leads to, or "
-                "leave its folder out of [sandbox] writable")
-    return tuple(map(as_bound, reads))
-
-
-def _homes(writable: tuple[str, ...], env: Mapping[str, str], home: str,
-           protect: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The policy's ``home_tops`` and ``home_kept`` (see :mod:`sandbox.hostreads`)."""
-    from .hostreads import home_kept, homes_in
-
-    if not (protect and writable):
-        return (), ()  # and on macOS: see docs/limits.md
-    tops = homes_in([os.path.realpath(w) for w in writable], home)
-    kept = [k for t in tops for k in home_kept(t, env.get("PATH"))]
-    # A home inside another's kept entry (/home/a/guests/b) keeps its own rule: the outer
-    # entry's read-write bind comes first, the inner home's read-only top after it.
-    return tops, tuple(dict.fromkeys(kept))
-
-
 def _session_place(project: str, s: SandboxSettings, env: Mapping[str, str] | None,
                    home: str | None) -> tuple[Mapping[str, str], str, str]:
     """The session's environment (``[sandbox] scrub``'s names gone from it, so from
@@ -254,7 +205,7 @@ def _git_fields(project: str, writable: tuple[str, ...], git: GitLayout | None,
                 "in a folder the box can write; name the folder it leads to instead")
     if git is not None:
         return {"protected": (*git.protected, *project_config_dirs(project, allowed),
-                              *_host_reads(writable, env, home)),
+                              *reads_to_protect(writable, env, home)),
                 "missing_hooks": (), "views": git.views,
                 "pinned_dirs": git.pinned_dirs, "common_dir": common}
     git = find_layout(project, env=env, home=home, ask_git=False,
@@ -262,7 +213,7 @@ def _git_fields(project: str, writable: tuple[str, ...], git: GitLayout | None,
     missing = {p for p, _ in git.make_files} | set(git.make_dirs)
     return {"protected": (*(p for p in git.protected if p not in missing),
                           *project_config_dirs(project, allowed),
-                          *_host_reads(writable, env, home)),
+                          *reads_to_protect(writable, env, home)),
             "missing_hooks": tuple(d for d in git.make_dirs if d in git.protected),
             "pinned_dirs": git.pinned_dirs, "common_dir": common}
 
@@ -358,8 +309,8 @@ class Policy(NamedTuple):
                                     fallback=gettempdir())
         tmp = private_tmp if private_tmp is not None else private_tmp_root()
         writable = _writable_paths(s.writable, home)
-        tops, kept = _homes(writable, scrubbed, home,
-                            s.protect and platform.startswith("linux"))
+        tops, kept = home_fields(writable, scrubbed, home,
+                                 s.protect and platform.startswith("linux"))
         return cls(
             home_tops=tops, home_kept=kept,
             **_git_fields(real_project, writable, git, scrubbed, home,
