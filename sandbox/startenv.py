@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from .env import prune_loaders, scrub
+from .env import loader_var, prune_loaders, scrub
 
 if TYPE_CHECKING:
     from .policy import Policy
@@ -36,7 +36,12 @@ def host_env(policy: Policy, env_extra: Mapping[str, str] | None = None, *,
     """
     env = dict(base) if base is not None else _pruned(policy, scrub(policy.env))
     if env_extra:
-        env.update(_pruned(policy, scrub(env_extra)))
+        extra = scrub(env_extra)
+        # A guard is built only for names the table prunes: a host hook's own
+        # variables (CLAUDE_PROJECT_DIR, ...) come with every run and need none.
+        if any(k == "PATH" or loader_var(k) is not None for k in extra):
+            extra = _pruned(policy, extra)
+        env.update(extra)
     return env
 
 
