@@ -18,10 +18,8 @@ import os
 import shutil
 import struct
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -70,18 +68,16 @@ WRLCK = struct.pack("hhqqi4x", fcntl.F_WRLCK, 0, 0, 0, 0)
 
 
 @pytest.fixture
-def base() -> Iterator[Path]:
-    base = Path(os.path.realpath(tempfile.mkdtemp(dir="/var/tmp", prefix="hs-locks-")))
-    os.chmod(base, 0o755)
+def base(outside: Path) -> Path:
+    """conftest's folder outside /tmp, with a project and a host folder, each holding a
+    file to lock."""
+    base = Path(os.path.realpath(outside))
     (base / "p").mkdir()
     (base / "host").mkdir()
     for f in (base / "host" / "lock", base / "p" / "lock"):
         f.write_bytes(b"x")
         f.chmod(0o666)
-    try:
-        yield base
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+    return base
 
 
 def explain(r: RunResult) -> str:
