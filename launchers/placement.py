@@ -39,8 +39,9 @@ _FOUND: dict[str, str] = {
 
 
 def writable_place(path: str, policy: Policy) -> str | None:
-    """Which folder the box can write holds ``path`` (as written, on the way, or where it
-    leads), in words; None when none does, or when the box binds it read-only. A
+    """How a folder the box can write reaches ``path`` (it lies there as written, on the
+    way or where it leads; or has another name there), as the predicate of a sentence
+    about it; None when none does, or when the box binds it read-only. A
     session with no box writes wherever the user can: only the project's rule
     (:func:`launchers.config.load`) applies there."""
     if not policy.boxed:
@@ -52,17 +53,25 @@ def writable_place(path: str, policy: Policy) -> str | None:
     shared = os.path.realpath(private_tmp_root())
     real = os.path.realpath(path)
     if real == shared or real.startswith(shared + "/"):
-        return f"the private temp folder ({escape(shared)})"
+        return f"lies in the private temp folder ({escape(shared)})"
     verdict = policy.guard(boxed=False).check(path, "/", check_hidden=False)
     if verdict.ok:
         return None
     zone = verdict.zone
     if zone is None:
         # Fail closed: a path that cannot be traced cannot be shown outside the box.
-        return f"a place that cannot be checked ({verdict.reason})"
+        return f"lies in a place that cannot be checked ({verdict.reason})"
     if _bound_read_only(path, policy):
         return None
-    return zone.label if zone.kind == "project" else f"{zone.label} ({escape(zone.path)})"
+    where = zone.label if zone.kind == "project" else f"{zone.label} ({escape(zone.path)})"
+    # Said as pathguard says them for a hook: the file is not in that folder, but the box
+    # can reach it there by another name.
+    if verdict.problem == "hard-link":
+        return (f"has {verdict.links} hard links on the file system of {where} (another "
+                "of its names may be there; copy it to a file of its own)")
+    if verdict.problem == "alias":
+        return f"lies in {where} too, through the mount at {escape(verdict.mount)}"
+    return f"lies in {where}"
 
 
 def _bound_read_only(path: str, policy: Policy) -> bool:
@@ -88,7 +97,7 @@ def check_config(config: Config, policy: Policy, source: Source | None = None) -
     how = _FOUND.get(source or "")
     raise ConfigError(
         config.path,
-        f"this config lies in {where}, which the box can write{f' ({how})' if how else ''}"
+        f"this config {where}, which the box can write{f' ({how})' if how else ''}"
         ", so the agent could change it; its hooks and sandbox settings are refused. "
         "Keep the user config outside every folder the box can write (or leave its "
         "folder out of [sandbox] writable)")
@@ -101,6 +110,6 @@ def check_records(path: str, policy: Policy, what: str = "records") -> None:
     if where is not None:
         raise ConfigError(
             os.path.abspath(path),
-            f"the {what} file lies in {where}, which the box can write, so the agent "
+            f"the {what} file {where}, which the box can write, so the agent "
             "could change it (or make it a link the host then writes through); keep "
             "record files outside every folder the box can write")

@@ -94,6 +94,22 @@ def test_run_refuses_a_config_the_box_could_append_a_host_hook_to(
     assert not marker.exists()
 
 
+def test_a_config_with_a_hard_link_in_a_writable_folder_is_refused(
+        project: Path, tmp_path: Path) -> None:
+    """The sibling of a config in the folder: one kept outside it, with a second name
+    in it, which the box would write through."""
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    config = tmp_path / "config.toml"
+    config.write_text(f"[sandbox]\nwritable = [{json.dumps(str(folder))}]\n")
+    os.link(config, folder / "notes.toml")
+    r = cli("run", "--project", str(project), "--config", str(config), "--", "sh", "-c",
+            f"echo planted >> {folder / 'notes.toml'}", env=plain_env(), project=project)
+    assert r.returncode == 125, r
+    assert "this config has 2 hard links on the file system of" in r.stderr
+    assert "planted" not in config.read_text()
+
+
 def test_a_config_in_the_private_temp_folder_is_refused(project: Path) -> None:
     root = Path(private_tmp_root())
     root.mkdir(mode=0o700, exist_ok=True)
