@@ -83,6 +83,45 @@ struct state {
 	int refusing;              /* the supervisor could not start: refuse */
 };
 
+/*
+ * What a variable holds is freed, or closed, when it goes out of scope, as
+ * bubblewrap's utils.h does it: an error path cannot leak it. What is kept is
+ * taken out first (steal_pointer, steal_fd), which leaves nothing to free.
+ */
+#define autofree __attribute__((cleanup(free_pointer)))
+#define autofd __attribute__((cleanup(close_fd)))
+
+static inline void free_pointer(void *p)
+{
+	free(*(void **)p);
+}
+
+/* errno kept: a failed call's reason outlives the descriptors closed after it. */
+static inline void close_fd(int *fd)
+{
+	int err = errno;
+
+	if (*fd >= 0)
+		close(*fd);
+	errno = err;
+}
+
+static inline void *steal_pointer(void *p)
+{
+	void *was = *(void **)p;
+
+	*(void **)p = NULL;
+	return was;
+}
+
+static inline int steal_fd(int *fd)
+{
+	int was = *fd;
+
+	*fd = -1;
+	return was;
+}
+
 void say(const char *a, const char *b, const char *c, const char *d);
 long count(const char *s, long max);
 int keep_only(int keep);

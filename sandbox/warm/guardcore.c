@@ -97,7 +97,8 @@ int load(const struct sock_fprog *prog)
 /* The child's listener, taken from it; -1 (errno 0 when the child is gone first). */
 int take_listener(pid_t pid, int sock)
 {
-	int number, pidfd, fd;
+	autofd int pidfd = -1, fd = -1;
+	int number;
 	ssize_t got = read(sock, &number, sizeof number);
 
 	if (got != sizeof number) {
@@ -108,10 +109,9 @@ int take_listener(pid_t pid, int sock)
 	if (pidfd < 0)
 		return -1;
 	fd = (int)syscall(SYS_pidfd_getfd, pidfd, number, 0);
-	close(pidfd);
 	if (fd < 0 || write(sock, "", 1) != 1)
 		return -1;
-	return fd;
+	return steal_fd(&fd);
 }
 
 /*
@@ -126,7 +126,6 @@ int take_listener(pid_t pid, int sock)
  */
 int arm_command(const struct sock_fprog *guard, int sock, const char **what)
 {
-	int listener;
 	char ack;
 
 	signal(SIGPIPE, SIG_DFL);
@@ -137,15 +136,17 @@ int arm_command(const struct sock_fprog *guard, int sock, const char **what)
 	if (keep_held(OWNER_CAPS) < 0)
 		return -1;
 	if (guard != NULL) {
+		autofd int listener = -1;
+
 		*what = "the guard's filter";
 		listener = load(guard);
 		if (listener < 0)
 			return -1;
 		*what = NULL;
+		/* The parent holds it too once it answers: closed here at the block's end. */
 		if (write(sock, &listener, sizeof listener) != sizeof listener ||
 		    read(sock, &ack, 1) != 1)
 			return -1;
-		close(listener);
 	}
 	close(sock);
 	return 0;

@@ -139,7 +139,7 @@ static int hexdigit(char c)
 static int decode(const char *hex, struct sock_fprog *prog)
 {
 	size_t len = strlen(hex), size = len / 2, i;
-	unsigned char *bytes;
+	autofree unsigned char *bytes = NULL;
 
 	if (len % 2 || size == 0 || size % sizeof(struct sock_filter) ||
 	    size > PROGRAM_MAX * sizeof(struct sock_filter))
@@ -150,14 +150,12 @@ static int decode(const char *hex, struct sock_fprog *prog)
 	for (i = 0; i < size; i++) {
 		int hi = hexdigit(hex[2 * i]), lo = hexdigit(hex[2 * i + 1]);
 
-		if (hi < 0 || lo < 0) {
-			free(bytes);
+		if (hi < 0 || lo < 0)
 			return -1;
-		}
 		bytes[i] = (unsigned char)(hi << 4 | lo);
 	}
 	prog->len = (unsigned short)(size / sizeof(struct sock_filter));
-	prog->filter = (struct sock_filter *)bytes;
+	prog->filter = steal_pointer(&bytes);
 	return 0;
 }
 

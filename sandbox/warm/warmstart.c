@@ -71,7 +71,18 @@ struct field {
 struct message {
 	struct field *f;
 	size_t n;
+	char *own;                    /* the bytes they point into, when they are its */
 };
+
+/* A message freed when it goes out of scope (see autofree in guard.h). */
+#define automessage __attribute__((cleanup(free_message)))
+
+static void free_message(struct message *m)
+{
+	free(m->f);
+	free(m->own);
+	m->f = NULL, m->own = NULL, m->n = 0;
+}
 
 /* What every run needs, made once from the host's setup message. */
 struct box {
@@ -82,6 +93,8 @@ struct box {
 	struct sock_fprog prog;       /* the session's filter */
 	struct sock_fprog guard;      /* the Unix-socket guard's (len 0: none) */
 	struct supervisor sup;        /* the guard's supervisor (chan set per run) */
+	char **roots, **allowed;      /* the guard's writable roots and allowed sockets */
+	char counts[2][16];           /* how many of each, in decimal */
 	int own_network;              /* each run in a network namespace of its own */
 	int life;                     /* read end of a pipe only this process writes */
 	sigset_t mask;                /* the signal mask bwrap gave */
@@ -106,13 +119,17 @@ static char broken[512];          /* why no run can be made, or "" */
 
 /* -- messages ------------------------------------------------------------------ */
 
+/*
+ * The fields of the message `buf` holds, which they point into (it must outlive
+ * them); 0, or -1 when a length runs past its end (then `m` holds none).
+ */
 static int unpack(const char *buf, size_t len, struct message *m)
 {
-	size_t pos = 0, cap = 16;
+	size_t pos = 0, cap = 16, got = 0;
+	autofree struct field *f = malloc(cap * sizeof *f);
 
-	m->n = 0;
-	m->f = malloc(cap * sizeof *m->f);
-	if (m->f == NULL)
+	m->f = NULL, m->n = 0, m->own = NULL;
+	if (f == NULL)
 		return -1;
 	while (pos < len) {
 		uint32_t n;
@@ -123,17 +140,19 @@ static int unpack(const char *buf, size_t len, struct message *m)
 		pos += sizeof n;
 		if (n > len - pos)
 			return -1;
-		if (m->n == cap) {
-			struct field *more = realloc(m->f, 2 * cap * sizeof *m->f);
+		if (got == cap) {
+			struct field *more = realloc(f, 2 * cap * sizeof *f);
 
 			if (more == NULL)
 				return -1;
-			m->f = more, cap *= 2;
+			f = more, cap *= 2;
 		}
-		m->f[m->n].p = buf + pos;
-		m->f[m->n++].n = n;
+		f[got].p = buf + pos;
+		f[got++].n = n;
 		pos += n;
 	}
+	m->f = f, f = NULL; /* the message's now */
+	m->n = got;
 	return 0;
 }
 
@@ -209,31 +228,30 @@ static int failed(char *why, size_t size, const char *what, const char *detail)
 
 /*
  * The NUL-separated paths of `f`, empty ones left out, and (`existing`) those
- * this kernel lacks, as bwrap's --ro-bind-try leaves them: a NULL-ended list.
+ * this kernel lacks, as bwrap's --ro-bind-try leaves them: a NULL-ended list,
+ * in one allocation with the paths' bytes (one free(3) frees it all).
  */
 static char **paths(const struct field *f, int existing, int *count_out)
 {
-	char **out = calloc(f->n + 2, sizeof *out);
-	size_t at = 0;
+	size_t slots = f->n + 2, at = 0;
+	char **out = malloc(slots * sizeof *out + f->n + 1), *bytes;
 	int n = 0;
 
 	if (out == NULL)
 		return NULL;
-	while (at <= f->n && f->n) {
-		const char *end = memchr(f->p + at, '\0', f->n - at);
-		size_t len = end ? (size_t)(end - (f->p + at)) : f->n - at;
-		struct field one = { f->p + at, len };
+	bytes = (char *)(out + slots);
+	memcpy(bytes, f->p, f->n);
+	bytes[f->n] = '\0';
+	while (at < f->n) {
+		char *p = bytes + at;
+		size_t len = strlen(p);
 		struct stat st;
-		char *p;
 
-		if (len && (p = text(&one)) != NULL) {
-			if (!existing || stat(p, &st) == 0)
-				out[n++] = p;
-			else
-				free(p);
-		}
+		if (len && (!existing || stat(p, &st) == 0))
+			out[n++] = p;
 		at += len + 1;
 	}
+	out[n] = NULL;
 	if (count_out)
 		*count_out = n;
 	return out;
@@ -276,25 +294,25 @@ static unsigned long kept_flags(const char *path)
 	return out;
 }
 
-/* The guard supervisor's N ROOT... M SOCKET... from two NUL-separated fields. */
+/* The guard supervisor's N ROOT... M SOCKET... from two NUL-separated fields: its
+ * list points into the box's own. */
 static int guard_args(struct box *b, const struct field *roots,
 		      const struct field *allowed)
 {
-	int n, m, i;
-	char **r = paths(roots, 0, &n), **s = paths(allowed, 0, &m), **out;
-	char *counts = malloc(32);
+	int n, m;
+	char **out;
 
-	if (r == NULL || s == NULL || counts == NULL ||
+	b->roots = paths(roots, 0, &n);
+	b->allowed = paths(allowed, 0, &m);
+	if (b->roots == NULL || b->allowed == NULL ||
 	    (out = calloc((size_t)(n + m + 3), sizeof *out)) == NULL)
 		return -1;
-	snprintf(counts, 16, "%d", n);
-	snprintf(counts + 16, 16, "%d", m);
-	out[0] = counts;
-	for (i = 0; i < n; i++)
-		out[1 + i] = r[i];
-	out[1 + n] = counts + 16;
-	for (i = 0; i < m; i++)
-		out[2 + n + i] = s[i];
+	snprintf(b->counts[0], sizeof b->counts[0], "%d", n);
+	snprintf(b->counts[1], sizeof b->counts[1], "%d", m);
+	out[0] = b->counts[0];
+	memcpy(out + 1, b->roots, (size_t)n * sizeof *out);
+	out[1 + n] = b->counts[1];
+	memcpy(out + 2 + n, b->allowed, (size_t)m * sizeof *out);
 	b->sup.guard = out;
 	b->sup.guard_len = n + m + 2;
 	return 0;
@@ -303,23 +321,23 @@ static int guard_args(struct box *b, const struct field *roots,
 /* The box from the setup message (sandbox/warm/helper.py says its fields). */
 static int setup(struct box *b, const struct message *m)
 {
+	autofree char *size = NULL, *nproc = NULL;
 	long long shm;
-	char *s;
 
 	errno = EINVAL; /* a field that is not whole, unless a call says otherwise */
-	if (m->n != 10 || !is(&m->f[0], "setup") || (s = text(&m->f[1])) == NULL)
+	if (m->n != 10 || !is(&m->f[0], "setup") || (size = text(&m->f[1])) == NULL)
 		return -1;
-	shm = atoll(s);
+	shm = atoll(size);
 	snprintf(b->shm, sizeof b->shm, "size=%lld,mode=1777", shm);
 	b->read_only = paths(&m->f[2], 1, NULL);
 	b->nulled = paths(&m->f[3], 1, NULL);
 	if (b->read_only == NULL || b->nulled == NULL)
 		return -1;
 	errno = EINVAL; /* looking for paths left it as the last one missing said */
-	if (bpf(&m->f[4], &b->prog) != 0 || (s = text(&m->f[5])) == NULL)
+	if (bpf(&m->f[4], &b->prog) != 0 || (nproc = text(&m->f[5])) == NULL)
 		return -1;
-	if (atol(s) > 0) {
-		struct rlimit lim = { (rlim_t)atol(s), (rlim_t)atol(s) };
+	if (atol(nproc) > 0) {
+		struct rlimit lim = { (rlim_t)atol(nproc), (rlim_t)atol(nproc) };
 
 		if (setrlimit(RLIMIT_NPROC, &lim) != 0)
 			return -1;
@@ -409,10 +427,28 @@ static int starter_gone(int life)
 	return read(life, &c, 1) == 0;
 }
 
-/* The run's request (and its three descriptors) on `chan`, read whole. */
+/* The whole request, from the memfd `fd` that holds it (longer than a message may
+ * be): 0, or -1. */
+static int unpack_big(int fd, struct message *req)
+{
+	autofree char *whole = NULL;
+	struct stat st;
+
+	if (fstat(fd, &st) != 0 || st.st_size < 0 || st.st_size > (1 << 30) ||
+	    (whole = malloc((size_t)st.st_size + 1)) == NULL ||
+	    pread(fd, whole, (size_t)st.st_size, 0) != st.st_size ||
+	    unpack(whole, (size_t)st.st_size, req) != 0)
+		return -1;
+	req->own = steal_pointer(&whole);
+	return 0;
+}
+
+/* The run's request (and its three descriptors) on `chan`, read whole: 0, or -1
+ * (then `req` holds nothing). */
 static int receive(int chan, struct message *req, int fds[4], int *nfds)
 {
-	char *buf = malloc(MAX_MESSAGE), cbuf[CMSG_SPACE(4 * sizeof(int))];
+	autofree char *buf = malloc(MAX_MESSAGE);
+	char cbuf[CMSG_SPACE(4 * sizeof(int))];
 	struct iovec iov = { buf, MAX_MESSAGE };
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
 			      .msg_controllen = sizeof cbuf };
@@ -436,17 +472,84 @@ static int receive(int chan, struct message *req, int fds[4], int *nfds)
 	if (unpack(buf, (size_t)got, req) != 0)
 		return -1;
 	if (req->n && is(&req->f[0], "big") && *nfds == 4) {
-		/* The whole request in a memfd (longer than a message may be). */
-		struct stat st;
-
-		if (fstat(fds[3], &st) != 0 || st.st_size < 0 || st.st_size > (1 << 30) ||
-		    (buf = malloc((size_t)st.st_size + 1)) == NULL ||
-		    pread(fds[3], buf, (size_t)st.st_size, 0) != st.st_size)
+		free_message(req);
+		if (unpack_big(fds[3], req) != 0)
 			return -1;
 		close(fds[3]);
 		*nfds = 3;
-		free(req->f);
-		return unpack(buf, (size_t)st.st_size, req);
+		return 0;
+	}
+	req->own = steal_pointer(&buf);
+	return 0;
+}
+
+/* What a run's request asks (run() in sandbox/warm/channel.py):
+ * run KIND CWD ARGC ARG... ENV... */
+struct order {
+	char *cwd;
+	int argc;
+	char **argv;                  /* NULL-ended */
+	char **envp;                  /* NULL-ended: the items that hold a '=' */
+	const char *path;             /* the environment's PATH (in envp), or NULL */
+};
+
+/* A NULL-ended list of strings, each freed, then the list. */
+static void free_strv(char ***p)
+{
+	char **s;
+
+	if (*p == NULL)
+		return;
+	for (s = *p; *s; s++)
+		free(*s);
+	free(*p);
+}
+
+static void free_order(struct order *o)
+{
+	free(o->cwd);
+	free_strv(&o->argv);
+	free_strv(&o->envp);
+	o->cwd = NULL, o->argv = o->envp = NULL, o->path = NULL;
+}
+
+/* The request's folder and count of words: 0, or EINVAL when they are not whole
+ * (ARGC a decimal from 1 to the fields left). */
+static int order_head(const struct message *req, struct order *o)
+{
+	autofree char *argc = NULL;
+	long n;
+
+	if (req->n < 4 || (o->cwd = text(&req->f[2])) == NULL ||
+	    (argc = text(&req->f[3])) == NULL || (n = count(argc, (long)(req->n - 4))) < 1)
+		return EINVAL;
+	o->argc = (int)n;
+	return 0;
+}
+
+/* The request's words and environment, after its head: 0, ENOMEM, or EINVAL when
+ * a word holds a NUL (an item of the environment that does is left out). */
+static int order_words(const struct message *req, struct order *o)
+{
+	size_t i, e = 0, argc = (size_t)o->argc;
+
+	o->argv = calloc(argc + 1, sizeof *o->argv);
+	o->envp = calloc(req->n - 4 - argc + 1, sizeof *o->envp);
+	if (o->argv == NULL || o->envp == NULL)
+		return ENOMEM;
+	for (i = 0; i < argc; i++)
+		if ((o->argv[i] = text(&req->f[4 + i])) == NULL)
+			return EINVAL;
+	for (i = 4 + argc; i < req->n; i++) {
+		char *item = text(&req->f[i]);
+
+		if (item == NULL || strchr(item, '=') == NULL) {
+			free(item);
+			continue;
+		}
+		o->envp[e++] = item;
+		if (strncmp(item, "PATH=", 5) == 0)
+			o->path = item + 5;
 	}
 	return 0;
 }
@@ -460,10 +563,9 @@ static int receive(int chan, struct message *req, int fds[4], int *nfds)
 static void command(const struct box *b, int chan, int sock, int report)
 {
 	struct message req;
-	int fds[4], nfds, i, argc, err;
-	char **argv, **envp, *cwd, *path = NULL;
+	struct order o __attribute__((cleanup(free_order))) = { 0 };
+	int fds[4], nfds, i, err;
 	const char *what;
-	size_t e = 0;
 
 	/* no_new_privs and the session's filter are the init's, inherited. */
 	if (arm_command(b->guard.len ? &b->guard : NULL, sock, &what) != 0) {
@@ -483,12 +585,10 @@ static void command(const struct box *b, int chan, int sock, int report)
 		tell(report, 'G', "", 0);
 		_exit(127);
 	}
-	if (req.n < 4 || nfds < 3 || (cwd = text(&req.f[2])) == NULL ||
-	    (argc = atoi(text(&req.f[3]) ?: "0")) < 1 || (size_t)(4 + argc) > req.n) {
-		err = EINVAL;
+	err = nfds < 3 ? EINVAL : order_head(&req, &o);
+	if (err != 0)
 		goto fail;
-	}
-	if (chdir(cwd) != 0) {
+	if (chdir(o.cwd) != 0) {
 		err = errno;
 		goto fail;
 	}
@@ -500,29 +600,12 @@ static void command(const struct box *b, int chan, int sock, int report)
 			err = errno;
 			goto fail;
 		}
-	argv = calloc((size_t)argc + 1, sizeof *argv);
-	envp = calloc(req.n - 4 - (size_t)argc + 1, sizeof *envp);
-	if (argv == NULL || envp == NULL) {
-		err = ENOMEM;
+	err = order_words(&req, &o);
+	if (err != 0)
 		goto fail;
-	}
-	for (i = 0; i < argc; i++)
-		if ((argv[i] = text(&req.f[4 + i])) == NULL) {
-			err = EINVAL;
-			goto fail;
-		}
-	for (i = 4 + argc; (size_t)i < req.n; i++) {
-		char *item = text(&req.f[i]);
-
-		if (item == NULL || strchr(item, '=') == NULL)
-			continue;
-		envp[e++] = item;
-		if (strncmp(item, "PATH=", 5) == 0)
-			path = item + 5;
-	}
 	/* execvpe(3) looks on this process's PATH: make it the command's. */
-	if (path != NULL)
-		setenv("PATH", path, 1);
+	if (o.path != NULL)
+		setenv("PATH", o.path, 1);
 	else
 		unsetenv("PATH");
 	setsid();
@@ -535,7 +618,7 @@ static void command(const struct box *b, int chan, int sock, int report)
 		goto fail;
 	}
 	sigprocmask(SIG_SETMASK, &b->mask, NULL);
-	execvpe(argv[0], argv, envp);
+	execvpe(o.argv[0], o.argv, o.envp);
 	err = errno;
 fail:
 	tell(report, 'E', &err, sizeof err);
@@ -904,7 +987,7 @@ static void reap(int sock)
 /* One request from the host; 0 at the host's end. */
 static int request(struct box *b, int sock, char *buf)
 {
-	struct message m;
+	automessage struct message m = { NULL, 0, NULL };
 	ssize_t got = recv(sock, buf, MAX_MESSAGE, 0);
 	size_t i;
 
@@ -930,7 +1013,6 @@ static int request(struct box *b, int sock, char *buf)
 		}
 		free(rid);
 	}
-	free(m.f);
 	return 1;
 }
 
@@ -943,13 +1025,30 @@ static int starting_failed(const char *what)
 	return 2;
 }
 
+/* 0, 1 and 2 open, so that no descriptor of a run gets one of their numbers. */
+static void standard_open(void)
+{
+	int fd;
+
+	for (fd = 0; fd < 3; fd++)
+		if (fcntl(fd, F_GETFD) < 0) {
+			/* The lowest free number, so `fd` itself: moved only if it is not. */
+			int null = open("/dev/null", O_RDWR);
+
+			if (null >= 0 && null != fd) {
+				dup2(null, fd);
+				close(null);
+			}
+		}
+}
+
 int warm_main(int argc, char **argv)
 {
 	static struct box b;
-	struct message m;
+	automessage struct message m = { NULL, 0, NULL };
 	struct pollfd p[2];
-	char *buf = malloc(MAX_MESSAGE);
-	int self, sock, fd, life[2];
+	autofree char *buf = malloc(MAX_MESSAGE);
+	int self, sock, life[2];
 	sigset_t chld;
 	ssize_t got;
 	size_t i;
@@ -960,10 +1059,7 @@ int warm_main(int argc, char **argv)
 		return 2;
 	}
 	close(self);
-	/* 0, 1 and 2 open, so that no descriptor of a run gets one of their numbers. */
-	for (fd = 0; fd < 3; fd++)
-		if (fcntl(fd, F_GETFD) < 0)
-			dup2(open("/dev/null", O_RDWR), fd);
+	standard_open();
 	signal(SIGPIPE, SIG_IGN);
 	b.sup.python = argv[4];
 	b.sup.main = argv[5];
