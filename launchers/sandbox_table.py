@@ -14,6 +14,8 @@ from sandbox.settings import SandboxSettings
 # The keys and their defaults are SandboxSettings' own, in its order.
 SANDBOX_KEYS: tuple[str, ...] = SandboxSettings._fields
 _DEFAULTS = SandboxSettings._field_defaults
+# [sandbox] box: the Linux boxes a user may ask for (sandbox/backends/kind.py).
+BOXES = ("auto", "landlock")
 # A scrub entry: an environment name, or a pattern of one with * and ?.
 _ENV_PATTERN = r"[A-Za-z0-9_*?]+"  # compiled at its first use (re caches it)
 
@@ -40,7 +42,11 @@ def sandbox_table(file: str, raw: object) -> SandboxSettings:
         if not isinstance(value, bool):
             raise error(key, f"must be true or false, not {a_type(value)}.")
         flags[key] = value
-    return SandboxSettings(writable=paths["writable"], hidden=paths["hidden"],
+    box = raw.get("box", _DEFAULTS["box"])
+    if box not in BOXES:
+        raise error("box", f"must be one of {', '.join(map(as_toml, BOXES))}, not "
+                           f"{as_toml(box) if isinstance(box, str) else a_type(box)}.")
+    return SandboxSettings(box=box, writable=paths["writable"], hidden=paths["hidden"],
                            scrub=_scrub_names(raw, error), network=_network(raw, error),
                            allow_unix_sockets=paths["allow_unix_sockets"],
                            allow_tool_configs=_tool_configs(raw, error), **flags,

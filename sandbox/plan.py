@@ -8,7 +8,7 @@ from typing import Literal
 
 from pathguard.records import NamedTuple
 
-BackendName = Literal["bwrap", "seatbelt", "host"]
+BackendName = Literal["bwrap", "seatbelt", "host", "landlock"]
 Outcome = Literal["exited", "signaled", "timed_out", "cancelled", "failed_to_start"]
 
 

@@ -90,6 +90,7 @@ class PolicyOptions(TypedDict, total=False):
     scrub: Iterable[str]
     allow_unix_sockets: Iterable[str]
     allow_tool_configs: Iterable[str]
+    box: str
     boxed: bool
     private_tmp: str | None
     env: Mapping[str, str] | None
@@ -271,6 +272,9 @@ class Policy(NamedTuple):
     # the entries of ``home_kept`` read-write again (sandbox/hostreads.py). Real paths.
     home_tops: tuple[str, ...] = ()
     home_kept: tuple[str, ...] = ()
+    # [sandbox] box: "auto", or "landlock" for the box without namespaces
+    # (sandbox/backends/landlockbox.py).
+    box: str = "auto"
 
     @classmethod
     def from_settings(
@@ -312,7 +316,7 @@ class Policy(NamedTuple):
         tops, kept = home_fields(writable, scrubbed, home,
                                  s.protect and platform.startswith("linux"))
         return cls(
-            home_tops=tops, home_kept=kept,
+            home_tops=tops, home_kept=kept, box=s.box,
             **_git_fields(real_project, writable, git, scrubbed, home,
                           allowed=s.allow_tool_configs),
             allow_tool_configs=s.allow_tool_configs,

@@ -230,6 +230,32 @@ UNIX_GUARD_BIND: tuple[Denial, ...] = (
     Denial("socketcall", NOTIFY, "a bind from 32-bit x86", (Cmp(0, 0xFFFFFFFF, 2),)),
 )
 
+# The box without namespaces (sandbox/backends/landlockbox.py) has no network namespace
+# and no Unix-socket guard (a place that refuses namespaces refuses pidfd_getfd too):
+# its sockets are limited here instead. Landlock scopes abstract names and (ABI 4)
+# handles TCP, but neither a pathname Unix socket (a container engine's, D-Bus, an
+# agent's) nor UDP: no Unix socket is made (socketpair's connected pairs stay, but a
+# datagram pair, which can send to any address), and without the host's network no
+# socket but netlink's (which reaches the kernel alone). The COMMAND rows that need no
+# guard come too; a lock is not refused (nothing answers it here: see kind.py).
+AF_UNIX, AF_NETLINK, SOCK_DGRAM = 1, 16, 2
+SYS_SOCKET, SYS_SOCKETPAIR = 1, 8
+_LANDLOCK_SOCKETS: tuple[Denial, ...] = (
+    *(row for row in COMMAND if row.errno != NOTIFY),
+    Denial("socket", E.EACCES, "a Unix socket reaches any pathname socket of the place",
+           (_is(0, AF_UNIX),)),
+    Denial("socketpair", E.EACCES, "a datagram pair sends to any address",
+           (Cmp(1, 0xF, SOCK_DGRAM),)),
+    Denial("socketcall", E.EACCES, "sockets from 32-bit x86: their family is in memory",
+           (_is(0, SYS_SOCKET), _is(0, SYS_SOCKETPAIR))),
+)
+LANDLOCK_BOX: tuple[Denial, ...] = (*DENIED, *_LANDLOCK_SOCKETS)
+LANDLOCK_BOX_OFFLINE: tuple[Denial, ...] = (
+    *LANDLOCK_BOX,
+    Denial("socket", E.EACCES, "no network: a socket of any family but netlink's",
+           (Cmp(0, 0, AF_NETLINK, NE),)),
+)
+
 # The ABIs a process on this machine can call the kernel with, by ``os.uname().machine``.
 # A machine not listed gets its native ABI only (and doctor says so).
 _ARCHES: dict[str, tuple[str, ...]] = {

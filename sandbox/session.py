@@ -160,6 +160,16 @@ def _make_missing(layout: GitLayout, manifest: str, roots: tuple[str, ...], *, t
     return _with_views(layout, roots, env, tmp)
 
 
+def _make_none(layout: GitLayout, manifest: str, roots: tuple[str, ...], *, tmp: str,
+               moves: MoveOut | None) -> GitLayout:
+    """The Landlock box's :func:`_make_missing`: nothing made (no bind would cover it;
+    what the box makes of a protected name is moved out after the run,
+    sandbox/backends/keeper.py), the manifest written all the same."""
+    _leftovers.make(manifest, tmp, roots, dirs=(), files=(), protected=layout.protected,
+                    moves=moves.record() if moves else None)
+    return layout
+
+
 def _private_root(writable: tuple[str, ...]) -> str:
     """The per-user private root, with what sessions whose harness died left behind
     cleared: their /tmp tmpfs unmounted first (a mount point cannot be removed)."""
@@ -178,6 +188,9 @@ def _end(session: Session | None, manifest: str | None, tmp: str) -> None:
         session.close()  # the box (its filter, bounds, /tmp tmpfs and binds) first
         if session._moves is not None:  # what the box made of other tools' configs
             session.warnings += session._moves.end()
+        from .git.configcopy import after_run  # git's config: the box's allowed keys
+        session.warnings += after_run(session.policy.views, session.policy.private_tmp,
+                                      session.policy.env)
     if manifest is not None:
         clean_session(manifest)
         forget_session(manifest)
@@ -323,8 +336,10 @@ class Session:
                 # The watchdog first: from here on a killed harness leaves nothing behind.
                 watch_session(manifest)
                 if layout is not None:
-                    layout = _make_missing(layout, manifest, roots, tmp=tmp, named=named,
-                                           env=scrubbed, home=home, moves=moves)
+                    layout = (_make_missing(layout, manifest, roots, tmp=tmp, named=named,
+                                            env=scrubbed, home=home, moves=moves)
+                              if settings.box != "landlock" else
+                              _make_none(layout, manifest, roots, tmp=tmp, moves=moves))
             policy = Policy.from_settings(project, settings, boxed=boxed, private_tmp=tmp,
                                           env=env, git=layout)._replace(output_cap=output_cap)
             # The toolkit will not run from a folder the box can write (selfguard.py).
@@ -375,6 +390,7 @@ class Session:
         bounds and held binds), or the host runs' hardening."""
         if self._box is not None:
             self._box.close()
+            self.warnings += self._box.said()
         if self._host_hardening is not None:
             self._host_hardening.close()
             self._host_hardening = None
@@ -444,6 +460,10 @@ class Session:
             finally:
                 if moves is not None:
                     self.warnings += moves.run_ended()
+                from .git.configcopy import after_run  # git's config: the box's allowed keys
+                self.warnings += after_run(self.policy.views, self.policy.private_tmp,
+                                           self.policy.env)
+                self.warnings += self._box.said()
         plan = self._host.plan(argv, env_extra)
         result = supervised(plan, self.hardening, box=False, stdin=stdin, timeout=timeout,
                             cancel=cancel, output_cap=self.policy.output_cap, pipes=reader)

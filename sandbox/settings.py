@@ -35,3 +35,7 @@ class SandboxSettings(NamedTuple):
     allow_unix_sockets: tuple[str, ...] = ()
     # Rows of sandbox/toolconfigs.py released from the box's read-only set, by name.
     allow_tool_configs: tuple[str, ...] = ()
+    # Which Linux box: "auto" (the namespace box, or where a fresh /proc is refused the
+    # container's /proc in a Landlock domain), or "landlock" (no namespaces at all: for
+    # places that refuse them; weaker, see sandbox/backends/kind.py).
+    box: str = "auto"

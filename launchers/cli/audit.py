@@ -43,7 +43,7 @@ def cmd_banner(args: argparse.Namespace) -> int:
     if not args.no_sandbox and config.sandbox.enabled:
         from sandbox.backends.kind import weaker_line
 
-        line = weaker_line()
+        line = weaker_line(config.sandbox.box)
         if line is not None:  # a box that gives something up here is never silent
             print(line)
     return 0

@@ -97,6 +97,10 @@ class Box(Protocol):
     def close(self) -> None:
         """Give back everything :meth:`proxy` and :meth:`open` made."""
 
+    def said(self) -> list[str]:
+        """What the box did to keep a promise since the last call (the Landlock box's
+        put-back files), for the session's warnings."""
+
     def plan(self, argv: Sequence[str], env_extra: Mapping[str, str] | None = None
              ) -> LaunchPlan:
         """The plan of one run in a box of its own. Pure but for the descriptors it
@@ -143,6 +147,10 @@ def choose(policy: Policy, *, bwrap: str | None = None,
         from .macos import MacBox
 
         return MacBox(policy)
+    if policy.box == "landlock":
+        from .landlockbox import LandlockBox
+
+        return LandlockBox(policy)
     from .linux import LinuxBox
 
     return LinuxBox(policy, bwrap=bwrap, features=features)

@@ -44,6 +44,10 @@ class BoxBase:
         """The box in force here and what it gives up (:mod:`.kind`)."""
         return BoxKind(self.backend.name)
 
+    def said(self) -> list[str]:
+        """Nothing to say, but in the Landlock box (:mod:`.landlockbox`)."""
+        return []
+
     def close(self) -> None:
         if self.hardening is not None:
             self.hardening.close()

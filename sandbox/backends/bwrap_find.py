@@ -31,19 +31,24 @@ NOT_INSTALLED = "bubblewrap (bwrap) is not installed"
 INSTALL_FIX = "install the bubblewrap package: sudo apt-get install bubblewrap"
 # Where a package puts bwrap: named when it is there but not on PATH (never used).
 USUAL_BWRAP = ("/usr/bin/bwrap", "/usr/local/bin/bwrap", "/bin/bwrap")
+# Where namespaces are refused and the place cannot be changed: the box without them.
+LANDLOCK_FIX = ('or write [sandbox] box = "landlock" for the box without namespaces '
+                "(weaker: docs/linux-box.md says what it gives up)")
 APPARMOR_DIAGNOSIS = (
     "user namespaces are blocked by AppArmor (kernel.apparmor_restrict_unprivileged_userns=1)"
 )
 APPARMOR_FIX = (
     "allow them with sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0, "
-    "or install an AppArmor profile for bwrap that allows userns"
+    "or install an AppArmor profile for bwrap that allows userns, " + LANDLOCK_FIX
 )
 MAX_USERNS_DIAGNOSIS = "user namespaces are turned off (user.max_user_namespaces=0)"
-MAX_USERNS_FIX = "turn them on with sudo sysctl -w user.max_user_namespaces=15000"
+MAX_USERNS_FIX = ("turn them on with sudo sysctl -w user.max_user_namespaces=15000, "
+                  + LANDLOCK_FIX)
 USERNS_CLONE_DIAGNOSIS = (
     "unprivileged user namespaces are turned off (kernel.unprivileged_userns_clone=0)"
 )
-USERNS_CLONE_FIX = "turn them on with sudo sysctl -w kernel.unprivileged_userns_clone=1"
+USERNS_CLONE_FIX = ("turn them on with sudo sysctl -w kernel.unprivileged_userns_clone=1, "
+                    + LANDLOCK_FIX)
 DOCTOR_FIX = "run harness-sandbox doctor for details"
 LIMIT_DIAGNOSIS = (
     "no user namespace can be made here: user.max_user_namespaces is reached or "
@@ -51,7 +56,8 @@ LIMIT_DIAGNOSIS = (
 )
 LIMIT_FIX = (
     "raise the limit with sudo sysctl -w user.max_user_namespaces=15000; inside a "
-    "container, run harness-sandbox on the host or allow nested user namespaces"
+    "container, run harness-sandbox on the host or allow nested user namespaces, "
+    + LANDLOCK_FIX
 )
 
 # What bwrap prints when it cannot make the box's namespaces (as opposed to the

@@ -24,6 +24,8 @@ import os
 
 from sandbox.errors import SandboxUnavailable
 
+from .bwrap_find import LANDLOCK_FIX
+
 CLONE_NEWUSER = 0x10000000
 CAP_SYS_ADMIN = 21
 # A mount below /proc that leaves it fully visible: on an empty procfs folder.
@@ -35,13 +37,14 @@ SECCOMP_DIAGNOSIS = (
     "profiles do")
 SECCOMP_FIX = (
     "start the container with --security-opt seccomp=unconfined (or a profile that "
-    "allows unshare, mount and setns), or run the harness outside the container")
+    "allows unshare, mount and setns), or run the harness outside the container, "
+    + LANDLOCK_FIX)
 NO_SYS_ADMIN_DIAGNOSIS = (
     "root here has no CAP_SYS_ADMIN (a container's root), which the box's stand-in for "
     "root needs to stage its namespaces")
 NO_SYS_ADMIN_FIX = (
     "run the harness as a plain user in the container (docker run --user UID:GID), or "
-    "give the container CAP_SYS_ADMIN (docker run --cap-add SYS_ADMIN)")
+    "give the container CAP_SYS_ADMIN (docker run --cap-add SYS_ADMIN), " + LANDLOCK_FIX)
 COVERED_PROC_DIAGNOSIS = (
     "a fresh /proc is refused here: this container's /proc has covered parts ({}), and "
     "the kernel mounts no new one in a user namespace over them")

@@ -2,6 +2,8 @@
 
 - ``namespaces``: the box of docs/linux-box.md, with a fresh ``/proc`` of its own PID
   namespace.
+- ``landlock, no namespaces`` (``[sandbox] box = "landlock"``): where namespaces are
+  refused; :mod:`.landlockbox`, and what it gives up: :data:`LANDLOCK_GIVES_UP`.
 - ``namespaces, the container's /proc``: where a fresh ``/proc`` is refused (a
   container's ``/proc`` has covered parts: Podman, Docker with ``seccomp=unconfined``,
   user-namespaced pods, a masked ``/proc``). The namespaces and mounts are the same; the
@@ -22,6 +24,28 @@ if TYPE_CHECKING:
     from sandbox.policy import Policy
 
 NAMESPACES = "namespaces"
+LANDLOCK = "landlock, no namespaces"
+LANDLOCK_GIVES_UP = (
+    "no namespaces: the box sees the place's processes in /proc (their ids, names and "
+    "command lines), though its Landlock domain keeps their environment, memory, "
+    "descriptors, signals and abstract sockets out of its reach",
+    "git's inputs and other tools' configs in a writable folder are not read-only: "
+    "what a run changes there is moved out and put back when the run ends, and a host "
+    "program that reads them while a run is going (a host hook beside a boxed command) "
+    "sees the change",
+    "/tmp is the session's private folder only through TMPDIR: /tmp itself is "
+    "unreadable and unwritable, as is /dev but its null, zero, full, random, urandom, "
+    "tty and pts",
+    "the names in a hidden folder can be listed (not read); a file made after a run "
+    "started in a folder on the way to a hidden path cannot be read in that run",
+    "no Unix socket can be made (socketpair's stream pairs can), so no local server on "
+    "one; with network = true every TCP and UDP address is reachable; no allow-list",
+    "the [sandbox] processes and memory bounds are a host run's (a control group where "
+    "the place gives one); a lock on a host file the box reads can stall its writer "
+    "until the run ends; package caches of tools found by a bind (cargo, pnpm) are the "
+    "host's, unwritable",
+    "no warm box: each command starts a Python wrapper of its own (about 20 ms)",
+)
 BOUND_PROC = "namespaces, the container's /proc"
 BOUND_PROC_GIVES_UP = (
     "the box's /proc is the container's: it lists the container's processes (their "
@@ -107,14 +131,17 @@ def here(policy: Policy) -> BoxKind | None:
         return None
     if policy.platform != "linux":
         return BoxKind("seatbelt")
+    if policy.box == "landlock":
+        return BoxKind(LANDLOCK, LANDLOCK_GIVES_UP)
     return choose()
 
 
-def weaker_line() -> str | None:
-    """The banner's line for a Linux box that gives something up here, else None."""
+def weaker_line(box: str = "auto") -> str | None:
+    """The banner's line for a Linux box that gives something up here (``box``: the
+    ``[sandbox] box`` asked for), else None."""
     from sandbox.platform import PLATFORM
 
     if PLATFORM != "linux":
         return None
-    kind = choose()
+    kind = BoxKind(LANDLOCK, LANDLOCK_GIVES_UP) if box == "landlock" else choose()
     return kind.said() if kind.gives_up else None

@@ -122,3 +122,30 @@ def test_with_seccomp_unconfined_doctor_audit_and_serve_say_the_box_and_what_it_
     audit = next(d for d in docs if "hooks" in d)
     opened = next(d for d in docs if d.get("id") == "1")
     assert audit["box"] == said and opened["result"]["audit"]["box"] == said, r
+
+
+LANDLOCK_PLACES = [("default", False), ("default", True), ("unconfined", False)]
+LANDLOCK_TABLE = '[sandbox]\nbox = "landlock"'
+
+
+@pytest.mark.parametrize(("seccomp", "user"), LANDLOCK_PLACES, ids=IDS[:3])
+def test_where_namespaces_are_refused_the_landlock_box_runs_the_work_and_holds(
+        engine: Engine, seccomp: str, user: bool) -> None:
+    """The three places the namespace box refuses (exit 125 above, the fix naming this
+    box): the same real work, every promise kept."""
+    r = engine.run(boxed_work.script("/srv/work", LANDLOCK_TABLE), user=user,
+                   seccomp=seccomp, timeout=300)
+    boxed_work.check(r)
+
+
+def test_in_the_default_profile_audit_and_serve_say_the_landlock_box(engine: Engine) -> None:
+    cli = _cli()
+    r = engine.run(f"mkdir -p /srv/p /tmp/home/.config/harness && "
+                   f"printf '{LANDLOCK_TABLE}\\n' > /tmp/home/.config/harness/config.toml && "
+                   f"cd {REPO} && {cli} audit --json --project /srv/p; "
+                   f"echo '{OPEN}' | {cli} serve --project /srv/p")
+    said = {"name": kind.LANDLOCK, "gives_up": list(kind.LANDLOCK_GIVES_UP)}
+    docs = [json.loads(line) for line in r.out.splitlines() if line.startswith("{")]
+    audit = next(d for d in docs if "hooks" in d)
+    opened = next(d for d in docs if d.get("id") == "1")
+    assert audit["box"] == said and opened["result"]["audit"]["box"] == said, r

@@ -33,9 +33,10 @@ _IN_BOX = (
 )
 
 
-def script(base: str) -> str:
+def script(base: str, table: str = "") -> str:
     """The work, in ``base`` (a folder the caller may write: the project, the home and a
-    folder outside both are made in it)."""
+    folder outside both are made in it); ``table`` is the config's ``[sandbox]`` table,
+    when it has one (``box = "landlock"``)."""
     cli = f"{sys.executable} -m launchers"
     hook = REPO / "scripts" / "hooks" / "no-force-push.sh"
     push = '{"command": "git push --force origin main"}'
@@ -51,6 +52,7 @@ name = "no-force-push"
 event = "PreToolUse"
 tools = ["bash"]
 command = ["{hook}"]
+{table}
 TOML
 cd {REPO}
 # Another process of this place with the key in its environment, as a harness is.
