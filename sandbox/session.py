@@ -191,6 +191,9 @@ def _end(session: Session | None, manifest: str | None, tmp: str) -> None:
         from .git.configcopy import after_run  # git's config: the box's allowed keys
         session.warnings += after_run(session.policy.views, session.policy.private_tmp,
                                       session.policy.env)
+        from .git.configcopy import after_run  # git's config: the box's allowed keys
+        session.warnings += after_run(session.policy.views, session.policy.private_tmp,
+                                      session.policy.env)
     if manifest is not None:
         clean_session(manifest)
         forget_session(manifest)
@@ -460,6 +463,9 @@ class Session:
             finally:
                 if moves is not None:
                     self.warnings += moves.run_ended()
+                from .git.configcopy import after_run  # git's config: the box's allowed keys
+                self.warnings += after_run(self.policy.views, self.policy.private_tmp,
+                                           self.policy.env)
                 from .git.configcopy import after_run  # git's config: the box's allowed keys
                 self.warnings += after_run(self.policy.views, self.policy.private_tmp,
                                            self.policy.env)

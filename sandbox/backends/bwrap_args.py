@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING
 from sandbox.caches import box_binds as _cache_binds
 from sandbox.caches import box_roots as rw_roots
 from sandbox.errors import SandboxUnavailable
+from sandbox.git import configcopy
 from sandbox.policy import Policy
 
 from . import standin
@@ -199,7 +200,6 @@ def _views(policy: Policy) -> dict[str, str]:
     return out
 
 
-
 def _stageable(kind: int, path: str, rw: Sequence[str]) -> bool:
     """Whether the stage makes this mount: a pin, a protected path or an empty cover
     below a read-write root."""
@@ -253,6 +253,7 @@ def staged_binds(policy: Policy, fds: Mapping[str, int]) -> list[Bind]:
         else:
             view = views.get(path)
             if view is not None:
+                configcopy.prepare(view, policy.private_tmp)  # a link's copy, if it is one
                 out.append(Bind("view", path, root, source=view))
             elif fd is not None or os.path.lexists(path) or _could_make(path):
                 out.append(Bind("ro", path, root, expect=expect))
@@ -426,7 +427,8 @@ def _protect_args(path: str, fd: int | None, view: str | None) -> list[str]:
     """A protected path, read-only: the session's view of it where it made one, else
     the path itself (by its descriptor when pinned)."""
     # A copy the session made outside the box's sight, not a path the box can change.
-    if view is not None:
+    # The link to the box's copy of git's config: the stage's to mount, not bwrap's.
+    if view is not None and not configcopy.is_view(view):
         return ["--ro-bind", view, path]
     if fd is None and not os.path.lexists(path) and not _could_make(path):
         return []  # see _could_make: nothing to cover, and the box cannot make it

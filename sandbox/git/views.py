@@ -84,7 +84,41 @@ def module_views(layout: GitLayout, roots: tuple[str, ...], git: str | None,
                 continue
             os.chmod(copy, READ)
         out.append((config, copy))
-    return tuple(out)
+    return (*out, *config_view(layout, roots, folder))
+
+
+def config_view(layout: GitLayout, roots: tuple[str, ...], folder: str
+                ) -> tuple[tuple[str, str], ...]:
+    """(the project's git config, the link the box sees over it), where the box may
+    write a copy of it (:mod:`sandbox.git.configcopy`): on Linux, for the config of the
+    project's common git folder when it is a plain file the box would see read-only."""
+    from sandbox.git import configcopy
+    from sandbox.platform import LINUX
+
+    tmp = _session_tmp(folder)
+    if not LINUX or not roots or tmp is None:
+        return ()
+    for common in (layout.common_dir, os.path.realpath(os.path.join(roots[0], ".git"))):
+        config = os.path.join(common, "config") if common else ""
+        if config in layout.protected:
+            made = configcopy.make_view(config, folder, tmp)
+            return (made,) if made is not None else ()
+    return ()
+
+
+def _session_tmp(folder: str) -> str | None:
+    """The private temp folder of the session whose views folder is ``folder``
+    (:func:`views_folder`): ``tmp`` of ``tmp.views``, or the one of that name in the
+    private temp root, for a folder on ``/dev/shm``."""
+    from sandbox.policy import private_tmp_root
+
+    name = os.path.basename(folder)
+    if not name.endswith(".views"):
+        return None
+    for tmp in (folder[:-len(".views")], os.path.join(private_tmp_root(), name[:-6])):
+        if os.path.isdir(tmp) and not os.path.islink(tmp):
+            return tmp
+    return None
 
 
 def _write_new(path: str, data: bytes, mode: int) -> None:
