@@ -1,0 +1,1 @@
+"""Real work run bare and boxed through each entry point, compared (issue 41)."""
