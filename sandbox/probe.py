@@ -27,6 +27,7 @@ from .backends.bwrap_find import (
     sysctls,
 )
 from .errors import SandboxUnavailable
+from .text import escape
 
 if TYPE_CHECKING:
     from .backends.stage import Stage
@@ -65,6 +66,8 @@ class Probe(NamedTuple):
     def verdict(self) -> str:
         if self.diagnosis is not None:
             return f"the box cannot be built: {self.diagnosis}"
+        if self.backend == "landlock":
+            return f"the box works: {self.box}, through {self.program}"
         if self.backend != "bwrap":
             return f"the box works: {self.backend} at {self.program}"
         links = ", ".join(self.links or ())
@@ -145,15 +148,54 @@ def _run(argv: Sequence[str], timeout: float = 10.0) -> subprocess.CompletedProc
                           timeout=timeout, check=False, cwd="/")
 
 
-def probe(env: Mapping[str, str] | None = None, platform: str = PLATFORM) -> Probe:
-    """What builds the box on ``platform`` (:func:`sandbox.backends.box_name`), and
-    whether it works: for bwrap, its version and options, a trial box and the network
-    links a box sees. Starts processes: for ``doctor``, not for every run."""
+def probe(env: Mapping[str, str] | None = None, platform: str = PLATFORM,
+          box: str = "auto") -> Probe:
+    """What builds the box on ``platform`` (:func:`sandbox.backends.box_name`; ``box``
+    is ``[sandbox] box``), and whether it works: for bwrap, its version and options, a
+    trial box and the network links a box sees; for the Landlock box, a trial of it.
+    Starts processes: for ``doctor``, not for every run."""
     from .backends import box_name
 
     if box_name(platform) == "seatbelt":
         return probe_seatbelt()
+    if box == "landlock":
+        return probe_landlock()
     return probe_bwrap(env)
+
+
+def probe_landlock() -> Probe:
+    """The Landlock box's wrapper, tried: ``/bin/true`` in a domain that hides ``/tmp``
+    and writes nowhere, under no filter."""
+    from .backends.kind import LANDLOCK, LANDLOCK_GIVES_UP
+    from .backends.landlockbox import FIX, HERE, _memfd, encode
+    from .landlock import NEEDED_ABI, abi
+    from .sockets import interpreter
+
+    python, euid = interpreter(), os.geteuid()
+    base = Probe(bwrap=None, backend="landlock", program=python, euid=euid, box=LANDLOCK,
+                 box_gives_up=LANDLOCK_GIVES_UP)
+    if abi() < NEEDED_ABI:
+        return base._replace(diagnosis=f"this kernel's Landlock is ABI {abi() or 'none'}; "
+                                       f"the Landlock box needs {NEEDED_ABI} (Linux 6.12)",
+                             fix="run on Linux 6.12 or later with Landlock on, or " + FIX)
+    spec = encode([("h", "/tmp"), ("n", "0")])
+    fds = (_memfd("probe", spec, seal=False),
+           _memfd("probe-run", encode([("", "PATH=/usr/bin:/bin")]), seal=False))
+    read_end, write_end = os.pipe()
+    try:
+        r = subprocess.run([python, "-I", "-S", HERE, *map(str, (*fds, write_end)), "--",
+                            "true"], capture_output=True, timeout=30, check=False, cwd="/",
+                           env={}, pass_fds=(*fds, write_end))
+        os.close(write_end)
+        told = os.read(read_end, 16)
+    finally:
+        for fd in (*fds, read_end):
+            os.close(fd)
+    if r.returncode == 0 and told == b"\x01":
+        return base
+    said = r.stderr.decode("utf-8", "replace").strip().splitlines()
+    return base._replace(diagnosis=escape(said[0] if said else f"status {r.returncode}"),
+                         fix=FIX)
 
 
 # The smallest Seatbelt profile: a trial that sandbox-exec itself works.

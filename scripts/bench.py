@@ -500,8 +500,40 @@ def warm_cases(project: Path, hook_dir: Path, rounds: int) -> Results:
     return results
 
 
+def landlock_cases(project: Path, rounds: int) -> Results:
+    """(l) The box without namespaces (``[sandbox] box = "landlock"``): a boxed
+    ``/bin/true`` through ``Session.run``, against its floors (a bare spawn, the
+    interpreter's start its wrapper pays) and the namespace box per run, interleaved."""
+    from sandbox import landlock
+    from sandbox.settings import SandboxSettings
+
+    if landlock.abi() < landlock.NEEDED_ABI:
+        return {"l_landlock": {"error": "this kernel's Landlock lacks ABI 6"}}
+    python = os.path.realpath(sys.executable)
+    with Session.open(str(project), SandboxSettings(box="landlock")) as boxed, \
+            Session.open(str(project), warm=False) as cold:
+
+        def bare() -> None:
+            subprocess.run([TRUE], check=False)
+
+        def interpreter() -> None:
+            subprocess.run([python, "-I", "-S", "-c", "pass"], check=False)
+
+        def landlock_true() -> None:
+            r = boxed.run([TRUE])
+            assert r.ok, r
+
+        def cold_true() -> None:
+            r = cold.run([TRUE])
+            assert r.ok, r
+
+        return interleave({"l_bare_spawn": bare, "l_interpreter_start": interpreter,
+                           "l_landlock_session_run_true": landlock_true,
+                           "l_namespace_box_per_run_true": cold_true}, rounds)
+
+
 SECTIONS = ("library", "warm", "git", "cli", "audit", "import", "network", "scale", "serve",
-            "stage", "memory")
+            "stage", "memory", "landlock")
 
 
 def measure(quick: bool, only: frozenset[str] = frozenset(SECTIONS)) -> Results:
@@ -528,6 +560,7 @@ def measure(quick: bool, only: frozenset[str] = frozenset(SECTIONS)) -> Results:
             "serve": lambda: serve_cases(rounds),
             "stage": lambda: stage_cases(base, rounds),
             "memory": lambda: memory_cases(project, home, env),
+            "landlock": lambda: landlock_cases(project, rounds),
         }
         for name, section in sections.items():
             if name in only:
@@ -598,6 +631,11 @@ DERIVED = {
     "hardened_box_minus_old_ms": _diff("c_library_boxed", "c_old_library_boxed"),
     "host_cgroup_minus_old_ms": _diff("e_session_host_run", "e_old_session_host_run"),
     "w_warm_over_bare": _ratio("w_warm_session_run_true", "w_bare_spawn"),
+    "l_landlock_over_bare": _ratio("l_landlock_session_run_true", "l_bare_spawn"),
+    "l_landlock_over_interpreter": _ratio("l_landlock_session_run_true",
+                                          "l_interpreter_start"),
+    "l_landlock_over_namespace_box": _ratio("l_landlock_session_run_true",
+                                            "l_namespace_box_per_run_true"),
     "w_cold_over_bare": _ratio("w_cold_session_run_true", "w_bare_spawn"),
     "w_cold_over_warm": _ratio("w_cold_session_run_true", "w_warm_session_run_true"),
     "w_warm_hook_over_bare": _ratio("w_warm_pretooluse_boxed_hook", "w_bare_spawn"),

@@ -9,10 +9,30 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sandbox.probe import Probe
 
 
 def _sysctl(value: int | None) -> str:
     return "not present" if value is None else str(value)
+
+
+def _other_report(p: Probe) -> list[str]:
+    """The report of a box that is not bwrap's: Seatbelt, or the Landlock box with what
+    it gives up."""
+    lines = [f"{p.backend}: {p.program}"]
+    if p.euid == 0:
+        lines.append("running as root: run as a normal user where you can")
+    if p.backend == "landlock":
+        from sandbox.backends.kind import BoxKind
+
+        lines.append(BoxKind(p.box, p.box_gives_up).said())
+    lines.append(p.verdict)
+    if p.fix:
+        lines.append(f"fix: {p.fix}")
+    return lines
 
 
 def report(p: object, *, shared_network: bool = False) -> list[str]:
@@ -23,13 +43,7 @@ def report(p: object, *, shared_network: bool = False) -> list[str]:
 
     assert isinstance(p, Probe)
     if p.backend != "bwrap":
-        lines = [f"{p.backend}: {p.program}"]
-        if p.euid == 0:
-            lines.append("running as root: run as a normal user where you can")
-        lines.append(p.verdict)
-        if p.fix:
-            lines.append(f"fix: {p.fix}")
-        return lines
+        return _other_report(p)
     lines = [f"bwrap: {p.bwrap or 'not found on PATH'}"]
     if p.bwrap:
         lines.append(f"version: {p.version or 'unknown'}")
@@ -110,14 +124,25 @@ def _caches() -> list[tuple[str, str]]:
     return entries(os.path.realpath(os.getcwd()), os.environ, home)
 
 
+def _network_line(backend: str, network: object) -> str:
+    """The network a box has here: the Landlock box has no loopback of its own."""
+    from sandbox.network.session import mode_line
+
+    if backend != "landlock":
+        return mode_line(network)  # type: ignore[arg-type]
+    return ("network: all of the host's (network = true)" if network is True else
+            "network: none (the Landlock box makes no socket but netlink's)")
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from sandbox.inforce import hardening
-    from sandbox.network.session import mode, mode_line
+    from sandbox.network.session import mode
     from sandbox.probe import probe
 
-    p = probe()
     settings = _settings()
-    bounds = hardening(settings) if p.ok else []  # type: ignore[arg-type]
+    p = probe(box=getattr(settings, "box", "auto"))
+    # The Landlock box's bounds are a host run's: said in what it gives up.
+    bounds = hardening(settings) if p.ok and p.backend == "bwrap" else []  # type: ignore[arg-type]
     network = settings.network  # type: ignore[attr-defined]
     caches = _caches() if p.ok and p.backend == "bwrap" else []
     if args.json:
@@ -129,6 +154,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         lines = report(p, shared_network=network is True)
         said = [f"cache {t}: {w}" for t, w in caches]
         sys.stderr.write("\n".join([*lines[:-1], *bound_lines(list(bounds)),
-                                    *([mode_line(network)] if p.ok else []), *said,
+                                    *([_network_line(p.backend, network)] if p.ok else []),
+                                    *said,
                                     *lines[-1:]]) + "\n")
     return 0 if p.ok else 1

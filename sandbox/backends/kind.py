@@ -44,7 +44,7 @@ LANDLOCK_GIVES_UP = (
     "the place gives one); a lock on a host file the box reads can stall its writer "
     "until the run ends; package caches of tools found by a bind (cargo, pnpm) are the "
     "host's, unwritable",
-    "no warm box: each command starts a Python wrapper of its own (about 20 ms)",
+    "no warm box: each command starts a Python wrapper of its own (about 15 ms)",
 )
 BOUND_PROC = "namespaces, the container's /proc"
 BOUND_PROC_GIVES_UP = (

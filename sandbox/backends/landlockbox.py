@@ -18,7 +18,6 @@ every box, :mod:`sandbox.moveout`). What it gives up beside the namespace box is
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import threading
@@ -90,13 +89,23 @@ def writable(policy: Policy) -> tuple[str, ...]:
     return (*box_roots(policy), policy.private_tmp)
 
 
-def spec(policy: Policy, bpf: bytes) -> dict[str, object]:
-    """The session's rules, as :mod:`sandbox.landlockrun` reads them."""
+def spec(policy: Policy, bpf: bytes) -> bytes:
+    """The session's rules, as :mod:`sandbox.landlockrun` reads them: NUL-ended
+    records, each a letter and its value."""
     hidden = {*policy.hidden, *(os.path.realpath(h) for h in policy.hidden),
               *HIDDEN_PLACES, os.path.dirname(policy.private_tmp)}
-    return {"hidden": sorted(hidden), "write": list(writable(policy)),
-            "devices": [d for d in DEVICES if os.path.exists(d)],
-            "network": policy.network, "filter": bpf.hex()}
+    return encode([*(("h", h) for h in sorted(hidden)),
+                   *(("w", w) for w in writable(policy)),
+                   *(("d", d) for d in DEVICES if os.path.exists(d)),
+                   ("n", "1" if policy.network else "0"), ("f", bpf.hex())])
+
+
+def encode(records: Sequence[tuple[str, str]]) -> bytes:
+    """``(letter, value)`` records, each NUL-ended; a value holding a NUL is refused
+    (no path or variable can)."""
+    if any("\0" in value for _, value in records):
+        raise ValueError("a record holds a NUL")
+    return b"".join(os.fsencode(k + v) + b"\0" for k, v in records)
 
 
 def _memfd(name: str, data: bytes, *, seal: bool) -> int:
@@ -143,7 +152,8 @@ class LandlockBackend:
         from sandbox.startenv import box_env
 
         env = box_env(self.policy, env_extra, tmpdir=self.policy.private_tmp)
-        run = _memfd("harness-sandbox-run", json.dumps({"env": env}).encode(), seal=False)
+        run = _memfd("harness-sandbox-run", encode([("", f"{k}={v}") for k, v in env.items()]),
+                     seal=False)
         read_end, write_end = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         made = LaunchPlan(
             backend="landlock",
@@ -237,8 +247,7 @@ class LandlockBox(BoxBase):
         p = self.policy
         self._keeper = Keeper((*p.protected_paths(), *p.missing_hook_dirs()),
                               writable(p), p.env, os.path.basename(p.private_tmp))
-        self.backend.spec_fd = _memfd("harness-sandbox-landlock",
-                                      json.dumps(spec(p, bpf)).encode(), seal=True)
+        self.backend.spec_fd = _memfd("harness-sandbox-landlock", spec(p, bpf), seal=True)
         self.hardening = Hardening.open(p.limits, boxed=False, private_tmp=p.private_tmp)
 
     def close(self) -> None:

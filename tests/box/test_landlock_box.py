@@ -366,3 +366,21 @@ def test_a_signal_to_the_session_reaches_no_process_outside(place: Path) -> None
         s.close()
     assert r.out == "done\n", r
     assert signal.getsignal(signal.SIGTERM) is not None
+
+
+def test_doctor_and_the_banner_say_the_landlock_box_and_what_it_gives_up(place: Path) -> None:
+    home = place / "home"
+    (home / ".config" / "harness").mkdir(parents=True)
+    (home / ".config" / "harness" / "config.toml").write_text('[sandbox]\nbox = "landlock"\n')
+    env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": ""}
+    said = BoxKind(LANDLOCK, LANDLOCK_GIVES_UP).said()
+    doctor = subprocess.run([*CLI, "doctor"], capture_output=True, text=True, cwd=REPO,
+                            env=env, timeout=60, check=False)
+    lines = doctor.stderr.splitlines()
+    assert doctor.returncode == 0 and said in lines, doctor
+    assert lines[-1].startswith(f"the box works: {LANDLOCK}, through "), doctor
+    assert "network: none (the Landlock box makes no socket but netlink's)" in lines
+    banner = subprocess.run([*CLI, "banner", "--project", str(place / "proj")],
+                            capture_output=True, text=True, cwd=REPO, env=env, timeout=60,
+                            check=False)
+    assert said in banner.stdout.splitlines(), banner

@@ -60,17 +60,22 @@ def test_userns_allowed_gives_no_diagnosis() -> None:
     assert diag(apparmor_restrict=0, unprivileged_userns_clone=1) is None
 
 
+# Every fix where namespaces are refused ends naming the box without them.
+LANDLOCK = (', or write [sandbox] box = "landlock" for the box without namespaces '
+            "(weaker: docs/linux-box.md says what it gives up)")
+
+
 def test_max_user_namespaces_zero_names_that_sysctl() -> None:
     assert diag(max_user_namespaces=0) == (
         "user namespaces are turned off (user.max_user_namespaces=0); "
-        "turn them on with sudo sysctl -w user.max_user_namespaces=15000")
+        "turn them on with sudo sysctl -w user.max_user_namespaces=15000" + LANDLOCK)
     assert diag(euid=0, max_user_namespaces=0) == diag(max_user_namespaces=0)
 
 
 def test_unprivileged_userns_clone_zero_names_that_sysctl() -> None:
     assert diag(unprivileged_userns_clone=0) == (
         "unprivileged user namespaces are turned off (kernel.unprivileged_userns_clone=0); "
-        "turn them on with sudo sysctl -w kernel.unprivileged_userns_clone=1")
+        "turn them on with sudo sysctl -w kernel.unprivileged_userns_clone=1" + LANDLOCK)
 
 
 def test_unprivileged_userns_clone_zero_does_not_stop_root() -> None:
@@ -87,7 +92,7 @@ def test_apparmor_restriction_with_a_failed_box_names_the_sysctl_and_the_fix() -
         "user namespaces are blocked by AppArmor "
         "(kernel.apparmor_restrict_unprivileged_userns=1); allow them with sudo sysctl -w "
         "kernel.apparmor_restrict_unprivileged_userns=0, or install an AppArmor profile "
-        "for bwrap that allows userns")
+        "for bwrap that allows userns" + LANDLOCK)
     err = bwrap_find.diagnose_userns(euid=1000, apparmor_restrict=1, max_user_namespaces=15000,
                                 unprivileged_userns_clone=None, error=NO_PERMISSION)
     assert err is not None
@@ -100,7 +105,7 @@ def test_namespace_limit_is_named() -> None:
         "no user namespace can be made here: user.max_user_namespaces is reached or "
         "namespaces are nested too deep; raise the limit with sudo sysctl -w "
         "user.max_user_namespaces=15000; inside a container, run harness-sandbox on the "
-        "host or allow nested user namespaces")
+        "host or allow nested user namespaces" + LANDLOCK)
 
 
 def test_other_start_failure_quotes_bwrap() -> None:
