@@ -254,7 +254,7 @@ def staged_binds(policy: Policy, fds: Mapping[str, int]) -> list[Bind]:
             view = views.get(path)
             if view is not None:
                 configcopy.prepare(view, policy.private_tmp)  # a link's copy, if it is one
-                out.append(Bind("view", path, root, source=view))
+                out.append(Bind("view", path, root, source=view, expect=expect))
             elif fd is not None or os.path.lexists(path) or _could_make(path):
                 out.append(Bind("ro", path, root, expect=expect))
     return out
