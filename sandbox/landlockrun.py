@@ -7,7 +7,8 @@ before the domain is made), then, in this order:
 
 1. reads the session's rules (``SPEC``, a sealed memfd of NUL-ended records, each a
    letter and its value: ``h`` a hidden path, ``w`` a writable root, ``d`` a device
-   file, ``n`` ``1`` for the host's network, ``f`` the filter's BPF program in hex)
+   file, ``r`` a path in a hidden place shown again (read only), ``n`` ``1`` for the
+   host's network, ``f`` the filter's BPF program in hex)
    and the run's environment (``RUN``, a memfd of ``NAME=VALUE`` records); no
    ``json``, whose ``re`` and ``enum`` would cost each run 6 ms;
 2. sets ``no_new_privs`` and, where it holds any capability (root), empties its
@@ -172,6 +173,8 @@ def restrict(libc: ctypes.CDLL, spec: dict[str, list[str]]) -> None:
         _add(libc, ruleset, "/", READ_DIR)
         for path in around(spec["h"]):
             _add(libc, ruleset, path, READ | READ_DIR)
+        for path in spec["r"]:
+            _add(libc, ruleset, path, READ | READ_DIR)
         for path in spec["d"]:
             _add(libc, ruleset, path, DEVICE | READ_DIR)
         for path in spec["w"]:
@@ -202,7 +205,7 @@ def records(fd: int) -> list[str]:
 
 def rules(fd: int) -> dict[str, list[str]]:
     """SPEC's records by their letter."""
-    out: dict[str, list[str]] = {k: [] for k in "hwdnf"}
+    out: dict[str, list[str]] = {k: [] for k in "hwdrnf"}
     for record in records(fd):
         out[record[:1]].append(record[1:])
     return out
@@ -214,6 +217,7 @@ def main(argv: list[str]) -> int:
         return 125
     started = int(argv[2])
     try:
+        os.set_inheritable(started, False)  # the command cannot tell the host anything
         spec, run = rules(int(argv[0])), records(int(argv[1]))
         libc = _libc()
         without_privilege(libc)

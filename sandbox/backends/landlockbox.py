@@ -41,9 +41,10 @@ HERE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 # The device files the box may read, write and ask (``ioctl``) of, where they exist.
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom",
            "/dev/tty", "/dev/ptmx", "/dev/pts")
-# Read by nothing in the box: the host's temp folders (other users', other sessions')
-# and devices (a disk, to root), but what DEVICES names.
-HIDDEN_PLACES = ("/tmp", "/dev")
+# Read by nothing in the box: the host's temp folders (other users', other sessions'),
+# devices (a disk, to root) but what DEVICES names, and /run (a container's secrets,
+# the users' runtime folders), as the namespace box's empty /run.
+HIDDEN_PLACES = ("/tmp", "/dev", "/run")
 FIX = 'use the namespace box where this place allows it ([sandbox] box = "auto")'
 
 
@@ -97,7 +98,16 @@ def spec(policy: Policy, bpf: bytes) -> bytes:
     return encode([*(("h", h) for h in sorted(hidden)),
                    *(("w", w) for w in writable(policy)),
                    *(("d", d) for d in DEVICES if os.path.exists(d)),
+                   *(("r", d) for d in _shown_again(policy)),
                    ("n", "1" if policy.network else "0"), ("f", bpf.hex())])
+
+
+def _shown_again(policy: Policy) -> tuple[str, ...]:
+    """What a hidden place shows again, read-only: with the network, the resolver's
+    folder ``/etc/resolv.conf`` leads to on a systemd-resolved machine."""
+    from .bwrap_args import RESOLVER_DIR
+
+    return (RESOLVER_DIR,) if policy.network and os.path.isdir(RESOLVER_DIR) else ()
 
 
 def encode(records: Sequence[tuple[str, str]]) -> bytes:

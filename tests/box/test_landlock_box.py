@@ -384,3 +384,24 @@ def test_doctor_and_the_banner_say_the_landlock_box_and_what_it_gives_up(place: 
                             capture_output=True, text=True, cwd=REPO, env=env, timeout=60,
                             check=False)
     assert said in banner.stdout.splitlines(), banner
+
+
+def test_run_is_hidden_as_the_namespace_boxs_empty_run(place: Path) -> None:
+    """A container's secrets (/run/secrets) and the users' runtime folders: what the
+    host reads in /run, the box cannot."""
+    made = Path(f"/run/hs-landlock-secret-{os.getpid()}")
+    if os.geteuid() == 0:
+        made.write_text("secret\n")
+    try:
+        readable = [str(p) for p in Path("/run").iterdir()
+                    if p.is_file() and not p.is_symlink() and os.access(p, os.R_OK)]
+        assert readable or os.geteuid() != 0
+        s = _open(place / "proj")
+        try:
+            r = _sh(s, "".join(f"cat {p} >/dev/null 2>&1 && echo READ {p}; "
+                               for p in readable) + "echo done")
+        finally:
+            s.close()
+        assert r.out == "done\n", r
+    finally:
+        made.unlink(missing_ok=True)
