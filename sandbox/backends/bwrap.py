@@ -337,7 +337,7 @@ class BwrapBackend:
         box (after the session's own mounts, which it copies): always for a session
         started by root, whose stage is its stand-in (:mod:`sandbox.backends.standin`),
         and for anyone else's box from :data:`~sandbox.backends.stage.STAGE_AT` binds
-        on. None when bwrap makes the binds itself. ``late``, if it is made now and
+        on, or where git's config is the box's copy (:mod:`sandbox.git.configcopy`). None when bwrap makes the binds itself. ``late``, if it is made now and
         none of its binds would cover a mount of bwrap's (:func:`bindable_late`),
         leaves them to :meth:`~sandbox.backends.stage.Stage.bind_late` (for the warm
         box, which starts while they are made). Raises :class:`SandboxUnavailable`
@@ -349,7 +349,12 @@ class BwrapBackend:
             if self._stage is None and not self._unstaged:
                 binds = staged_binds(self.policy, self._fds)
                 root = standin.needed()
-                if root or len(binds) >= _stage.STAGE_AT:
+                # git's config as a link to the box's copy (sandbox/git/configcopy.py) is
+                # a mount only the stage makes: bwrap would follow the link.
+                from sandbox.git.configcopy import is_view
+
+                copies = any(b.kind == "view" and is_view(b.source) for b in binds)
+                if root or copies or len(binds) >= _stage.STAGE_AT:
                     roots = (self.policy.private_tmp, *box_roots(self.policy))
                     try:
                         self._stage = _stage.Stage.open(
