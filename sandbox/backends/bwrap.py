@@ -337,11 +337,12 @@ class BwrapBackend:
         box (after the session's own mounts, which it copies): always for a session
         started by root, whose stage is its stand-in (:mod:`sandbox.backends.standin`),
         and for anyone else's box from :data:`~sandbox.backends.stage.STAGE_AT` binds
-        on, or where git's config is the box's copy (:mod:`sandbox.git.configcopy`). None when bwrap makes the binds itself. ``late``, if it is made now and
-        none of its binds would cover a mount of bwrap's (:func:`bindable_late`),
-        leaves them to :meth:`~sandbox.backends.stage.Stage.bind_late` (for the warm
-        box, which starts while they are made). Raises :class:`SandboxUnavailable`
-        or, for a path that changed since the session held it, ``PolicyError``."""
+        on, or where git's config is the box's copy (:mod:`sandbox.git.configcopy`).
+        None when bwrap makes the binds itself. ``late``, if it is made now and none of
+        its binds would cover a mount of bwrap's (:func:`bindable_late`), leaves them
+        to :meth:`~sandbox.backends.stage.Stage.bind_late` (for the warm box, which
+        starts while they are made). Raises :class:`SandboxUnavailable` or, for a path
+        that changed since the session held it, ``PolicyError``."""
         from . import stage as _stage
         from . import standin
 
