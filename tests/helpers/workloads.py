@@ -5,8 +5,10 @@ directory) and boxed through one entry point (the CLI's ``run``, ``serve``, the 
 the same path, and compares the exit status, stdout and the tree left behind.
 
 A workload the box stops on purpose names that boundary (``boundary``) and what the box
-says when it is hit (``said``, found in the run's hint: the result's ``hint`` in
-``serve`` and the library, the ``hint:`` line on the CLI's stderr). A workload that does
+says when it is hit (``said``, found in the run's hint or the session's warnings: the
+result's ``hint`` and ``close``'s ``warnings`` in ``serve``, ``RunResult.hint`` and
+``Session.warnings`` in the library, the CLI's own lines on its stderr, ``hint:`` and
+the warnings). A workload that does
 not match today and is no boundary carries its cause in ``mismatch``, per user (the
 tests as root, or as a plain user) and entry point; :func:`cases` makes those strict
 xfails, so that a fix is noticed.
@@ -49,11 +51,12 @@ class Workload(NamedTuple):
     template's name: ``plain`` or ``repo``), ``stdin`` on its standard input, on a
     terminal of its own when ``tty``. ``needs``: programs it cannot do without (the case
     is skipped, naming them, where one is missing). ``boundary``: the box stops it on
-    purpose, and why; ``said``: what the hint says then (None: the box says nothing
+    purpose, and why; ``said``: what the box says then (None: it says nothing
     today, a strict xfail). ``mismatch``: {"root" | "user" | "*": {entry | "*":
     cause}} for what differs today and is no boundary. ``volatile``: patterns of files
     whose bytes hold the moment they were built (an archive's dates), compared as
-    :data:`VOLATILE` is."""
+    :data:`VOLATILE` is. ``ignore``: paths left out of the tree's comparison, where
+    another workload compares them."""
 
     name: str
     script: str
@@ -65,19 +68,21 @@ class Workload(NamedTuple):
     said: str | None = None
     mismatch: Mapping[str, Mapping[str, str]] = {}
     volatile: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
 
 
 class Unsaid(AssertionError):
-    """A boundary was hit and the box gave no hint."""
+    """A boundary was hit and the box said nothing of it."""
 
 
 class Outcome(NamedTuple):
-    """What a run gave: its exit status, stdout, stderr and the box's hint ("")."""
+    """What a run gave: its exit status, stdout, stderr, and what the box said of it:
+    the run's hint and the session's warnings (the CLI's own lines on stderr)."""
 
     code: int
     stdout: bytes
     stderr: bytes
-    hint: str = ""
+    said: str = ""
 
 
 class Ran(NamedTuple):
@@ -109,7 +114,7 @@ def cases(works: Sequence[Workload]) -> pytest.MarkDecorator:
             elif work.boundary and work.said is None:
                 marks.append(pytest.mark.xfail(
                     strict=True, raises=Unsaid,
-                    reason=f"boundary hit without a hint: {work.boundary}"))
+                    reason=f"boundary hit and not said: {work.boundary}"))
             missing = [n for n in work.needs if shutil.which(n) is None]
             if missing:
                 marks.append(pytest.mark.skip(
@@ -229,9 +234,9 @@ def by_cli(work: Workload, project: Path, env: dict[str, str]) -> Outcome:
                         "bash", "-c", work.script], cwd=project, env=env,
                        input=work.stdin, capture_output=True, timeout=TIMEOUT,
                        check=False)
-    hints = [line.partition("hint: ")[2] for line in r.stderr.decode(errors="replace")
-             .splitlines() if line.startswith("harness-sandbox: hint: ")]
-    return Outcome(r.returncode, r.stdout, r.stderr, "\n".join(hints))
+    said = [line for line in r.stderr.decode(errors="replace").splitlines()
+            if line.startswith("harness-sandbox: ")]
+    return Outcome(r.returncode, r.stdout, r.stderr, "\n".join(said))
 
 
 def by_serve(work: Workload, project: Path, env: dict[str, str]) -> Outcome:
@@ -245,10 +250,12 @@ def by_serve(work: Workload, project: Path, env: dict[str, str]) -> Outcome:
         if work.tty:
             params.update(tty=True, cols=COLS, rows=ROWS)
         got = s.result("run", params)
+        warnings = s.result("close")["warnings"]
     finally:
         assert s.close() == 0
     return Outcome(got["exit"], got["stdout"].encode("utf-8", "surrogateescape"),
-                   got["stderr"].encode("utf-8", "surrogateescape"), got["hint"])
+                   got["stderr"].encode("utf-8", "surrogateescape"),
+                   "\n".join([got["hint"], *warnings]).strip())
 
 
 def by_library(work: Workload, project: Path, env: dict[str, str]) -> Outcome:
@@ -256,7 +263,7 @@ def by_library(work: Workload, project: Path, env: dict[str, str]) -> Outcome:
         r = s.run(["bash", "-c", work.script], stdin=work.stdin, timeout=TIMEOUT,
                   tty=TtySize(COLS, ROWS) if work.tty else False)
     code = r.returncode if r.returncode is not None else 128 + (r.signal or 0)
-    return Outcome(code, r.stdout, r.stderr, r.hint)
+    return Outcome(code, r.stdout, r.stderr, "\n".join([r.hint, *s.warnings]).strip())
 
 
 RUNNERS = {"bare": bare, "cli": by_cli, "serve": by_serve, "library": by_library}
@@ -271,7 +278,7 @@ def run_in(place: Path, template: Path, work: Workload, how: str,
     return Ran(outcome, tree(project, work.volatile))
 
 
-def differences(bare_ran: Ran, boxed: Ran) -> list[str]:
+def differences(bare_ran: Ran, boxed: Ran, ignore: Sequence[str] = ()) -> list[str]:
     """What differs between the bare run and the boxed one, each said in a line."""
     said = []
     b, x = bare_ran.outcome, boxed.outcome
@@ -280,6 +287,8 @@ def differences(bare_ran: Ran, boxed: Ran) -> list[str]:
     if b.stdout != x.stdout:
         said.append(f"stdout: bare {b.stdout[-2000:]!r}\n      boxed {x.stdout[-2000:]!r}")
     for rel in sorted(set(bare_ran.tree) | set(boxed.tree)):
+        if rel in ignore:
+            continue
         was, now = bare_ran.tree.get(rel), boxed.tree.get(rel)
         if was != now:
             said.append(f"tree {rel}: bare {was}, boxed {now}")
@@ -289,15 +298,15 @@ def differences(bare_ran: Ran, boxed: Ran) -> list[str]:
 def check(work: Workload, entry: str, bare_ran: Ran, boxed: Ran) -> None:
     """The boxed run matches the bare one; or, at a boundary, it does not and the box
     said why."""
-    diff = differences(bare_ran, boxed)
+    diff = differences(bare_ran, boxed, work.ignore)
     story = "\n".join([f"{work.name} through {entry} as {USER}:", *diff,
                        f"bare stderr: {bare_ran.outcome.stderr[-1500:]!r}",
                        f"boxed stderr: {boxed.outcome.stderr[-1500:]!r}",
-                       f"hint: {boxed.outcome.hint!r}"])
+                       f"the box said: {boxed.outcome.said!r}"])
     if not work.boundary:
         assert diff == [], story
         return
     assert diff != [], f"the boundary ({work.boundary}) was not hit:\n{story}"
-    if work.said is None and not boxed.outcome.hint:
+    if work.said is None and not boxed.outcome.said:
         raise Unsaid(story)
-    assert work.said is not None and work.said in boxed.outcome.hint, story
+    assert work.said is not None and work.said in boxed.outcome.said, story

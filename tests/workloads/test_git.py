@@ -17,6 +17,8 @@ pytestmark = [
 # The placeholder .git/commondir the box makes for the session.
 COMMONDIR = {"*": {"*": "the box's placeholder .git/commondir makes git answer with "
                         "absolute paths and count .git's entries as garbage"}}
+SUBMODULE = ("git init -q -b main libsrc && git -C libsrc commit -q --allow-empty -m lib && "
+             "git -c protocol.file.allow=always submodule add -q ./libsrc lib")
 WORKLOADS = [
     Workload("git-status-log-branch",
              "git status --short --branch; git log --oneline; git branch; "
@@ -65,6 +67,18 @@ WORKLOADS = [
              "git init -q -b main && git add -A && git commit -q -m one && "
              "git log --oneline && git status --short && ls -A .git | sort",
              project="plain"),
+    Workload("git-submodule-add-a-local-repository", SUBMODULE + " && "
+             "git config --get submodule.lib.active && git submodule status | cut -c42-",
+             project="repo",
+             boundary=".gitmodules is read by host git: one the box makes is moved out of "
+                      "the project after the run (docs/protected-files.md)",
+             said="moved out of the project"),
+    Workload("git-submodule-objects-keep-their-mode", SUBMODULE + " && "
+             "find .git/modules -path '*objects/??/*' -exec stat -c '%a %h' {} + | sort",
+             project="repo", ignore=(".gitmodules",), mismatch={"*": {"*": (
+                 "a submodule's objects are copies (0644, one link) in the box, hard "
+                 "links of 0444 bare: .git is a mount of its own there, so git's link() "
+                 "from libsrc fails across it (EXDEV) and it copies")}}),
     Workload("git-reset-and-restore",
              "echo x >> notes.txt; git restore notes.txt; git reset -q --soft HEAD~1; "
              "git status --short; git log --oneline", project="repo"),

@@ -51,6 +51,11 @@ WORKLOADS = [
              "npm install --offline --silent ../nodepkg/nodepkg-1.0.0.tgz && "
              "node -e \"console.log(require('nodepkg')())\" && ls node_modules",
              needs=("npm", "node")),
+    Workload("npm-ci-from-the-cache",
+             "(cd nodepkg && npm pack --silent >/dev/null) && cd app && "
+             "npm install --offline --silent ../nodepkg/nodepkg-1.0.0.tgz && "
+             "rm -rf node_modules && npm ci --offline --silent && ls node_modules && "
+             "grep -c nodepkg package-lock.json", needs=("npm", "node")),
     Workload("node-script-writes-files",
              "node -e \"const fs = require('fs'); fs.mkdirSync('out/x', {recursive: true});"
              " fs.writeFileSync('out/x/a.json', JSON.stringify({a: 1})); "
