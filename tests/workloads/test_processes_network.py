@@ -21,8 +21,9 @@ WORKLOADS = [
              "(sleep 0.1; exit 4) & wait $!; echo second=$?"),
     Workload("kill-and-trap",
              "bash -c 'trap \"echo got TERM; kill \\$!; exit 3\" TERM; "
-             "sleep 5 >/dev/null 2>&1 & wait' & p=$!; "
-             "sleep 0.3; kill $p; wait $p; echo status=$?"),
+             "sleep 5 >/dev/null 2>&1 & touch ready; wait' & p=$!; "
+             "until test -f ready; do sleep 0.02; done; kill $p; wait $p; "
+             "echo status=$?; rm ready"),
     Workload("trap-on-exit", "trap 'echo cleaned; rm -f tmp.lock' EXIT; touch tmp.lock; "
              "echo working; exit 2"),
     Workload("timeout-and-signals",
