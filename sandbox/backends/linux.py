@@ -26,6 +26,7 @@ from sandbox.plan import BackendName, RunResult
 
 from .box import BoxBase
 from .bwrap import BwrapBackend
+from .replaced import Replaced
 
 if TYPE_CHECKING:
     from collections.abc import Collection
@@ -51,6 +52,15 @@ class LinuxBox(BoxBase):
         super().__init__(policy)
         self.backend = BwrapBackend(policy, bwrap=bwrap, features=features)
         self._forwarder: Forwarder | None = None
+        # The protected names the host replaced (:mod:`.replaced`), the runs going on,
+        # and what open() was given, to make the box's mounts again.
+        self._replaced: Replaced | None = None
+        self._stale = False
+        self._going = 0
+        self._renewing = False
+        self._turn = threading.Condition()
+        self._opened: tuple[tuple[str, ...] | None, bool] = (None, False)
+        self._said: list[str] = []
 
     @property
     def kind(self) -> BoxKind:
@@ -91,6 +101,9 @@ class LinuxBox(BoxBase):
         if not warm:
             meanwhile()
         self.backend.check()
+        self._opened = (held, warm)
+        self._replaced = Replaced((*self.policy.protected_paths(),
+                                   *self.policy.missing_hook_dirs()))
         if held is not None:
             self.backend.hold(held)
         limits = self.policy.limits
@@ -100,28 +113,122 @@ class LinuxBox(BoxBase):
         self.backend.harden(shm_size=limits.shm_size, seccomp=h.seccomp_reader,
                             guard=h.guard, launcher=lambda: h.launcher().program)
         if warm:
-            from sandbox.warm import seat
+            self._warm_up(meanwhile)
 
-            self.warm = seat.open_box(self.backend, h, meanwhile=meanwhile)
-            if self.policy.network_allow is not None:
-                self._forwarder = seat.Forwarder.start(self)
+    def _warm_up(self, meanwhile: Callable[[], None]) -> None:
+        """The warm box, and the allow-list's forwarder in it."""
+        from sandbox.warm import seat
 
-    def close(self) -> None:
-        """The forwarder, the warm box, the hardening and the proxy, then the held
-        descriptors and the stage (the box's last users are gone by then)."""
+        assert self.hardening is not None
+        self.warm = seat.open_box(self.backend, self.hardening, meanwhile=meanwhile)
+        if self.policy.network_allow is not None:
+            self._forwarder = seat.Forwarder.start(self)
+
+    def _cool_down(self) -> None:
         if self._forwarder is not None:
             self._forwarder.close()
             self._forwarder = None
         if self.warm is not None:
             self.warm.close()
             self.warm = None
+
+    def close(self) -> None:
+        """The forwarder, the warm box, the hardening and the proxy, then the held
+        descriptors and the stage (the box's last users are gone by then)."""
+        self._cool_down()
         super().close()
         self.backend.release()
+        if self._replaced is not None:
+            self._replaced.close()
+            self._replaced = None
+
+    def said(self) -> list[str]:
+        """What the box made again, or repaired, since the last call."""
+        with self._turn:
+            out, self._said = self._said, []
+        return out
+
+    def _enter(self) -> None:
+        """A run's start: the box's mounts made again first, once no run is going, if
+        the host replaced a protected name since the last run."""
+        with self._turn:
+            while self._renewing:
+                self._turn.wait()
+            touched = self._replaced.touched() if self._replaced is not None else set()
+            if touched:  # by the host, while no run of ours was going: its own change
+                from sandbox.git.configcopy import settled
+
+                p = self.policy
+                self._said += settled(p.views, touched, p.private_tmp)
+                self._stale = True
+            if self._stale:
+                self._renewing = True
+                while self._going:
+                    self._turn.wait()
+                try:
+                    self._renew()
+                finally:
+                    self._renewing = False
+                    self._turn.notify_all()
+            self._going += 1
+
+    def _leave(self) -> None:
+        """A run's end: what it could have written to a name replaced meanwhile,
+        repaired (git's config: :func:`sandbox.git.configcopy.repair`) or said."""
+        touched = self._replaced.touched() if self._replaced is not None else set()
+        said = self._repaired(touched) if touched else []
+        with self._turn:
+            self._stale = self._stale or bool(touched)
+            self._said += said
+            self._going -= 1
+            self._turn.notify_all()
+
+    def _repaired(self, touched: set[str]) -> list[str]:
+        from sandbox.git.configcopy import repair
+        from sandbox.text import escape
+
+        p = self.policy
+        said = repair(p.views, touched, p.private_tmp, p.env)
+        configs = {c for c, _ in p.views}
+        return said + [f"{escape(t)} was replaced on the host during a run: the box's "
+                       "read-only bind of it went with the old file until the run ended"
+                       for t in sorted(touched - configs)]
+
+    def _renew(self) -> None:
+        """The held descriptors, the stage and the warm box made again (the hardening
+        and the proxy stay): the mounts on the replaced names are back."""
+        from sandbox.errors import PolicyError, SandboxUnavailable
+
+        held, warm = self._opened
+        self._cool_down()
+        self.backend.release()
+        if held is not None:
+            try:
+                self.backend.hold(held)
+            except PolicyError as err:  # a folder on the way swapped for a link, say
+                raise SandboxUnavailable(
+                    f"what the box holds read-only changed on the host during the session, "
+                    f"and cannot be held again: {err}",
+                    "end the session and open a new one") from err
+        if warm:
+            self._warm_up(lambda: None)
+        self._stale = False
 
     def _run(self, argv: Sequence[str], *, env_extra: Mapping[str, str] | None,
              stdin: bytes, timeout: float | None, cancel: threading.Event | None,
              pipes: type[Pipes]) -> RunResult:
-        """In the warm box when the session has one, else in a box of its own."""
+        """In the warm box when the session has one, else in a box of its own; the
+        mounts made again first where the host replaced a protected name."""
+        self._enter()
+        try:
+            return self._in_box(argv, env_extra=env_extra, stdin=stdin, timeout=timeout,
+                                cancel=cancel, pipes=pipes)
+        finally:
+            self._leave()
+
+    def _in_box(self, argv: Sequence[str], *, env_extra: Mapping[str, str] | None,
+                stdin: bytes, timeout: float | None, cancel: threading.Event | None,
+                pipes: type[Pipes]) -> RunResult:
         if self.warm is not None:
             from sandbox.warm import seat
 

@@ -101,6 +101,59 @@ def after_run(views: tuple[tuple[str, str], ...], tmp: str, env: Mapping[str, st
     return out
 
 
+def repair(views: tuple[tuple[str, str], ...], replaced: set[str], tmp: str,
+           env: Mapping[str, str]) -> list[str]:
+    """Each project config of ``views`` in ``replaced`` (its name replaced on the host
+    while a run was going: the box's link over it went, and the box could write the
+    project's file itself, :mod:`sandbox.backends.replaced`) taken back to what it held
+    at the run's start with only the changes :mod:`sandbox.git.writes` allows (the
+    host's own ``user.name`` stays; a ``core.fsmonitor`` goes, whoever wrote it); what
+    was taken out, said. The copy is then set to the result."""
+    out: list[str] = []
+    for config, link in views:
+        if os.path.basename(link) != LINK or config not in replaced:
+            continue
+        with _merging:
+            out += _repair(config, link, tmp, env)
+    return out
+
+
+def settled(views: tuple[tuple[str, str], ...], replaced: set[str], tmp: str) -> list[str]:
+    """Each project config of ``views`` in ``replaced`` (by the host, while no run was
+    going: the host's own change) taken as the copy's new start."""
+    out: list[str] = []
+    for config, link in views:
+        if os.path.basename(link) == LINK and config in replaced:
+            with _merging:
+                out += _settle(config, link, tmp)
+    return out
+
+
+def _repair(config: str, link: str, tmp: str, env: Mapping[str, str]) -> list[str]:
+    try:
+        with open(link + BASE, "rb") as f:
+            base = f.read()
+    except OSError:
+        return []
+    now = _read_real(config)
+    git = gitconfig.find_git(env, ())
+    if now is None or now == base or git is None:
+        return _settle(config, link, tmp)
+    old, new = _listed(git, link + BASE, env), _listed(git, _scratch(link, now), env)
+    if old is None or new is None:
+        return [f"{escape(config)} was replaced on the host during a run, and git cannot "
+                "read it now; it was put back as it was at the run's start",
+                *_write_in_place(config, base), *_settle(config, link, tmp)]
+    apply, refused = _changes(old, new, config)
+    said = [f"{escape(config)} was replaced on the host during a run (the box's read-only "
+            f"bind of it went with the old file), and {escape(key)} changed meanwhile: "
+            f"put back as it was at the run's start: {why}"
+            for key, why in _refusals(old, new)]
+    if refused:
+        said += _apply(git, config, link, apply, env, start=base)
+    return said + _settle(config, link, tmp)
+
+
 def _merge(config: str, link: str, tmp: str, env: Mapping[str, str]) -> list[str]:
     try:
         with open(link + BASE, "rb") as f:
@@ -145,15 +198,27 @@ def _changes(old: Config, new: Config, config: str
     return apply, said
 
 
+def _refusals(old: Config, new: Config) -> list[tuple[str, str]]:
+    """Each key that changed from ``old`` to ``new`` and may not, with why."""
+    out: list[tuple[str, str]] = []
+    for key in dict.fromkeys((*old, *new)):
+        before, after = old.get(key, []), new.get(key, [])
+        why = next((w for v in (after or before) if (w := refusal(key, v)) is not None),
+                   None) if before != after else None
+        if why is not None:
+            out.append((key, why))
+    return out
+
+
 def _shown(values: list[str | None]) -> str:
     return ", ".join("(no value)" if v is None else v for v in values)
 
 
 def _apply(git: str, config: str, link: str, apply: list[tuple[str, list[str | None]]],
-           env: Mapping[str, str]) -> list[str]:
-    """Set the keys of ``apply`` on a scratch copy of the project's config with the
-    host's git, and write the result into ``config`` in place."""
-    real = _read_real(config)
+           env: Mapping[str, str], *, start: bytes | None = None) -> list[str]:
+    """Set the keys of ``apply`` on a scratch copy of the project's config (or of
+    ``start``) with the host's git, and write the result into ``config`` in place."""
+    real = _read_real(config) if start is None else start
     if real is None:
         return [f"{escape(config)} could not be read; the box's changes were not taken"]
     scratch = _scratch(link, real)

@@ -87,14 +87,14 @@ def test_writes_land_only_beneath_the_writable_roots(place: Path) -> None:
     s = _open(place / "proj")
     try:
         r = _sh(s, f'echo in > made; echo x > {outside}/w 2>/dev/null && echo WROTE-OUTSIDE; '
-                   'echo x > "$HOME/hs-written" 2>/dev/null && echo WROTE-HOME; '
+                   f'echo x > "$HOME/hs-written-{os.getpid()}" 2>/dev/null && echo WROTE-HOME; '
                    'echo x > /tmp/hs-w 2>/dev/null && echo WROTE-TMP; '
                    'echo t > "$TMPDIR/t" && cat "$TMPDIR/t"; '
                    'mkdir -p sub/deep && ln -s made sub/l && rm -rf sub && echo tree-ok')
         assert r.out == "t\ntree-ok\n", r
         assert (place / "proj" / "made").read_text() == "in\n"
         assert not (outside / "w").exists()
-        assert not Path(os.path.expanduser("~"), "hs-written").exists()
+        assert not Path(os.path.expanduser("~"), f"hs-written-{os.getpid()}").exists()
     finally:
         s.close()
 
