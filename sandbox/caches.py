@@ -32,12 +32,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pathguard.records import NamedTuple
-
-from .beneath import find
-from .digest import sha256_hex
+from sandbox.beneath import find
+from sandbox.digest import sha256_hex
 
 if TYPE_CHECKING:
-    from .policy import Policy
+    from sandbox.policy import Policy
 
 
 class Row(NamedTuple):

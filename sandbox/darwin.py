@@ -21,9 +21,8 @@ import re
 import stat
 from collections.abc import Mapping
 
+from sandbox.errors import SandboxUnavailable, UserTempUnusable
 from sandbox.platform import MACOS
-
-from .errors import SandboxUnavailable, UserTempUnusable
 
 SANDBOX_EXEC = "/usr/bin/sandbox-exec"
 

@@ -33,17 +33,17 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from . import filtercache
-from .errors import SandboxUnavailable
-from .libc import detach, mount_tmpfs
-from .limits import Bound, Limits, describe
-from .plan import LaunchPlan, RunResult
-from .process import cgroup, reaper
-from .process.hostseat import Seat, Seats
-from .seccomp import Compiled, reader
+from sandbox import filtercache
+from sandbox.errors import SandboxUnavailable
+from sandbox.libc import detach, mount_tmpfs
+from sandbox.limits import Bound, Limits, describe
+from sandbox.plan import LaunchPlan, RunResult
+from sandbox.process import cgroup, reaper
+from sandbox.process.hostseat import Seat, Seats
+from sandbox.seccomp import Compiled, reader
 
 if TYPE_CHECKING:
-    from .initcache import Launcher
+    from sandbox.initcache import Launcher
 
 # The supervisor, given what to do at a run's start and (or None) what starts it.
 Runner = Callable[[Callable[[int], None] | None, "cgroup.Spawn[Any] | None"], RunResult]
@@ -53,7 +53,7 @@ FILTER_FIX = "install libseccomp (sudo apt-get install libseccomp2) and pyseccom
 
 def _ours(marker: str) -> bool:
     """A run marker of this process (its watchdog's instance)."""
-    from .process.watchdog import watchdog
+    from sandbox.process.watchdog import watchdog
 
     instance = watchdog.instance if watchdog.pid > 0 else ""
     return bool(instance) and marker.startswith(instance + ".")
@@ -105,8 +105,8 @@ def _guard_program(root: str, host_network: bool) -> bytes:
     with binds supervised too in a box on the host's network. A kernel that cannot
     carry it refuses the session: never a box that lets the command reach any listening
     socket."""
-    from .seccomp import UNIX_GUARD, UNIX_GUARD_BIND
-    from .warm.guardparts import unsupported
+    from sandbox.seccomp import UNIX_GUARD, UNIX_GUARD_BIND
+    from sandbox.warm.guardparts import unsupported
 
     why = unsupported()
     if why is not None:
@@ -187,7 +187,7 @@ class Hardening:
     def launcher(self) -> Launcher:
         """The launcher of each box per run: the compiled one, built at the first use
         (:mod:`sandbox.initcache`), or the Python one, and why."""
-        from .initcache import load
+        from sandbox.initcache import load
 
         return load(os.path.dirname(self.private_tmp))
 

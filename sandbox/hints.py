@@ -17,8 +17,8 @@ import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .plan import RunResult
-    from .policy import Policy
+    from sandbox.plan import RunResult
+    from sandbox.policy import Policy
 
 # Only the end of the output is read: that is where a failing program says why.
 TAIL = 16 * 1024
@@ -42,7 +42,7 @@ def _paths(line: str) -> list[str]:
 
 def _host_cache(path: str, policy: Policy) -> str:
     """Why ``path``, in a host package cache, is read-only; "" when it is in none."""
-    from .caches import TABLE, box_variables
+    from sandbox.caches import TABLE, box_variables
 
     home = os.path.realpath(policy.home or os.path.expanduser("~"))
     mine = box_variables(policy)
@@ -58,7 +58,7 @@ def _host_cache(path: str, policy: Policy) -> str:
 
 def _read_only(path: str, policy: Policy) -> str:
     """Why a write to ``path`` was refused, or "" when the box writes there."""
-    from .caches import box_roots
+    from sandbox.caches import box_roots
 
     for p in policy.protected_paths():
         if _under(path, p):

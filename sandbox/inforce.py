@@ -9,11 +9,11 @@ import sys
 import tempfile
 from typing import TYPE_CHECKING
 
-from .errors import SandboxError
-from .limits import Bound
+from sandbox.errors import SandboxError
+from sandbox.limits import Bound
 
 if TYPE_CHECKING:
-    from .settings import SandboxSettings
+    from sandbox.settings import SandboxSettings
 
 # What the kernel says of a process under a filter (Documentation/filesystems/proc.rst).
 _FILTERED = "Seccomp:\t2"
@@ -22,7 +22,7 @@ _ASK = "print(open('/proc/self/status').read())"
 
 def hardening(settings: SandboxSettings | None = None) -> list[Bound]:
     """The filter and each bound, as a box of this session would have them."""
-    from .session import Session
+    from sandbox.session import Session
 
     base = tempfile.mkdtemp(prefix="hs-doctor-", dir="/var/tmp")
     try:

@@ -43,9 +43,8 @@ import sys
 import threading
 
 from pathguard.records import NamedTuple
-
-from . import kept
-from .digest import sha256_hex
+from sandbox import kept
+from sandbox.digest import sha256_hex
 
 _WARM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "warm")
 # One program: the box per run's launcher, and the warm box's starter (``warm``).

@@ -15,9 +15,9 @@ import os
 import stat as _stat
 from collections.abc import Iterable, Mapping
 
-from . import beneath
-from .process.beside import Beside
-from .process.made import IN_TWO_AT, clean_session, half_at, live_made, start_time
+from sandbox import beneath
+from sandbox.process.beside import Beside
+from sandbox.process.made import IN_TWO_AT, clean_session, half_at, live_made, start_time
 
 MANIFEST_SUFFIX = ".made"
 
@@ -186,8 +186,8 @@ def refuse_shared_root(root: str, writable: Iterable[str]) -> None:
     """The private root holds every session's bookkeeping: the box must never be able
     to write there. Raises :class:`PolicyError` when it lies inside a folder the box can
     write (``TMPDIR`` in the project, ``[sandbox] writable = ["/tmp"]``) or contains one."""
-    from .errors import PolicyError
-    from .text import escape
+    from sandbox.errors import PolicyError
+    from sandbox.text import escape
 
     for w in writable:
         real = os.path.realpath(w)
@@ -249,8 +249,8 @@ def _unchecked(path: str, err: OSError) -> None:
 
     if err.errno in (errno.ENOENT, errno.ENOTDIR):
         return
-    from .errors import PolicyError
-    from .text import escape
+    from sandbox.errors import PolicyError
+    from sandbox.text import escape
 
     raise PolicyError(f"{escape(path)} could not be checked for hard links "
                       f"({err.strerror}), so the session is not opened; make it "
@@ -259,8 +259,8 @@ def _unchecked(path: str, err: OSError) -> None:
 
 def _refuse_one(path: str, st: os.stat_result) -> None:
     if st.st_nlink > 1 and _stat.S_ISREG(st.st_mode):
-        from .errors import PolicyError
-        from .text import escape
+        from sandbox.errors import PolicyError
+        from sandbox.text import escape
 
         shown = escape(path)
         raise PolicyError(

@@ -19,8 +19,7 @@ import re
 from typing import Literal
 
 from pathguard.records import NamedTuple
-
-from .settings import SandboxSettings
+from sandbox.settings import SandboxSettings
 
 # The table's own defaults (sandbox/settings.py), named here for the messages.
 _DEFAULTS = SandboxSettings._field_defaults

@@ -20,16 +20,16 @@ from sandbox.platform import PLATFORM
 if TYPE_CHECKING:
     from pathguard.guard import Guard
 
-from .beneath import link_on_the_way
-from .env import drop_names
-from .errors import PolicyError
-from .git.dirs import GitLayout, find_layout
-from .git.linked import git_common_dir
-from .hostreads import home_fields, reads_to_protect
-from .limits import Limits, resolve
-from .settings import SandboxSettings
-from .systemtemp import gettempdir
-from .text import escape
+from sandbox.beneath import link_on_the_way
+from sandbox.env import drop_names
+from sandbox.errors import PolicyError
+from sandbox.git.dirs import GitLayout, find_layout
+from sandbox.git.linked import git_common_dir
+from sandbox.hostreads import home_fields, reads_to_protect
+from sandbox.limits import Limits, resolve
+from sandbox.settings import SandboxSettings
+from sandbox.systemtemp import gettempdir
+from sandbox.text import escape
 
 # Hidden unless [sandbox] hide_defaults = false. Hidden folders become empty read-only
 # folders in the box, hidden files read as empty.
@@ -173,7 +173,7 @@ def project_config_dirs(project: str, allowed: tuple[str, ...] = ()) -> tuple[st
     """The rows of :data:`sandbox.toolconfigs.TOOL_CONFIGS` that exist in ``project``
     (but those ``allowed``). A link is left alone (the box never binds what a link points
     at); trust by content still refuses what it leads to."""
-    from .toolconfigs import present
+    from sandbox.toolconfigs import present
 
     return present(project, allowed)
 
@@ -306,7 +306,7 @@ class Policy(NamedTuple):
         s = settings if settings is not None else SandboxSettings()
         scrubbed, home, as_written = _session_place(project, s, env, home)
         real_project = os.path.realpath(as_written)
-        from .darwin import session_user_tmp
+        from sandbox.darwin import session_user_tmp
 
         # On a Mac, asked of the system and checked: never TMPDIR (see sandbox/darwin.py).
         user_tmp = session_user_tmp(scrubbed, platform=platform, boxed=boxed and s.enabled,
@@ -368,7 +368,7 @@ class Policy(NamedTuple):
         out += [Zone(w, "writable", z.WRITABLE) for w in self.writable]
         if self.boxed and self.platform.startswith("linux"):
             # The project's package caches, which its boxes write (sandbox/caches.py).
-            from .caches import made
+            from sandbox.caches import made
 
             cache = made(self.project, self.env, self.home)
             if cache is not None:

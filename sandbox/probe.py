@@ -15,9 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from pathguard.records import NamedTuple
-from sandbox.platform import PLATFORM
-
-from .backends.bwrap_find import (
+from sandbox.backends.bwrap_find import (
     INSTALL_FIX,
     Sysctls,
     at_limit,
@@ -26,11 +24,12 @@ from .backends.bwrap_find import (
     not_found,
     sysctls,
 )
-from .errors import SandboxUnavailable
-from .text import escape
+from sandbox.errors import SandboxUnavailable
+from sandbox.platform import PLATFORM
+from sandbox.text import escape
 
 if TYPE_CHECKING:
-    from .backends.stage import Stage
+    from sandbox.backends.stage import Stage
 
 # -- the full probe, for doctor ------------------------------------------------------
 
@@ -103,7 +102,7 @@ class Probe(NamedTuple):
         the user who starts it to itself in a user namespace of its own, with no
         capability in any namespace; root's boxes run as a stand-in, an id no account
         has (:mod:`sandbox.backends.standin`)."""
-        from .backends.standin import COUNT, OWNER_CAPS, UID, needed
+        from sandbox.backends.standin import COUNT, OWNER_CAPS, UID, needed
 
         if self.euid == 0 and needed():
             return {"host_uid": UID,
@@ -154,7 +153,7 @@ def probe(env: Mapping[str, str] | None = None, platform: str = PLATFORM,
     is ``[sandbox] box``), and whether it works: for bwrap, its version and options, a
     trial box and the network links a box sees; for the Landlock box, a trial of it.
     Starts processes: for ``doctor``, not for every run."""
-    from .backends import box_name
+    from sandbox.backends import box_name
 
     if box_name(platform) == "seatbelt":
         return probe_seatbelt()
@@ -166,10 +165,10 @@ def probe(env: Mapping[str, str] | None = None, platform: str = PLATFORM,
 def probe_landlock() -> Probe:
     """The Landlock box's wrapper, tried: ``/bin/true`` in a domain that hides ``/tmp``
     and writes nowhere, under no filter."""
-    from .backends.kind import LANDLOCK, LANDLOCK_GIVES_UP
-    from .backends.landlockbox import FIX, HERE, _memfd, encode
-    from .landlock import NEEDED_ABI, abi
-    from .sockets import interpreter
+    from sandbox.backends.kind import LANDLOCK, LANDLOCK_GIVES_UP
+    from sandbox.backends.landlockbox import FIX, HERE, _memfd, encode
+    from sandbox.landlock import NEEDED_ABI, abi
+    from sandbox.sockets import interpreter
 
     python, euid = interpreter(), os.geteuid()
     base = Probe(bwrap=None, backend="landlock", program=python, euid=euid, box=LANDLOCK,
@@ -207,15 +206,15 @@ SEATBELT_MISSING_FIX = "sandbox-exec is part of macOS; check that /usr/bin is in
 
 def probe_seatbelt() -> Probe:
     """sandbox-exec (always ``/usr/bin/sandbox-exec``) and a trial run under it."""
-    from .backends.seatbelt import SANDBOX_EXEC
+    from sandbox.backends.seatbelt import SANDBOX_EXEC
 
     euid = os.geteuid()
     base = Probe(None, euid=euid, backend="sandbox-exec", program=SANDBOX_EXEC)
     if not os.path.exists(SANDBOX_EXEC):
         return base._replace(diagnosis=f"{SANDBOX_EXEC} is not there",
                              fix=SEATBELT_MISSING_FIX)
-    from .darwin import require_seatbelt
-    from .errors import SandboxUnavailable
+    from sandbox.darwin import require_seatbelt
+    from sandbox.errors import SandboxUnavailable
 
     try:
         # A harness inside Seatbelt: sandbox-exec cannot apply the box's profile.
@@ -234,8 +233,8 @@ def probe_seatbelt() -> Probe:
 def _stand_in(euid: int) -> tuple[Stage | None, SandboxUnavailable | None]:
     """Root's stand-in for the trial box (:mod:`sandbox.backends.standin`), or why it
     cannot be made; neither for anyone else."""
-    from .backends.stage import Stage
-    from .backends.standin import needed
+    from sandbox.backends.stage import Stage
+    from sandbox.backends.standin import needed
 
     if euid != 0 or not needed():
         return None, None
@@ -258,7 +257,7 @@ def _cause(euid: int, refused: SandboxUnavailable | None, error: str | None,
         return diagnose_userns(euid=euid, **s._asdict())
     got = refused  # the stage names the cause it sees itself
     if got is None and not at_limit(error or ""):
-        from .backends.causes import found
+        from sandbox.backends.causes import found
 
         seen = found(euid)
         if seen is not None:
@@ -288,7 +287,7 @@ def probe_bwrap(env: Mapping[str, str] | None = None) -> Probe:
 
     # Root's trial box runs as the boxes will: as root's stand-in, and with the
     # container's /proc in a Landlock domain where a fresh one is refused.
-    from .backends.kind import bound_proc_args, choose, in_domain
+    from sandbox.backends.kind import bound_proc_args, choose, in_domain
 
     kind = choose()
     trial = bound_proc_args(_TRIAL) if kind.bound_proc else _TRIAL
@@ -296,7 +295,7 @@ def probe_bwrap(env: Mapping[str, str] | None = None) -> Probe:
     head: tuple[str, ...] = in_domain((bwrap,)) if kind.bound_proc else (bwrap,)
     head = (*stand.argv(), *head) if stand is not None else head
     if stand is not None:
-        from .backends.standin import box_options
+        from sandbox.backends.standin import box_options
 
         trial = box_options(trial)  # no user namespace of bwrap's in the stand-in's
     try:
@@ -315,7 +314,7 @@ def probe_bwrap(env: Mapping[str, str] | None = None) -> Probe:
             stand.close()
     found = _cause(euid, refused, error, s)
     if found is None:
-        from .backends.bwrap import REQUIRED_FEATURES
+        from sandbox.backends.bwrap import REQUIRED_FEATURES
 
         missing = [f for f in REQUIRED_FEATURES if f not in features]
         if missing:

@@ -23,8 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pathguard.records import NamedTuple
-
-from .libc import (
+from sandbox.libc import (
     CLONE_NEWCGROUP,
     CLONE_NEWIPC,
     CLONE_NEWNET,

@@ -24,12 +24,11 @@ import sys
 from importlib import import_module
 from typing import TYPE_CHECKING
 
-from .errors import SelfGuardError as SelfGuardError
+from sandbox.errors import SelfGuardError as SelfGuardError
 
 if TYPE_CHECKING:
     from pathguard.guard import Verdict
-
-    from .policy import Policy
+    from sandbox.policy import Policy
 
 PACKAGES = ("sandbox", "pathguard", "launchers")
 FIX_INSTALL = ("Install harness-sandbox outside the project and every writable folder "
@@ -87,7 +86,7 @@ def check(policy: Policy) -> None:
     folder the agent can write (or cannot be checked), or its own environment makes
     the interpreter load from one."""
     guard = policy.guard(boxed=False)
-    from .env import path_words
+    from sandbox.env import path_words
 
     for name in OWN_LOADER_VARS:
         for word in path_words(os.environ.get(name, "")):

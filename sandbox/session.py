@@ -16,17 +16,17 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
-from . import hostreads
-from . import leftovers as _leftovers
-from .backends import Box, box_name, choose, supervised
-from .backends.host import HostBackend
-from .errors import PolicyError
-from .git.config import find_git
-from .git.dirs import GitLayout, find_layout, merged
-from .git.report import report
-from .moveout import MoveOut
-from .plan import LaunchPlan, RunResult
-from .policy import (
+from sandbox import hostreads
+from sandbox import leftovers as _leftovers
+from sandbox.backends import Box, box_name, choose, supervised
+from sandbox.backends.host import HostBackend
+from sandbox.errors import PolicyError
+from sandbox.git.config import find_git
+from sandbox.git.dirs import GitLayout, find_layout, merged
+from sandbox.git.report import report
+from sandbox.moveout import MoveOut
+from sandbox.plan import LaunchPlan, RunResult
+from sandbox.policy import (
     DEFAULT_OUTPUT_CAP,
     Policy,
     private_tmp_root,
@@ -34,19 +34,19 @@ from .policy import (
     session_home,
     writable_roots,
 )
-from .process.made import clean_session, made_lock, remove_folder
-from .process.pty import TtySize, terminal
-from .process.watchdog import forget_session, watch_session
-from .settings import SandboxSettings
-from .systemtemp import mkdtemp
-from .text import escape
-from .watched import Watched
+from sandbox.process.made import clean_session, made_lock, remove_folder
+from sandbox.process.pty import TtySize, terminal
+from sandbox.process.watchdog import forget_session, watch_session
+from sandbox.settings import SandboxSettings
+from sandbox.systemtemp import mkdtemp
+from sandbox.text import escape
+from sandbox.watched import Watched
 
 if TYPE_CHECKING:
-    from .harden import Hardening
-    from .network.session import Network
-    from .process.pipes import OnOutput, Pipes
-    from .warm.client import WarmBox
+    from sandbox.harden import Hardening
+    from sandbox.network.session import Network
+    from sandbox.process.pipes import OnOutput, Pipes
+    from sandbox.warm.client import WarmBox
 
 
 def make_private_root(path: str) -> str:
@@ -103,7 +103,7 @@ def _shift_for_root(st: os.stat_result) -> int:
     """Which mode bits decide for a box started by uid 0: the owner's for root's
     stand-in (the project is its own through its mapping, backends/standin.py), else
     the bits that class of user gets."""
-    from .backends.standin import needed
+    from sandbox.backends.standin import needed
 
     if needed() or st.st_uid == 0:
         return 6
@@ -134,7 +134,7 @@ def _git_layout(project: str, named: tuple[str, ...], env: Mapping[str, str] | N
 def _with_views(layout: GitLayout, roots: tuple[str, ...], env: Mapping[str, str],
                 tmp: str) -> GitLayout:
     """``layout`` with its module configs' views (:mod:`sandbox.git.views`)."""
-    from .git.views import module_views, views_folder
+    from sandbox.git.views import module_views, views_folder
 
     return layout._replace(views=module_views(layout, roots, find_git(env, roots), env,
                                               views_folder(tmp, roots)))
@@ -175,7 +175,7 @@ def _private_root(writable: tuple[str, ...]) -> str:
     cleared: their /tmp tmpfs unmounted first (a mount point cannot be removed)."""
     _leftovers.refuse_shared_root(os.path.realpath(private_tmp_root()), writable)
     root = make_private_root(private_tmp_root())
-    from .harden import unmount_stale
+    from sandbox.harden import unmount_stale
 
     unmount_stale(root)
     _leftovers.sweep(root)
@@ -188,10 +188,10 @@ def _end(session: Session | None, manifest: str | None, tmp: str) -> None:
         session.close()  # the box (its filter, bounds, /tmp tmpfs and binds) first
         if session._moves is not None:  # what the box made of other tools' configs
             session.warnings += session._moves.end()
-        from .git.configcopy import after_run  # git's config: the box's allowed keys
+        from sandbox.git.configcopy import after_run  # git's config: the box's allowed keys
         session.warnings += after_run(session.policy.views, session.policy.private_tmp,
                                       session.policy.env)
-        from .git.configcopy import after_run  # git's config: the box's allowed keys
+        from sandbox.git.configcopy import after_run  # git's config: the box's allowed keys
         session.warnings += after_run(session.policy.views, session.policy.private_tmp,
                                       session.policy.env)
     if manifest is not None:
@@ -346,7 +346,7 @@ class Session:
             policy = Policy.from_settings(project, settings, boxed=boxed, private_tmp=tmp,
                                           env=env, git=layout)._replace(output_cap=output_cap)
             # The toolkit will not run from a folder the box can write (selfguard.py).
-            from .selfguard import check as check_self
+            from sandbox.selfguard import check as check_self
 
             check_self(policy)
             session = cls(policy)
@@ -383,7 +383,7 @@ class Session:
             self._box.open(held=held, warm=warm, meanwhile=meanwhile)
             return
         meanwhile()
-        from .harden import Hardening
+        from sandbox.harden import Hardening
 
         self._host_hardening = Hardening.open(self.policy.limits, boxed=False,
                                               private_tmp=self.policy.private_tmp)
@@ -445,7 +445,7 @@ class Session:
         ``tty`` (True or a ``TtySize``): a boxed run on a terminal made for it, its
         controlling terminal, all its output in ``stdout`` (:mod:`sandbox.process.pty`).
         """
-        from .process.pipes import Pipes, passing_on
+        from sandbox.process.pipes import Pipes, passing_on
 
         if isinstance(argv, (str, bytes)):
             raise TypeError("Session.run takes the command as a list of words, "
@@ -463,10 +463,10 @@ class Session:
             finally:
                 if moves is not None:
                     self.warnings += moves.run_ended()
-                from .git.configcopy import after_run  # git's config: the box's allowed keys
+                from sandbox.git.configcopy import after_run  # git's config: the box's allowed keys
                 self.warnings += after_run(self.policy.views, self.policy.private_tmp,
                                            self.policy.env)
-                from .git.configcopy import after_run  # git's config: the box's allowed keys
+                from sandbox.git.configcopy import after_run  # git's config: the box's allowed keys
                 self.warnings += after_run(self.policy.views, self.policy.private_tmp,
                                            self.policy.env)
                 self.warnings += self._box.said()

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Literal
 from sandbox.platform import MACOS
 
 if TYPE_CHECKING:
-    from .policy import Policy
+    from sandbox.policy import Policy
 
 Form = Literal["path", "path:", "path,", "unix://", "unix:"]
 
@@ -122,7 +122,7 @@ def guard_allowed(policy: Policy) -> tuple[str, ...]:
     D-Bus bus starts programs), which the guard then refuses."""
     out = [os.path.realpath(p) for p in policy.allow_unix_sockets]
     if policy.network_allow is not None:
-        from .network.box import BOX_SOCKET
+        from sandbox.network.box import BOX_SOCKET
 
         out.append(BOX_SOCKET)
     if not policy.network:

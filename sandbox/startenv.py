@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from .env import loader_var, prune_loaders, scrub
+from sandbox.env import loader_var, prune_loaders, scrub
 
 if TYPE_CHECKING:
-    from .policy import Policy
+    from sandbox.policy import Policy
 
 
 def host_env(policy: Policy, env_extra: Mapping[str, str] | None = None, *,
@@ -71,7 +71,7 @@ def box_env(policy: Policy, env_extra: Mapping[str, str] | None = None, *,
     box's temp folder (``/tmp`` in the Linux box; the private folder itself on macOS),
     no variable naming a Unix socket the box may not reach (``SSH_AUTH_SOCK``, ...),
     and the package managers' cache variables at the project's own caches."""
-    from .sockets import without_shut_sockets
+    from sandbox.sockets import without_shut_sockets
 
     env = scrub(policy.env)
     if env_extra:
@@ -79,7 +79,7 @@ def box_env(policy: Policy, env_extra: Mapping[str, str] | None = None, *,
     env = without_shut_sockets(env, policy.allow_unix_sockets)
     env["TMPDIR"] = tmpdir
     # Package managers' caches: the project's own, never the host's (sandbox/caches.py).
-    from .caches import box_variables
+    from sandbox.caches import box_variables
 
     env.update(box_variables(policy))
     return env

@@ -144,20 +144,20 @@ def choose(policy: Policy, *, bwrap: str | None = None,
     if not policy.boxed:
         raise ValueError("a session with no box has no box to choose")
     if box_name(policy.platform) == "seatbelt":
-        from .macos import MacBox
+        from sandbox.backends.macos import MacBox
 
         return MacBox(policy)
     if policy.box == "landlock":
-        from .landlockbox import LandlockBox
+        from sandbox.backends.landlockbox import LandlockBox
 
         return LandlockBox(policy)
-    from .linux import LinuxBox
+    from sandbox.backends.linux import LinuxBox
 
     return LinuxBox(policy, bwrap=bwrap, features=features)
 
 
 def host_backend(policy: Policy) -> Backend:
     """The backend for host commands (``sandbox = false`` hooks, ``run --host``)."""
-    from .host import HostBackend
+    from sandbox.backends.host import HostBackend
 
     return HostBackend(policy)

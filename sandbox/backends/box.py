@@ -9,10 +9,9 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from sandbox.backends import Backend, supervised
+from sandbox.backends.kind import BoxKind
 from sandbox.plan import LaunchPlan, RunResult
-
-from . import Backend, supervised
-from .kind import BoxKind
 
 if TYPE_CHECKING:
     from sandbox.harden import Hardening

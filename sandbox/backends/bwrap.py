@@ -24,13 +24,7 @@ import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from sandbox.caches import box_roots
-from sandbox.errors import StageRefused
-from sandbox.plan import BackendName, LaunchPlan, RunResult
-from sandbox.policy import Policy
-from sandbox.startenv import box_env
-
-from .bwrap_args import (
+from sandbox.backends.bwrap_args import (
     MAX_FDS,
     REQUIRED_FEATURES,
     RESOLVER_DIR,
@@ -39,14 +33,19 @@ from .bwrap_args import (
     box_args,
     staged_binds,
 )
-from .kind import bound_proc_args, in_domain
-from .kind import choose as choose_kind
-from .procfs import KEYRING_LISTS, PROC_READ_ONLY
-from .standin import stdio_owner
-from .started import Started, read, with_var
+from sandbox.backends.kind import bound_proc_args, in_domain
+from sandbox.backends.kind import choose as choose_kind
+from sandbox.backends.procfs import KEYRING_LISTS, PROC_READ_ONLY
+from sandbox.backends.standin import stdio_owner
+from sandbox.backends.started import Started, read, with_var
+from sandbox.caches import box_roots
+from sandbox.errors import StageRefused
+from sandbox.plan import BackendName, LaunchPlan, RunResult
+from sandbox.policy import Policy
+from sandbox.startenv import box_env
 
 if TYPE_CHECKING:
-    from .stage import Stage
+    from sandbox.backends.stage import Stage
 
 # The options live in bwrap_args.py; these are named here too, for callers of the box.
 __all__ = ["KEYRING_LISTS", "LINKER_VARS", "PROC_READ_ONLY", "REQUIRED_FEATURES",
@@ -343,8 +342,8 @@ class BwrapBackend:
         to :meth:`~sandbox.backends.stage.Stage.bind_late` (for the warm box, which
         starts while they are made). Raises :class:`SandboxUnavailable` or, for a path
         that changed since the session held it, ``PolicyError``."""
-        from . import stage as _stage
-        from . import standin
+        from sandbox.backends import stage as _stage
+        from sandbox.backends import standin
 
         with self._stage_lock:
             if self._stage is None and not self._unstaged:

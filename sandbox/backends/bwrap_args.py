@@ -48,17 +48,16 @@ import os
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from sandbox.backends import standin
+from sandbox.backends.procfs import KEYRING_LISTS, PROC_READ_ONLY
 from sandbox.caches import box_binds as _cache_binds
 from sandbox.caches import box_roots as rw_roots
 from sandbox.errors import SandboxUnavailable
 from sandbox.git import configcopy
 from sandbox.policy import Policy
 
-from . import standin
-from .procfs import KEYRING_LISTS, PROC_READ_ONLY
-
 if TYPE_CHECKING:
-    from .stagebinds import Bind
+    from sandbox.backends.stagebinds import Bind
 
 # Flags the box cannot do without: a bwrap that lacks one is refused, not worked around.
 REQUIRED_FEATURES: tuple[str, ...] = (
@@ -231,7 +230,7 @@ def staged_binds(policy: Policy, fds: Mapping[str, int]) -> list[Bind]:
     """The binds the session's stage makes for this box (:func:`_stageable`), in the
     order bwrap would make them, each with the device and inode of the descriptor the
     session holds for it (``fds``), if any."""
-    from .stagebinds import Bind
+    from sandbox.backends.stagebinds import Bind
 
     ops, _ = _mount_ops(policy)
     rw = rw_roots(policy)

@@ -178,7 +178,7 @@ def at_limit(error: str) -> bool:
 def diagnose_start_failure(error: str) -> SandboxUnavailable:
     """The cause and fix for a box that failed to start with bwrap's ``error``: the
     cause this place shows (:mod:`.causes`), else what the sysctls and ``error`` say."""
-    from .causes import found as cause
+    from sandbox.backends.causes import found as cause
 
     seen = None if at_limit(error) else cause(os.geteuid())
     if seen is not None:

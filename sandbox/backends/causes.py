@@ -22,9 +22,8 @@ import ctypes
 import errno
 import os
 
+from sandbox.backends.bwrap_find import LANDLOCK_FIX
 from sandbox.errors import SandboxUnavailable
-
-from .bwrap_find import LANDLOCK_FIX
 
 CLONE_NEWUSER = 0x10000000
 CAP_SYS_ADMIN = 21
@@ -118,7 +117,12 @@ def covered_proc(mountinfo: str = "/proc/self/mountinfo") -> tuple[str, ...]:
 def found(euid: int) -> SandboxUnavailable | None:
     """The cause this place shows for a box that could not be built, with its fix; None
     when none of these is seen."""
-    from .bwrap_find import APPARMOR_DIAGNOSIS, APPARMOR_FIX, diagnose_userns, sysctls
+    from sandbox.backends.bwrap_find import (
+        APPARMOR_DIAGNOSIS,
+        APPARMOR_FIX,
+        diagnose_userns,
+        sysctls,
+    )
 
     s = sysctls()
     blocked = diagnose_userns(euid=euid, apparmor_restrict=None,

@@ -91,9 +91,8 @@ def choose() -> BoxKind:
     import os
 
     from sandbox import landlock
-
-    from .causes import covered_proc, no_sys_admin, seccomp_refuses
-    from .standin import needed
+    from sandbox.backends.causes import covered_proc, no_sys_admin, seccomp_refuses
+    from sandbox.backends.standin import needed
 
     covered = covered_proc()
     if not covered or landlock.abi() < landlock.NEEDED_ABI or seccomp_refuses() or \

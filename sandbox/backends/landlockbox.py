@@ -24,12 +24,11 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from sandbox.backends.box import BoxBase
+from sandbox.backends.kind import LANDLOCK, LANDLOCK_GIVES_UP, BoxKind
 from sandbox.errors import SandboxUnavailable
 from sandbox.plan import BackendName, LaunchPlan, RunResult
 from sandbox.text import escape
-
-from .box import BoxBase
-from .kind import LANDLOCK, LANDLOCK_GIVES_UP, BoxKind
 
 if TYPE_CHECKING:
     from sandbox.network.session import Network
@@ -105,7 +104,7 @@ def spec(policy: Policy, bpf: bytes) -> bytes:
 def _shown_again(policy: Policy) -> tuple[str, ...]:
     """What a hidden place shows again, read-only: with the network, the resolver's
     folder ``/etc/resolv.conf`` leads to on a systemd-resolved machine."""
-    from .bwrap_args import RESOLVER_DIR
+    from sandbox.backends.bwrap_args import RESOLVER_DIR
 
     return (RESOLVER_DIR,) if policy.network and os.path.isdir(RESOLVER_DIR) else ()
 
@@ -238,9 +237,8 @@ class LandlockBox(BoxBase):
         """The rules, the filter and what the box may not change, read now; the host
         runs' groups for its runs. ``held`` and ``warm`` have no meaning here."""
         from sandbox import seccomp
+        from sandbox.backends.keeper import Keeper
         from sandbox.harden import FILTER_FIX, Hardening
-
-        from .keeper import Keeper
 
         meanwhile()
         self.backend.check()
@@ -271,7 +269,7 @@ class LandlockBox(BoxBase):
         return out
 
     def _put_back(self) -> None:
-        from .keeper import Keeper
+        from sandbox.backends.keeper import Keeper
 
         if isinstance(self._keeper, Keeper):
             self._said += self._keeper.check()

@@ -22,11 +22,10 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from sandbox.backends.box import BoxBase
+from sandbox.backends.bwrap import BwrapBackend
+from sandbox.backends.replaced import Replaced
 from sandbox.plan import BackendName, RunResult
-
-from .box import BoxBase
-from .bwrap import BwrapBackend
-from .replaced import Replaced
 
 if TYPE_CHECKING:
     from collections.abc import Collection

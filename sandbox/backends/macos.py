@@ -14,10 +14,9 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from sandbox.backends.box import BoxBase
+from sandbox.backends.seatbelt import SeatbeltBackend
 from sandbox.plan import BackendName, RunResult
-
-from .box import BoxBase
-from .seatbelt import SeatbeltBackend
 
 if TYPE_CHECKING:
     from sandbox.network.session import Network

@@ -32,11 +32,8 @@ from collections.abc import Callable, Sequence
 # Imported here, not in the child: a forked child of a process with threads imports
 # nothing.
 from sandbox import libc
-from sandbox.errors import PolicyError, SandboxUnavailable, StageRefused
-from sandbox.text import escape
-
-from . import standin
-from .stagebinds import (
+from sandbox.backends import standin
+from sandbox.backends.stagebinds import (
     Bind,
     Said,
     bind_all,
@@ -45,6 +42,8 @@ from .stagebinds import (
     idmap_roots,
     share_roots,
 )
+from sandbox.errors import PolicyError, SandboxUnavailable, StageRefused
+from sandbox.text import escape
 
 # A plain user's box is staged from this many binds on (pins, protected names, covers).
 STAGE_AT = 64
@@ -374,7 +373,7 @@ def _said(report: _Report, first: bytes = b"") -> bytes:
             f"a box started by root runs as uid {standin.UID}, and {escape(path)}, which "
             f"the box writes, cannot be mapped to it: {why}", standin.FIX)
     where = f"{escape(path)}: " if path else ""
-    from .causes import named
+    from sandbox.backends.causes import named
 
     raise named(SandboxUnavailable(f"the box's namespaces could not be staged: {where}"
                                    f"{why or 'the child ended'}",

@@ -12,9 +12,8 @@ from typing import Literal
 
 from pathguard.records import NamedTuple
 from sandbox import libc
+from sandbox.backends import standin
 from sandbox.beneath import create_beneath, open_path, relative
-
-from . import standin
 
 BindKind = Literal["pin", "ro", "view", "empty"]
 

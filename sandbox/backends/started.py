@@ -81,7 +81,7 @@ def with_var(made: LaunchPlan, command_len: int, write_end: int) -> LaunchPlan:
 def not_built(result: RunResult) -> SandboxUnavailable:
     """The box's own failure, for a run that never reached its command: bwrap's first
     line (or its status), with the cause found and its fix."""
-    from .bwrap_find import diagnose_start_failure
+    from sandbox.backends.bwrap_find import diagnose_start_failure
 
     lines = result.stderr.decode("utf-8", "replace").strip().splitlines()
     if lines:
@@ -99,7 +99,7 @@ def read(result: RunResult, reached: bool | None) -> RunResult:
     that never ``reached`` its command (raised, with the cause and the fix, whatever
     bwrap printed and its status). A box with no launcher to tell (``reached`` None: a
     bare session's) is read by bwrap's own lines."""
-    from .bwrap import exec_failure
+    from sandbox.backends.bwrap import exec_failure
 
     if result.outcome == "failed_to_start":
         program = result.plan.argv[0] if result.plan else "bwrap"
@@ -117,7 +117,7 @@ def read(result: RunResult, reached: bool | None) -> RunResult:
         if reached:
             return result  # the command's own status, whatever it printed
         _entered(result)
-        from .bwrap_find import diagnose_start_failure, namespace_error
+        from sandbox.backends.bwrap_find import diagnose_start_failure, namespace_error
 
         error = namespace_error(result.stderr)
         if error is not None:
@@ -130,7 +130,7 @@ def _entered(result: RunResult) -> None:
     """nsenter's own failure to enter root's stand-in (its one line, exit 1), raised
     with the cause: the box did not start."""
     if result.stderr.startswith(b"nsenter: "):
-        from .standin import FIX
+        from sandbox.backends.standin import FIX
 
         line = result.stderr.decode("utf-8", "replace").splitlines()[0]
         raise SandboxUnavailable(f"the box's stand-in for root could not be entered: "

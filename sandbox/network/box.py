@@ -42,7 +42,7 @@ def no_proxy(listed: Sequence[str] = ()) -> str:
     """The box's own loopback, reached directly: ``localhost``, ``127.0.0.1`` and ``::1``,
     less an address the list names literally (that entry means the host's loopback, so
     requests for it go to the proxy)."""
-    from .allow import parse
+    from sandbox.network.allow import parse
 
     named = {parse(e).host for e in listed}
     return ",".join(h for h in NO_PROXY.split(",") if h not in named)

@@ -30,8 +30,7 @@ import threading
 from collections.abc import Sequence
 
 from pathguard.records import NamedTuple
-
-from . import allow, head, hello
+from sandbox.network import allow, head, hello
 
 HEAD_LIMIT = 64 * 1024
 CHUNK = 256 * 1024

@@ -9,9 +9,8 @@ import shutil
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from sandbox.network.proxy import Proxy, Refusal
     from sandbox.policy import Policy
-
-    from .proxy import Proxy, Refusal
 
 
 class Network:
@@ -31,10 +30,9 @@ class Network:
         if policy.network_allow is None or not policy.boxed:
             return None
         from sandbox.errors import SandboxUnavailable
-
-        from . import allow
-        from .box import host_socket
-        from .proxy import Proxy
+        from sandbox.network import allow
+        from sandbox.network.box import host_socket
+        from sandbox.network.proxy import Proxy
 
         entries = allow.parse_all(policy.network_allow)
         if loopback:
@@ -63,9 +61,8 @@ class Network:
 
     def report(self) -> list[str]:
         """One line per host the box was refused."""
+        from sandbox.network.proxy import NO_PASSWORD
         from sandbox.text import escape
-
-        from .proxy import NO_PASSWORD
 
         by_host: dict[str, list[Refusal]] = {}
         out, alone = [], []

@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import threading
 
-from . import cgroup
+from sandbox.process import cgroup
 
 # Seats kept ready: host hooks of one event run one after another, and runs at once
 # beyond this fall back to a group made at their start.
