@@ -5,7 +5,7 @@
 config of a few hooks costs 0.1 ms. What the parse gives depends only on the file's
 bytes, so the last one is kept as JSON, with the SHA-256 of those bytes, in the per-user
 private temp root (``/tmp/harness-sandbox-<uid>``, mode 0700), beside the kept
-system-call filter (:mod:`sandbox.filtercache`) and with the same trust: a session
+system-call filter (:mod:`sandbox.linux.filtercache`) and with the same trust: a session
 refuses a root that lies in a folder its box could write, and a box sees only its own
 session's folder in it. A kept parse is used only when it is a regular file (not a
 link) owned by this user, of mode 0600, with one link, in that root, holding a JSON
@@ -26,8 +26,8 @@ import os
 from typing import Any
 
 from launchers import bounded
-from sandbox import kept
-from sandbox.digest import sha256_hex
+from sandbox.fs.digest import sha256_hex
+from sandbox.session import kept
 
 # A kept parse is JSON of a config of at most CONFIG_BYTES: never more than a few times
 # that (escapes).

@@ -9,7 +9,7 @@ a record file swapped for a link makes the host append to whatever it leads to).
 each is checked against the session's policy, whichever way it was named (``--config``,
 ``serve``'s ``open``, ``HARNESS_HOME``, ``XDG_CONFIG_HOME``, the home folder), and
 refused there. The one exception: a path the box itself binds read-only with every
-folder above it held (:mod:`sandbox.hostreads` does so for the toolkit's config and data
+folder above it held (:mod:`sandbox.policy.hostreads` does so for the toolkit's config and data
 folders inside a writable home), reached through no link the box could re-point. A
 session with no box at all protects nothing, so only the project's rule holds there.
 
@@ -23,7 +23,7 @@ import os
 from typing import TYPE_CHECKING
 
 from launchers.errors import ConfigError
-from sandbox.beneath import link_on_the_way
+from sandbox.fs.beneath import link_on_the_way
 from sandbox.text import escape
 
 if TYPE_CHECKING:

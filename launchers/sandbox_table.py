@@ -14,7 +14,7 @@ from sandbox.settings import SandboxSettings
 # The keys and their defaults are SandboxSettings' own, in its order.
 SANDBOX_KEYS: tuple[str, ...] = SandboxSettings._fields
 _DEFAULTS = SandboxSettings._field_defaults
-# [sandbox] box: the Linux boxes a user may ask for (sandbox/backends/kind.py).
+# [sandbox] box: the Linux boxes a user may ask for (sandbox/linux/kind.py).
 BOXES = ("auto", "landlock")
 # A scrub entry: an environment name, or a pattern of one with * and ?.
 _ENV_PATTERN = r"[A-Za-z0-9_*?]+"  # compiled at its first use (re caches it)
@@ -54,8 +54,8 @@ def sandbox_table(file: str, raw: object) -> SandboxSettings:
 
 
 def _limits(raw: dict[str, Any], error: Error) -> dict[str, Any]:
-    """The box's bounds (sandbox/limits.py): sizes are kept as written."""
-    from sandbox import limits
+    """The box's bounds (sandbox/policy/limits.py): sizes are kept as written."""
+    from sandbox.policy import limits
 
     out: dict[str, Any] = {}
     n = raw.get("processes", _DEFAULTS["processes"])
@@ -166,7 +166,7 @@ def _scrub_names(raw: dict[str, Any], error: Error) -> tuple[str, ...]:
 
 
 def _tool_configs(raw: dict[str, Any], error: Error) -> tuple[str, ...]:
-    from sandbox.toolconfigs import NAMES
+    from sandbox.policy.toolconfigs import NAMES
 
     names = _listed(raw, "allow_tool_configs")
     if not isinstance(names, list):

@@ -20,7 +20,7 @@ class GitLayoutError(PolicyError):
 
 
 class UserTempUnusable(PolicyError):
-    """macOS's per-user temp folder is not the folder it must be (sandbox/darwin.py): a
+    """macOS's per-user temp folder is not the folder it must be (sandbox/macos/darwin.py): a
     fact of this machine and user, not of a path the config names."""
 
 

@@ -73,7 +73,7 @@ class RunResult(NamedTuple):
     # why (``[sandbox] network`` as a list; runs at the same time share each other's).
     refused: tuple[tuple[str, int, str], ...] = ()
     # Why a failed command failed, when it was something the box refused (a read-only
-    # path, a host cache, a hidden one, a refused address): one line (sandbox/hints.py).
+    # path, a host cache, a hidden one, a refused address): one line (sandbox/box/hints.py).
     hint: str = ""
 
     @property

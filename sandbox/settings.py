@@ -25,7 +25,7 @@ class SandboxSettings(NamedTuple):
     # More environment names (or * patterns) kept from hooks and boxed commands, beside
     # the provider keys that always go.
     scrub: tuple[str, ...] = ()
-    # The box's bounds (sandbox/limits.py): processes, and sizes as written (bytes,
+    # The box's bounds (sandbox/policy/limits.py): processes, and sizes as written (bytes,
     # 512M / 8G, or a percentage of the machine's memory).
     processes: int = 4096
     memory: int | str = "50%"
@@ -33,9 +33,9 @@ class SandboxSettings(NamedTuple):
     shm_size: int | str = "25%"
     # Unix sockets (or folders of them) the box may connect to; none by default.
     allow_unix_sockets: tuple[str, ...] = ()
-    # Rows of sandbox/toolconfigs.py released from the box's read-only set, by name.
+    # Rows of sandbox/policy/toolconfigs.py released from the box's read-only set, by name.
     allow_tool_configs: tuple[str, ...] = ()
     # Which Linux box: "auto" (the namespace box, or where a fresh /proc is refused the
     # container's /proc in a Landlock domain), or "landlock" (no namespaces at all: for
-    # places that refuse them; weaker, see sandbox/backends/kind.py).
+    # places that refuse them; weaker, see sandbox/linux/kind.py).
     box: str = "auto"

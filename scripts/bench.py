@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from launchers.config import Config, HookSpec  # noqa: E402
 from launchers.harness.hooks import HookRunner  # noqa: E402
-from sandbox.backends import host  # noqa: E402
+from sandbox.box import host  # noqa: E402
 from sandbox.process import supervisor  # noqa: E402
 from sandbox.session import Session  # noqa: E402
 
@@ -119,8 +119,8 @@ def library_cases(project: Path, hook_dir: Path, rounds: int) -> Results:
         old = Session(session.policy)
         # bwrap with the box's arguments on its command line (the pure plan: no
         # descriptors, so it can run many times).
-        from sandbox.backends import bwrap as bwrap_backend
-        from sandbox.backends.bwrap_find import require_box
+        from sandbox.linux import bwrap as bwrap_backend
+        from sandbox.linux.bwrap_find import require_box
 
         box_plan = bwrap_backend.plan(session.policy, [TRUE],
                                       bwrap=require_box(session.policy))
@@ -504,7 +504,7 @@ def landlock_cases(project: Path, rounds: int) -> Results:
     """(l) The box without namespaces (``[sandbox] box = "landlock"``): a boxed
     ``/bin/true`` through ``Session.run``, against its floors (a bare spawn, the
     interpreter's start its wrapper pays) and the namespace box per run, interleaved."""
-    from sandbox import landlock
+    from sandbox.linux import landlock
     from sandbox.settings import SandboxSettings
 
     if landlock.abi() < landlock.NEEDED_ABI:
@@ -571,10 +571,10 @@ def measure(quick: bool, only: frozenset[str] = frozenset(SECTIONS)) -> Results:
 
 
 def stage_cases(base: Path, rounds: int) -> Results:
-    """(t) What the session's stage costs (sandbox/backends/stage.py): making it with no
+    """(t) What the session's stage costs (sandbox/linux/stage.py): making it with no
     bind (root's stand-in as root: its user namespace, the idmapped folders), and the
     ``nsenter`` that starts each of its boxes, beside a bare spawn (paired)."""
-    from sandbox.backends import stage, standin
+    from sandbox.linux import stage, standin
 
     folder = base / "stage-tmp"
     folder.mkdir()

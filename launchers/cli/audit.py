@@ -23,8 +23,8 @@ from launchers.placement import check_config
 from pathguard.argv import Refusal
 from sandbox.errors import PolicyError
 from sandbox.policy import Policy
-from sandbox.selfguard import SelfGuardError
-from sandbox.selfguard import check as check_self
+from sandbox.session.selfguard import SelfGuardError
+from sandbox.session.selfguard import check as check_self
 
 # -- banner -----------------------------------------------------------------------------
 
@@ -41,7 +41,7 @@ def cmd_banner(args: argparse.Namespace) -> int:
     print(banner(config, no_hooks=bool(getattr(args, "no_hooks", False)),
                  boxed=not args.no_sandbox))
     if not args.no_sandbox and config.sandbox.enabled:
-        from sandbox.backends.kind import weaker_line
+        from sandbox.linux.kind import weaker_line
 
         line = weaker_line(config.sandbox.box)
         if line is not None:  # a box that gives something up here is never silent
@@ -156,7 +156,7 @@ def check_hooks(config: Config, policy: Policy, openharness: str | None = None
 
 def _no_box(policy: Policy) -> str | None:
     """Why the session's box cannot be built here, or None."""
-    from sandbox.backends import choose
+    from sandbox.box import choose
     from sandbox.errors import SandboxUnavailable
 
     try:
@@ -223,7 +223,7 @@ def document(checked: Sequence[Checked], config: Config, policy: Policy,
 
 def box_kind(policy: Policy) -> dict[str, object] | None:
     """The box the session's boxed hooks run in, and what it gives up here."""
-    from sandbox.backends.kind import here
+    from sandbox.linux.kind import here
 
     kind = here(policy)
     return None if kind is None else kind.as_dict()

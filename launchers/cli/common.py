@@ -57,7 +57,7 @@ def policy_error_line(err: PolicyError, config: Config) -> str:
     """A policy that cannot be built, in one line. Only the project is checked before
     ``[sandbox]``'s paths, and those come from the config, so they name it."""
     from sandbox.errors import GitLayoutError, UserTempUnusable
-    from sandbox.selfguard import SelfGuardError
+    from sandbox.session.selfguard import SelfGuardError
 
     if isinstance(err, SelfGuardError):
         return str(err)  # about the toolkit itself, whole sentences already

@@ -12,7 +12,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from sandbox.probe import Probe
+    from sandbox.doctor.probe import Probe
 
 
 def _sysctl(value: int | None) -> str:
@@ -26,7 +26,7 @@ def _other_report(p: Probe) -> list[str]:
     if p.euid == 0:
         lines.append("running as root: run as a normal user where you can")
     if p.backend == "landlock":
-        from sandbox.backends.kind import BoxKind
+        from sandbox.linux.kind import BoxKind
 
         lines.append(BoxKind(p.box, p.box_gives_up).said())
     lines.append(p.verdict)
@@ -36,10 +36,10 @@ def _other_report(p: Probe) -> list[str]:
 
 
 def report(p: object, *, shared_network: bool = False) -> list[str]:
-    """The human report's lines for a :class:`sandbox.probe.Probe`. With
+    """The human report's lines for a :class:`sandbox.doctor.probe.Probe`. With
     ``shared_network`` (``[sandbox] network = true``) a box has the host's links, not
     the trial box's own loopback."""
-    from sandbox.probe import Probe
+    from sandbox.doctor.probe import Probe
 
     assert isinstance(p, Probe)
     if p.backend != "bwrap":
@@ -85,7 +85,7 @@ def report(p: object, *, shared_network: bool = False) -> list[str]:
 
 def bound_lines(bounds: list[object]) -> list[str]:
     """One line per protection of the box: in force (how) or not (why)."""
-    from sandbox.limits import Bound
+    from sandbox.policy.limits import Bound
 
     out = []
     for b in bounds:
@@ -115,10 +115,10 @@ def _settings() -> object:
 
 def _caches() -> list[tuple[str, str]]:
     """Where each package manager's cache goes in a box of the project doctor was asked
-    from (sandbox/caches.py)."""
+    from (sandbox/policy/caches.py)."""
     import os
 
-    from sandbox.caches import entries
+    from sandbox.policy.caches import entries
 
     home = os.environ.get("HOME") or os.path.expanduser("~")
     return entries(os.path.realpath(os.getcwd()), os.environ, home)
@@ -135,9 +135,9 @@ def _network_line(backend: str, network: object) -> str:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from sandbox.inforce import hardening
+    from sandbox.doctor.inforce import hardening
+    from sandbox.doctor.probe import probe
     from sandbox.network.session import mode
-    from sandbox.probe import probe
 
     settings = _settings()
     p = probe(box=getattr(settings, "box", "auto"))

@@ -155,13 +155,13 @@ def _report(result: RunResult, session: Session, program: str,
 
 
 def _say_why_failed(result: RunResult, session: Session) -> None:
-    """Why a boxed command failed, where the box refused it (sandbox/hints.py), from
+    """Why a boxed command failed, where the box refused it (sandbox/box/hints.py), from
     the stderr it passed on; an address the allow-list refused is said among the
     session's warnings already."""
     if result.ok or result.plan is None or result.plan.backend == "host":
         return
     from launchers.cli.stream import stderr_tail
-    from sandbox.hints import why
+    from sandbox.box.hints import why
 
     hint = why(result.stderr + stderr_tail(), session.policy)
     if hint:

@@ -38,9 +38,9 @@ def write_all(fd: int, data: bytes) -> None:
 
 
 # The end of what the one run of a ``run`` command wrote on stderr, passed on and not
-# kept by the pipes: read for the hint of a failed run (sandbox/hints.py).
+# kept by the pipes: read for the hint of a failed run (sandbox/box/hints.py).
 _tail = bytearray()
-_TAIL = 16 * 1024  # sandbox.hints.TAIL, without importing it for every run
+_TAIL = 16 * 1024  # sandbox.box.hints.TAIL, without importing it for every run
 
 
 def stderr_tail() -> bytes:

@@ -31,7 +31,7 @@ from launchers import bounded
 from launchers.config import Event, HookSpec
 from launchers.harness import protocol
 from pathguard.records import NamedTuple
-from sandbox.digest import sha256_hex
+from sandbox.fs.digest import sha256_hex
 from sandbox.plan import RunResult
 
 Record = dict[str, Any]

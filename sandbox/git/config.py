@@ -16,9 +16,9 @@ from collections.abc import Mapping
 
 from pathguard.records import NamedTuple
 from sandbox.errors import GitLayoutError
+from sandbox.fs.which import which
 from sandbox.git import safe as gitsafe
 from sandbox.text import escape
-from sandbox.which import which
 
 # Keys whose value is a command git may run in the course of ordinary work (status,
 # commit, fetch, diff, merge...). The value's first word, and every word with a ``/``,

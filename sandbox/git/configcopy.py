@@ -5,7 +5,7 @@ file; a file bound over ``.git/config`` (read-only or not) cannot be renamed ove
 ("Device or resource busy"), so no bind of a file lets git in the box write its config.
 git resolves a link first, though, and locks and renames beside the file the link
 names. So the box is shown, over ``.git/config``, a *link* (a mount of a symlink, made
-by the session's stage, :mod:`sandbox.backends.stagebinds`) to ``/tmp/.harness-git/config``,
+by the session's stage, :mod:`sandbox.linux.stagebinds`) to ``/tmp/.harness-git/config``,
 a copy of the project's config in the box's own ``/tmp`` (the session's private temp
 folder). git in the box reads and writes that copy; the project's file is never
 written from the box, and host git reading it during a run sees the user's config.
@@ -33,7 +33,7 @@ import subprocess
 import threading
 from collections.abc import Mapping
 
-from sandbox import beneath
+from sandbox.fs import beneath
 from sandbox.git import config as gitconfig
 from sandbox.git import safe as gitsafe
 from sandbox.git.writes import refusal
@@ -105,7 +105,7 @@ def repair(views: tuple[tuple[str, str], ...], replaced: set[str], tmp: str,
            env: Mapping[str, str]) -> list[str]:
     """Each project config of ``views`` in ``replaced`` (its name replaced on the host
     while a run was going: the box's link over it went, and the box could write the
-    project's file itself, :mod:`sandbox.backends.replaced`) taken back to what it held
+    project's file itself, :mod:`sandbox.linux.replaced`) taken back to what it held
     at the run's start with only the changes :mod:`sandbox.git.writes` allows (the
     host's own ``user.name`` stays; a ``core.fsmonitor`` goes, whoever wrote it); what
     was taken out, said. The copy is then set to the result."""

@@ -15,7 +15,7 @@ git folder (the index's gitlinks, from ``git ls-files``), and each linked worktr
 ``.git`` file that lies in a writable folder.
 
 The rule for links: every path here is found by walking down from the project, the
-common dir or a ``[sandbox] writable`` folder with :mod:`sandbox.beneath`, so nothing
+common dir or a ``[sandbox] writable`` folder with :mod:`sandbox.fs.beneath`, so nothing
 the plan binds is a link's target. A protected name (or a module folder) that *is* a
 link is left as it is (a mount could not cover the link, only what it leads to): what
 it leads to is protected when it lies in a writable folder and can be reached there
@@ -32,9 +32,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pathguard.records import NamedTuple
-from sandbox import beneath
-from sandbox.beneath import Found
 from sandbox.errors import GitLayoutError, GitLinkError
+from sandbox.fs import beneath
+from sandbox.fs.beneath import Found
 from sandbox.git import config as gitconfig
 from sandbox.git.linked import linked_common_dir, read_gitdir_file
 from sandbox.text import escape

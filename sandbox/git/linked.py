@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from sandbox import beneath
+from sandbox.fs import beneath
 
 
 def read_gitdir_file(project: str) -> str | None:

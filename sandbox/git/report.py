@@ -10,13 +10,13 @@ import os
 import subprocess
 from collections.abc import Mapping
 
-from sandbox import beneath
 from sandbox.errors import GitLayoutError
+from sandbox.fs import beneath
+from sandbox.fs.relink import restore_link
 from sandbox.git import config as gitconfig
 from sandbox.git import safe as gitsafe
 from sandbox.git.dirs import GitLayout, find_layout
 from sandbox.git.index import gitlinks as index_gitlinks
-from sandbox.relink import restore_link
 from sandbox.text import escape
 
 

@@ -22,7 +22,7 @@ import re
 import subprocess
 from collections.abc import Mapping
 
-from sandbox import beneath
+from sandbox.fs import beneath
 from sandbox.git import config as gitconfig
 from sandbox.git import safe as gitsafe
 from sandbox.git.dirs import GitLayout

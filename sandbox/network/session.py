@@ -24,9 +24,9 @@ class Network:
     def open(cls, policy: Policy, *, loopback: bool) -> Network | None:
         """The session's proxy, started: on 127.0.0.1 at a port of its own for a box on
         the host's network (``loopback``: macOS, whose profile opens that one port,
-        sandbox/backends/seatbelt.py), else on a Unix socket in the session's folder,
+        sandbox/macos/seatbelt.py), else on a Unix socket in the session's folder,
         which the box's forwarder reaches (sandbox/warm/seat.py). The box says which
-        (:meth:`~sandbox.backends.Box.proxy`). Raises :class:`SandboxUnavailable`."""
+        (:meth:`~sandbox.box.Box.proxy`). Raises :class:`SandboxUnavailable`."""
         if policy.network_allow is None or not policy.boxed:
             return None
         from sandbox.errors import SandboxUnavailable

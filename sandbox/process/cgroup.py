@@ -14,7 +14,7 @@ Groups are made below the group this process is in, so any bound already placed 
 harness still holds for what it starts. A process is put in a group just after it
 started, with its descendants (:func:`adopt`): the group's bound holds from then on.
 Every function raises :class:`CgroupUnavailable` with the reason when a group cannot be
-made; callers report it and use the fallback (see :mod:`sandbox.limits`).
+made; callers report it and use the fallback (see :mod:`sandbox.policy.limits`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 standard library only, since the watchdog program (:mod:`sandbox.process.watchdog_main`)
 moves through it too, when a harness dies with its session open
 (:func:`sandbox.process.made.clean_session`); what is said about it is
-:mod:`sandbox.moveout`'s.
+:mod:`sandbox.session.moveout`'s.
 
 Each row (a path relative to the project) is walked to from the project's folder, each
 step opened without following a link: a row that is a link is moved as the link, and a

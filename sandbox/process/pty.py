@@ -9,7 +9,7 @@ controlling terminal (``setsid`` and ``TIOCSCTTY``, or a reopen of fd 0 where
 ``posix_spawn`` starts it), so ``/dev/tty`` opens, a Ctrl-C read by the terminal is
 SIGINT to the command's foreground process group, and ``isatty`` is true on all three
 streams. The terminal is the run's alone: never the harness's own, and the session's
-filter still refuses ``TIOCSTI`` and ``TIOCLINUX`` on it (sandbox/seccomp.py).
+filter still refuses ``TIOCSTI`` and ``TIOCLINUX`` on it (sandbox/linux/seccomp.py).
 
 The host reads the master into the run's output (all of it is ``stdout``: stderr is
 the same terminal), writes the run's stdin into it as typed keys (no end of file: a

@@ -43,7 +43,7 @@ def ask(chan: socket.socket, argv: Sequence[str], env: Mapping[str, str], cwd: s
         owner: tuple[int, int] | None = None, *, reader: type[Pipes] = Pipes) -> Proc:
     """Send the run to its init with the far ends of its three pipes (given to
     ``owner``, the box's user where the host's is not it: see
-    :func:`sandbox.backends.standin.stdio_owner`); the host's ends back. Where the
+    :func:`sandbox.linux.standin.stdio_owner`); the host's ends back. Where the
     run's ``reader`` asks for a terminal (:func:`sandbox.process.pty.tty_of`), the
     slave of a pty made for the run is all three, and the request says so (the
     command's process makes it its controlling terminal); the host keeps the master."""

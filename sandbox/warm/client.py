@@ -101,15 +101,15 @@ class WarmBox:
               alongside: Callable[[], None] | None = None,
               meanwhile: Callable[[], None] | None = None) -> WarmBox:
         """Start the box: ``options`` is bwrap and its options up to the command (the
-        session's :func:`~sandbox.backends.bwrap.box_args` with a pristine ``/proc``).
+        session's :func:`~sandbox.linux.bwrap.box_args` with a pristine ``/proc``).
         ``bpf`` is the compiled filter each command loads; ``read_only`` and ``nulled``
         are the procfs entries each run's fresh ``/proc`` has bound read-only and
         covered by ``/dev/null``; ``shm_size`` is each run's ``/dev/shm`` in bytes.
         ``pass_fds`` (the binds' descriptors) are handed to bwrap. ``processes`` bounds
         the box's processes (``RLIMIT_NPROC``: all the session's runs together).
         ``launcher`` goes before bwrap (the session's stage,
-        :mod:`sandbox.backends.stage`). ``guard`` is what each run's Unix-socket guard
-        needs (:func:`sandbox.sockets.guard_fields`); ``own_network`` gives each run a
+        :mod:`sandbox.linux.stage`). ``guard`` is what each run's Unix-socket guard
+        needs (:func:`sandbox.linux.sockets.guard_fields`); ``own_network`` gives each run a
         network namespace of its own, with only its loopback (a box without network).
         ``starter`` is the compiled starter's sealed memfd (None: the Python one;
         :mod:`sandbox.warm.starting`).

@@ -125,7 +125,7 @@ static inline int steal_fd(int *fd)
 void say(const char *a, const char *b, const char *c, const char *d);
 long count(const char *s, long max);
 int keep_only(int keep);
-/* CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER (sandbox/backends/standin.py's OWNER_CAPS). */
+/* CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER (sandbox/linux/standin.py's OWNER_CAPS). */
 #define OWNER_CAPS ((1U << 0) | (1U << 1) | (1U << 3))
 int keep_held(uint32_t mask);
 int load(const struct sock_fprog *prog);

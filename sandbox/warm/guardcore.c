@@ -131,7 +131,7 @@ int arm_command(const struct sock_fprog *guard, int sock, const char **what)
 	signal(SIGPIPE, SIG_DFL);
 	signal(SIGXFSZ, SIG_DFL);
 	*what = "dropping the command's capabilities";
-	/* Held only by a box of root's stand-in (sandbox/backends/standin.py): root's
+	/* Held only by a box of root's stand-in (sandbox/linux/standin.py): root's
 	 * own on the files of the stand-in's range (chown, tar -xp). */
 	if (keep_held(OWNER_CAPS) < 0)
 		return -1;

@@ -15,7 +15,7 @@ take its listener. A command that cannot be executed is said as bwrap says it
 (``bwrap: execvp CMD: REASON``, status 1). Once the guard is armed, before the command
 starts, it writes one byte to the descriptor ``HARNESS_SANDBOX_STARTED_FD`` names and
 closes it, the variable kept from the command: the host's sign that the box was built
-(sandbox/backends/started.py).
+(sandbox/linux/started.py).
 
 Standard library only, and nothing of the toolkit but its own folder's guard: it runs
 inside the box as ``python3 -I -S``.

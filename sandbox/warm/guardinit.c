@@ -40,7 +40,7 @@
  *     start refused at the box's process bound), one byte is written to the
  *     descriptor HARNESS_SANDBOX_STARTED_FD names, which is then closed and the
  *     variable taken out of the command's environment: the host's sign that the
- *     box was built (sandbox/backends/started.py). A run that ends without it
+ *     box was built (sandbox/linux/started.py). A run that ends without it
  *     is the box's failure, whatever bwrap printed.
  *
  * THE GUARD'S CALLS
@@ -76,7 +76,7 @@
  *     through unchecked.
  *
  * Plain C and the C library only, linked statically by the system's compiler
- * (sandbox/initcache.py): no dynamic linker runs in this process, so what the
+ * (sandbox/linux/initcache.py): no dynamic linker runs in this process, so what the
  * environment bwrap gave names for one (LD_PRELOAD, LD_AUDIT, LD_LIBRARY_PATH:
  * the command's, chosen by whoever starts the run) is loaded into the command alone,
  * never into the guard. The supervisor is started with no environment at all.

@@ -1,5 +1,5 @@
 """The guard's locks: ``flock(2)`` and ``fcntl(2)``'s lock commands of the command
-(:data:`sandbox.seccomp.COMMAND` sends them here), judged by the file locked.
+(:data:`sandbox.linux.seccomp.COMMAND` sends them here), judged by the file locked.
 
 Every file outside the box's writable folders is one the box can read, and a lock it
 holds there (a shared one is enough) stalls the host's writer of that file: a package

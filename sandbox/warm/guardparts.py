@@ -39,7 +39,7 @@ CAPABILITY_VERSION_3 = 0x20080522
 CAP_SETPCAP, CAP_SYS_PTRACE = 8, 19
 PR_CAP_AMBIENT_RAISE = 2
 # CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER: held only by a box of root's stand-in
-# (sandbox/backends/standin.py's OWNER_CAPS), whose command keeps them.
+# (sandbox/linux/standin.py's OWNER_CAPS), whose command keeps them.
 OWNER_CAPS = (0, 1, 3)
 F_DUPFD_CLOEXEC = 1030
 FLAG_NEW_LISTENER = 1 << 3

@@ -23,19 +23,19 @@ import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from sandbox.backends.bwrap import KEYRING_LISTS, PROC_READ_ONLY, BwrapBackend
-from sandbox.backends.standin import stdio_owner
 from sandbox.errors import SandboxUnavailable
+from sandbox.linux.bwrap import KEYRING_LISTS, PROC_READ_ONLY, BwrapBackend
+from sandbox.linux.sockets import guard_fields
+from sandbox.linux.standin import stdio_owner
 from sandbox.plan import LaunchPlan, RunResult
+from sandbox.policy.startenv import box_env
 from sandbox.process.pipes import Pipes
-from sandbox.sockets import guard_fields
-from sandbox.startenv import box_env
 from sandbox.warm.channel import WarmBoxDown
 from sandbox.warm.client import WarmBox
 
 if TYPE_CHECKING:
-    from sandbox.backends.linux import LinuxBox
-    from sandbox.harden import Hardening
+    from sandbox.linux.harden import Hardening
+    from sandbox.linux.linuxbox import LinuxBox
     from sandbox.policy import Policy
 
 
@@ -43,7 +43,7 @@ def box_options(policy: Policy, *, bwrap: str, features: Collection[str] | None 
                 fds: Mapping[str, int] | None = None, shm_size: int | None = None,
                 staged: bool = False, root: str = "/") -> tuple[str, ...]:
     """bwrap and the session's box options for a warm box: the cold box's
-    (:func:`~sandbox.backends.bwrap.box_args`) with a pristine ``/proc``, which each run
+    (:func:`~sandbox.linux.bwrap.box_args`) with a pristine ``/proc``, which each run
     covers on its own fresh one.
 
     Without ``--disable-userns``, which puts the box's processes in a nested user
@@ -53,9 +53,9 @@ def box_options(policy: Policy, *, bwrap: str, features: Collection[str] | None 
     writable procfs entries itself then, and in a nested namespace those covers are
     locked, which makes the kernel refuse a new procfs). What stops a run from making a
     user namespace is its filter, which refuses every new namespace
-    (:data:`sandbox.seccomp.DENIED`), as it does in the cold box.
+    (:data:`sandbox.linux.seccomp.DENIED`), as it does in the cold box.
     """
-    from sandbox.backends.bwrap import box_args
+    from sandbox.linux.bwrap import box_args
 
     args = box_args(policy, bwrap=bwrap, features=features, fds=fds, shm_size=shm_size,
                     proc_belt=False, staged=staged, root=root)
@@ -133,8 +133,8 @@ def _bound(box: WarmBox, pid: int, hardening: Hardening, *, moved: bool) -> None
 def _diagnosed(err: SandboxUnavailable) -> SandboxUnavailable:
     """bwrap's namespace error as the cold box gives it (cause and fix), else ``err``
     with the cause this place shows, for a warm box that did not start."""
-    from sandbox.backends.bwrap_find import diagnose_start_failure, namespace_error
-    from sandbox.backends.causes import named
+    from sandbox.linux.bwrap_find import diagnose_start_failure, namespace_error
+    from sandbox.linux.causes import named
 
     error = namespace_error(err.stderr) if isinstance(err, WarmBoxDown) else None
     if error is not None:
@@ -146,9 +146,9 @@ def run(owner: LinuxBox, argv: Sequence[str], *, env_extra: Mapping[str, str] | 
         stdin: bytes, timeout: float | None, cancel: threading.Event | None,
         pipes: type[Pipes] = Pipes) -> RunResult:
     """One command in ``owner``'s warm box, from the project, with the environment a
-    cold box's command gets (:func:`~sandbox.startenv.box_env`), its output read by
+    cold box's command gets (:func:`~sandbox.policy.startenv.box_env`), its output read by
     ``pipes``. The result's plan describes the command (there is no bwrap command
-    line); the box's :meth:`~sandbox.backends.linux.LinuxBox.read` reads it."""
+    line); the box's :meth:`~sandbox.linux.linuxbox.LinuxBox.read` reads it."""
     box, policy = owner.warm, owner.policy
     if box is None:
         raise ValueError("this session has no warm box")

@@ -2,7 +2,7 @@
 line under bwrap, and the check the caller runs while it comes up.
 
 The starter is the compiled launcher's warm mode (``sandbox/warm/warmstart.c``, from
-the session's sealed memfd: :mod:`sandbox.initcache`) where it could be built, else
+the session's sealed memfd: :mod:`sandbox.linux.initcache`) where it could be built, else
 the Python one (:mod:`sandbox.warm.helper`): the same messages and the same runs; the
 compiled one saves each session's open an interpreter's start."""
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 
-from sandbox import sockets
-from sandbox.backends.bwrap import args_by_fd
+from sandbox.linux import sockets
+from sandbox.linux.bwrap import args_by_fd
 from sandbox.plan import LaunchPlan
 
 HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "helper.py")

@@ -6,11 +6,11 @@ warm box's starter (:mod:`sandbox.warm.inbox`, each run's PID 1) and in a box pe
 (:mod:`sandbox.warm.guarded`, or :mod:`sandbox.warm.guardmain` behind ``guardinit.c``).
 
 :meth:`Guard.arm` starts a supervisor thread, then loads in the calling thread a small
-filter (:data:`sandbox.seccomp.UNIX_GUARD`, compiled by libseccomp on the host) with
+filter (:data:`sandbox.linux.seccomp.UNIX_GUARD`, compiled by libseccomp on the host) with
 ``SECCOMP_FILTER_FLAG_NEW_LISTENER``: from then on ``connect``, ``sendto`` with an
 address, ``sendmsg`` and ``sendmmsg`` of the command that thread starts (and of all its
 descendants) wait for the supervisor; so does ``bind`` where the box shares the host's
-network namespace (:data:`sandbox.seccomp.UNIX_GUARD_BIND`), and an abstract name is
+network namespace (:data:`sandbox.linux.seccomp.UNIX_GUARD_BIND`), and an abstract name is
 refused it there. The supervisor thread was made before the filter, so its own calls
 are not stopped (a filter binds the thread that loads it and what that thread starts
 afterwards).
@@ -94,7 +94,7 @@ SOCK_STREAM = 1
 MSG_DONTWAIT, MSG_NOSIGNAL = 0x40, 0x4000
 SUN_PATH = 108            # sizeof(sockaddr_un.sun_path)
 # In the list of allowed sockets: abstract addresses may be reached (the box has a
-# network namespace of its own; sandbox/sockets.py).
+# network namespace of its own; sandbox/linux/sockets.py).
 ABSTRACT = b"@"
 SOCKADDR_MAX = 128        # sizeof(struct sockaddr_storage)
 UIO_MAXIOV = 1024

@@ -41,7 +41,7 @@
  *     namespace before it says "exit status N".
  *
  * Plain C and the C library only, linked statically with guardcore.c and
- * guardinit.c (sandbox/initcache.py): no dynamic linker runs in the box's
+ * guardinit.c (sandbox/linux/initcache.py): no dynamic linker runs in the box's
  * starter or in a run's init.
  */
 

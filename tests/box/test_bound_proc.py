@@ -1,6 +1,6 @@
 """The box where a fresh ``/proc`` is refused: the same namespaces and mounts, the
 place's own ``/proc`` bound, and the whole box in a Landlock domain
-(sandbox/backends/kind.py, sandbox/landlock.py). Tested in a masked ``/proc`` made on
+(sandbox/linux/kind.py, sandbox/linux/landlock.py). Tested in a masked ``/proc`` made on
 the host, as root and as a plain user; the container cases are in test_containers.py."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from helpers import boxed_work, masked_proc
 from helpers.unprivileged import NOBODY, searchable_tmp
 
-from sandbox import landlock
+from sandbox.linux import landlock
 
 pytestmark = pytest.mark.isolation
 
@@ -66,7 +66,7 @@ def test_in_a_masked_proc_the_banner_and_audit_say_the_box_and_what_it_gives_up(
     cli = f"{sys.executable} -m launchers"
     r = masked_proc.run(f"cd /tmp && {cli} banner && {cli} audit --json", user=False)
     assert r.code == 0, r
-    from sandbox.backends import kind
+    from sandbox.linux import kind
 
     line = f"box: {kind.BOUND_PROC} (weaker here: {'; '.join(kind.BOUND_PROC_GIVES_UP)})"
     assert line in r.out.splitlines(), r

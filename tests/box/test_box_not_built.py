@@ -1,6 +1,6 @@
 """A box per run that was never built is the box's failure, told by mechanism: the
 launcher in the box writes to a pipe of the host's just before it starts the command
-(sandbox/backends/started.py), so a run that ends without it raises
+(sandbox/linux/started.py), so a run that ends without it raises
 :class:`SandboxUnavailable` (``run`` exits 125), whatever bwrap printed and whatever its
 status; and a command that prints bwrap's own words keeps its own exit."""
 

@@ -1,5 +1,5 @@
 """A session's box is one object per platform, chosen in one place, which owns what the
-box holds and says which runs are box runs (sandbox/backends/linux.py, macos.py)."""
+box holds and says which runs are box runs (sandbox/linux/linuxbox.py, macos.py)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.backends import choose
-from sandbox.backends.linux import LinuxBox
-from sandbox.backends.macos import MacBox
-from sandbox.harden import Hardening
-from sandbox.limits import Limits
+from sandbox.box import choose
+from sandbox.linux.harden import Hardening
+from sandbox.linux.linuxbox import LinuxBox
+from sandbox.macos.macbox import MacBox
 from sandbox.plan import LaunchPlan
 from sandbox.policy import Policy
+from sandbox.policy.limits import Limits
 from sandbox.session import Session
 
 linux = pytest.mark.skipif(sys.platform != "linux", reason="builds the Linux box")

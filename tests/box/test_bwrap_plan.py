@@ -11,11 +11,11 @@ from typing import Unpack
 
 import pytest
 
-from sandbox.backends import bwrap
-from sandbox.env import PROVIDER_KEYS
 from sandbox.errors import SandboxUnavailable
+from sandbox.linux import bwrap
 from sandbox.plan import LaunchPlan
 from sandbox.policy import Policy, PolicyOptions
+from sandbox.policy.env import PROVIDER_KEYS
 
 BWRAP = "/usr/bin/bwrap"
 PROC_RO = [x for name in bwrap.PROC_READ_ONLY for x in ("--ro-bind-try", name, name)]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import initcache
+from sandbox.linux import initcache
 
 pytestmark = pytest.mark.skipif(initcache.compiler() is None, reason="needs a C compiler")
 

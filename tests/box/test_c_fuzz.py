@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import initcache
+from sandbox.linux import initcache
 from sandbox.warm.inbox import pack
 
 pytestmark = pytest.mark.skipif(initcache.compiler() is None, reason="needs a C compiler")

@@ -1,4 +1,4 @@
-"""The project's package cache folder is one the box writes (sandbox/caches.py), so it
+"""The project's package cache folder is one the box writes (sandbox/policy/caches.py), so it
 is one of the folders a hook may not live in, and a host hook's PATH loses it: a
 program the box put there is never run on the host."""
 

@@ -1,4 +1,4 @@
-"""Package managers' caches in the real box (sandbox/caches.py): npm and pip work with
+"""Package managers' caches in the real box (sandbox/policy/caches.py): npm and pip work with
 a cache the project's boxes write, the host's caches stay byte for byte as they were,
 and no box writes another project's. Root and plain user alike; a home of the test's
 own, so the user's real caches are never touched."""
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.caches import TABLE, folder_for, lines
 from sandbox.plan import RunResult
+from sandbox.policy.caches import TABLE, folder_for, lines
 from sandbox.session import Session
 from sandbox.settings import SandboxSettings
 

@@ -13,7 +13,7 @@ from helpers import boxed_work, docker_engine
 from helpers.docker_engine import Engine
 from helpers.paths import REPO
 
-from sandbox.backends import causes, kind
+from sandbox.linux import causes, kind
 
 pytestmark = pytest.mark.isolation
 
@@ -65,7 +65,7 @@ def test_run_exits_125_where_roots_stand_in_cannot_be_staged(engine: Engine) -> 
     assert "hi" not in r.out
 
 
-# Per place: the cause each refusal names, and its fix (sandbox/backends/causes.py).
+# Per place: the cause each refusal names, and its fix (sandbox/linux/causes.py).
 REFUSALS = {
     ("default", False): (causes.SECCOMP_DIAGNOSIS, causes.SECCOMP_FIX),
     ("default", True): (causes.SECCOMP_DIAGNOSIS, causes.SECCOMP_FIX),

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from helpers.paths import REPO
 
-from sandbox import env as sandbox_env
-from sandbox.env import DESKTOP_VARS, PROVIDER_KEYS, is_provider_key, scrub
 from sandbox.policy import Policy
-from sandbox.startenv import box_env, host_env
+from sandbox.policy import env as sandbox_env
+from sandbox.policy.env import DESKTOP_VARS, PROVIDER_KEYS, is_provider_key, scrub
+from sandbox.policy.startenv import box_env, host_env
 
 DOCS = REPO / "docs" / "host-hooks.md"
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import filtercache
+from sandbox.linux import filtercache
+from sandbox.linux.seccomp import compile_filter
 from sandbox.policy import private_tmp_root
-from sandbox.seccomp import compile_filter
 from sandbox.session import Session
 
 pytestmark = pytest.mark.isolation

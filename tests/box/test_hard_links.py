@@ -119,7 +119,7 @@ def test_a_folder_that_cannot_be_looked_at_refuses_rather_than_passes(
 import os, resource
 import errno
 import sandbox.text  # imported, as in a harness with a session open
-from sandbox import leftovers
+from sandbox.session import leftovers
 from sandbox.errors import PolicyError
 leftovers.refuse_linked([{str(tmp_path / "gone")!r}])
 resource.setrlimit(resource.RLIMIT_NOFILE, (32, 32))

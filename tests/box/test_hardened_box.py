@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import seccomp
+from sandbox.linux import seccomp
 from sandbox.plan import RunResult
 from sandbox.session import Session
 from sandbox.settings import SandboxSettings
@@ -379,12 +379,12 @@ def test_a_session_whose_filter_cannot_be_built_does_not_start(
         project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Fail closed: no box without its filter (here libseccomp's binding is missing and
     # no program is kept).
-    import sandbox.filtercache
+    import sandbox.linux.filtercache
 
     def missing(root: str) -> None:
         raise ImportError("No module named 'pyseccomp'")
 
-    monkeypatch.setattr(sandbox.filtercache, "load", missing)
+    monkeypatch.setattr(sandbox.linux.filtercache, "load", missing)
     from sandbox.errors import SandboxUnavailable
 
     with pytest.raises(SandboxUnavailable) as info, Session.open(str(project), SMALL):
@@ -395,7 +395,7 @@ def test_a_session_whose_filter_cannot_be_built_does_not_start(
 
 
 def test_sizes_are_said_in_the_largest_whole_unit() -> None:
-    from sandbox.limits import describe
+    from sandbox.policy.limits import describe
 
     assert describe(256 << 20) == "256M" and describe(3 << 30) == "3G"
     assert describe((3 << 30) + (1 << 29)) == "3.5G"

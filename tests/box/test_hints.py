@@ -1,4 +1,4 @@
-"""Say why (sandbox/hints.py): a boxed command that fails on something the box refused
+"""Say why (sandbox/box/hints.py): a boxed command that fails on something the box refused
 gets a one-line hint in its result, and ``harness-sandbox run`` prints it. Real box,
 real commands; root and plain user alike."""
 
@@ -113,7 +113,7 @@ def test_run_prints_the_hint_after_the_command_s_own_output(
 
 def test_run_keeps_as_much_of_the_streamed_stderr_as_the_hint_reads() -> None:
     from launchers.cli import stream
-    from sandbox import hints
+    from sandbox.box import hints
 
     assert stream._TAIL == hints.TAIL
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.backends import host
-from sandbox.env import DESKTOP_VARS, PROVIDER_KEYS
+from sandbox.box import host
 from sandbox.plan import RunResult
 from sandbox.policy import Policy
+from sandbox.policy.env import DESKTOP_VARS, PROVIDER_KEYS
 from sandbox.process import supervisor
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="runs real host hooks on Linux")

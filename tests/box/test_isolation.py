@@ -22,8 +22,8 @@ import pytest
 from helpers.procs import box_driver, left_after, running_with
 
 from launchers.config import SandboxSettings
-from sandbox.env import PROVIDER_KEYS
 from sandbox.plan import RunResult
+from sandbox.policy.env import PROVIDER_KEYS
 from sandbox.session import Session
 
 pytestmark = [
@@ -336,7 +336,7 @@ def test_the_box_holds_no_capability_and_no_new_privileges(box: Box) -> None:
     lines = r.stdout.decode().split("\n")
     caps = dict(line.split(":\t") for line in lines if ":\t" in line)
     # Root's stand-in keeps CAP_CHOWN, CAP_DAC_OVERRIDE and CAP_FOWNER in its own user
-    # namespace, over the files of its own ids (sandbox/backends/standin.py).
+    # namespace, over the files of its own ids (sandbox/linux/standin.py).
     held = "000000000000000b" if os.geteuid() == 0 else "0000000000000000"
     assert caps == {"CapInh": held, "CapPrm": held, "CapEff": held, "CapBnd": held,
                     "CapAmb": held, "NoNewPrivs": "1"}

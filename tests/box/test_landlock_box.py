@@ -1,4 +1,4 @@
-"""The box without namespaces (``[sandbox] box = "landlock"``, sandbox/backends/landlockbox.py),
+"""The box without namespaces (``[sandbox] box = "landlock"``, sandbox/linux/landlockbox.py),
 on this machine as root and as a plain user: each promise tried from inside the box,
 the host's side run for real. The same box inside Docker's default profile is in
 test_containers.py."""
@@ -20,10 +20,9 @@ from helpers.paths import REPO
 from helpers.procs import Done, left_after
 from helpers.unprivileged import searchable_tmp
 
-from sandbox import landlock
-from sandbox.backends import keeper
-from sandbox.backends.kind import LANDLOCK, LANDLOCK_GIVES_UP, BoxKind
 from sandbox.errors import SandboxUnavailable
+from sandbox.linux import keeper, landlock
+from sandbox.linux.kind import LANDLOCK, LANDLOCK_GIVES_UP, BoxKind
 from sandbox.session import Session
 from sandbox.settings import SandboxSettings
 

@@ -1,6 +1,6 @@
 """Loader variables reach a host hook pruned like PATH: no project code through them.
 
-Every row of the table in ``sandbox/env.py`` is checked: a list loses its entries in a
+Every row of the table in ``sandbox/policy/env.py`` is checked: a list loses its entries in a
 writable folder, a variable naming code goes when it names one, an entry outside stays,
 and with no sandbox nothing changes. Then the attack end to end: the agent writes a
 ``json.py`` into the project from the box, and a host hook run by a user whose
@@ -20,10 +20,10 @@ from helpers.paths import REPO
 
 from launchers.config import Config, HookSpec
 from launchers.harness.hooks import HookRunner
-from sandbox.env import LOADER_VARS, LoaderVar, path_words
 from sandbox.policy import Policy
+from sandbox.policy.env import LOADER_VARS, LoaderVar, path_words
+from sandbox.policy.startenv import host_env
 from sandbox.session import Session
-from sandbox.startenv import host_env
 
 OUTSIDE = "/usr/lib"  # exists on every Linux machine and lies in no writable folder
 
@@ -126,7 +126,7 @@ def test_a_git_config_set_goes_whole_when_one_value_names_the_project(project: P
 
 def test_the_box_keeps_its_environment(project: Path) -> None:
     # Boxed commands may write the project anyway; the table is for host hooks.
-    from sandbox.startenv import box_env
+    from sandbox.policy.startenv import box_env
 
     assert box_env(policy(project, {"PYTHONPATH": str(project)}))["PYTHONPATH"] == str(project)
 

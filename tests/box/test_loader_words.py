@@ -14,8 +14,8 @@ import pytest
 from launchers.config import Config, HookSpec
 from launchers.harness.hooks import HookRunner
 from sandbox.policy import Policy
+from sandbox.policy.startenv import host_env
 from sandbox.session import Session
-from sandbox.startenv import host_env
 
 
 def policy(project: Path, env: dict[str, str]) -> Policy:

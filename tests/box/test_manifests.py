@@ -133,8 +133,8 @@ def test_every_missing_name_is_made_and_listed_before_the_box(tmp_path: Path,
     content, once, and listed in the manifest; what was there already is left alone and
     not listed; a folder to make comes before the names in it. The clean-up (two
     threads as well, then the folders) removes exactly what was made."""
-    from sandbox import leftovers
     from sandbox.process.made import IN_TWO_AT, clean_session
+    from sandbox.session import leftovers
 
     root = tmp_path / "repo"
     for i in range(folders):

@@ -13,9 +13,9 @@ from typing import TypeVar
 
 import pytest
 
-from sandbox import probe
-from sandbox.backends import bwrap_find
+from sandbox.doctor import probe
 from sandbox.errors import SandboxUnavailable
+from sandbox.linux import bwrap_find
 from sandbox.policy import Policy
 
 CLI = os.path.join(os.path.dirname(sys.executable), "harness-sandbox")
@@ -270,7 +270,7 @@ def _in_box_without_userns(code: str) -> subprocess.CompletedProcess[str]:
 @needs_bwrap
 def test_probe_where_userns_is_blocked_reports_the_real_error_and_the_limit() -> None:
     r = _in_box_without_userns(
-        "import json; from sandbox.probe import probe; print(json.dumps(probe().as_dict()))")
+        "import json; from sandbox.doctor.probe import probe; print(json.dumps(probe().as_dict()))")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["userns_ok"] is False
@@ -346,7 +346,7 @@ def test_doctor_says_which_host_user_the_box_runs_as(tmp_path: Path) -> None:
 
     r = subprocess.run([CLI, "doctor", "--json"], capture_output=True, text=True,
                        check=False)
-    from sandbox.backends.standin import UID
+    from sandbox.linux.standin import UID
 
     who = json.loads(r.stdout)["box_identity"]
     root = os.geteuid() == 0

@@ -1,4 +1,4 @@
-"""The session's stage (sandbox/backends/stage.py): the box's git binds made once, in
+"""The session's stage (sandbox/linux/stage.py): the box's git binds made once, in
 namespaces of the session's, instead of by bwrap for every box.
 
 Root's sessions always have one (root's stand-in); a plain user's box has one from
@@ -17,11 +17,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from sandbox.backends import stage as stage_mod
-from sandbox.backends.linux import LinuxBox
-from sandbox.backends.stage import Stage
-from sandbox.backends.stagebinds import Bind
 from sandbox.errors import PolicyError, StageRefused
+from sandbox.linux import stage as stage_mod
+from sandbox.linux.linuxbox import LinuxBox
+from sandbox.linux.stage import Stage
+from sandbox.linux.stagebinds import Bind
 from sandbox.session import Session
 from sandbox.settings import SandboxSettings
 
@@ -157,7 +157,7 @@ def test_a_repository_with_many_modules_is_staged_at_the_real_threshold(
 
 
 def _refuse_user_namespaces(monkeypatch: pytest.MonkeyPatch) -> None:
-    from sandbox import libc
+    from sandbox.linux import libc
 
     real = libc.unshare
 
@@ -195,7 +195,7 @@ def test_without_a_stage_bwrap_makes_the_same_binds(project: Path, outside: Path
 def _late_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
     """The defence off: the binds made late whatever they cover, and (so that the
     outcome does not hang on a race) once bwrap has made the box."""
-    from sandbox.backends import bwrap
+    from sandbox.linux import bwrap
 
     monkeypatch.setattr(bwrap, "bindable_late", lambda policy: True)
     real = Stage.bind_late
@@ -279,7 +279,7 @@ def test_a_stage_whose_binds_cover_a_mount_of_bwraps_binds_first(project: Path) 
     """What ``bindable_late`` looks at: a pin above a hidden file, or above a writable
     folder bwrap binds, makes the stage bind first; git's binds alone do not (and a
     writable folder elsewhere does not either)."""
-    from sandbox.backends.bwrap_args import bindable_late
+    from sandbox.linux.bwrap_args import bindable_late
 
     _repo(project)
     inner = project / "deploy"

@@ -1,4 +1,4 @@
-"""Root in the box is not root on the host (sandbox/backends/standin.py).
+"""Root in the box is not root on the host (sandbox/linux/standin.py).
 
 A box started by root runs as root's stand-in, an id no account has; a box started by
 a plain user runs as that user. Each test makes its attempt from inside a real box and
@@ -19,9 +19,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from sandbox.backends import bwrap_args, standin
-from sandbox.backends.stage import Stage
 from sandbox.errors import SandboxUnavailable
+from sandbox.linux import bwrap_args, standin
+from sandbox.linux.stage import Stage
 from sandbox.session import Session
 from sandbox.settings import SandboxSettings
 from sandbox.warm import seat
@@ -160,7 +160,7 @@ def test_the_stand_in_is_entered_by_nsenter_from_a_system_folder() -> None:
 @pytest.mark.skipif(not ROOT, reason="the stand-in is made only for a session started "
                                      "by root; a plain user's box is that user")
 def test_doctor_tries_the_box_as_the_stand_in(monkeypatch: pytest.MonkeyPatch) -> None:
-    from sandbox import probe
+    from sandbox.doctor import probe
 
     assert probe.probe_bwrap().ok
     monkeypatch.setattr(standin, "UID", 0)
@@ -189,7 +189,7 @@ def test_uid_0_of_a_user_namespace_is_not_the_hosts_root() -> None:
     from helpers.paths import REPO
 
     code = ("import os, sys; sys.path.insert(0, sys.argv[1]); "
-            "from sandbox.backends import standin; "
+            "from sandbox.linux import standin; "
             "print(os.geteuid(), standin.needed(), os.path.basename(standin.nsenter()))")
     r = subprocess.run(["unshare", "-r", sys.executable, "-I", "-c", code, str(REPO)],
                        capture_output=True, text=True, check=False)

@@ -1,4 +1,4 @@
-"""Other owners for root's stand-in (sandbox/backends/standin.py): the box's ids 0 to
+"""Other owners for root's stand-in (sandbox/linux/standin.py): the box's ids 0 to
 65535 are the host's 2147000000 to 2147065535, ids no account has.
 
 ``tar -xp`` and ``chown`` work in a box started by root as they do for root bare, and
@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from helpers.launchers import EACH_BOX, launcher
 
-from sandbox.backends import standin
-from sandbox.backends.stage import Stage
 from sandbox.errors import SandboxUnavailable
+from sandbox.linux import standin
+from sandbox.linux.stage import Stage
 from sandbox.session import Session
 
 pytestmark = pytest.mark.skipif(

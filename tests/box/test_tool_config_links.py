@@ -1,4 +1,4 @@
-"""A hard link among the project files other tools run (sandbox/toolconfigs.py) is
+"""A hard link among the project files other tools run (sandbox/policy/toolconfigs.py) is
 refused as one to a protected git name is: the box could rewrite the read-only file
 through its other, writable name, and the tool would run what it wrote."""
 

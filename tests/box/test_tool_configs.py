@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from launchers.config import SandboxSettings
+from sandbox.policy.toolconfigs import TOOL_CONFIGS
 from sandbox.session import Session
-from sandbox.toolconfigs import TOOL_CONFIGS
 
 pytestmark = [
     pytest.mark.isolation,
@@ -86,7 +86,7 @@ def test_a_tool_config_link_the_box_replaced_is_put_back(project: Path,
 
 def test_without_the_put_back_the_box_s_folder_stays_where_claude_code_reads(
         project: Path, outside: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from sandbox import watched
+    from sandbox.session import watched
 
     monkeypatch.setattr(watched, "restore_link", lambda path, text: None)
     shared = _linked_claude(project, outside)

@@ -1,6 +1,6 @@
 """What the box makes where a row of other tools' project configs was missing at the
 open is moved out of the project after the run, into the user's data folder, and the
-session says the one command that puts it back (sandbox/moveout.py). Nothing is made in
+session says the one command that puts it back (sandbox/session/moveout.py). Nothing is made in
 the project for a missing row: no folder shows there that the user did not make."""
 
 from __future__ import annotations
@@ -16,10 +16,9 @@ import pytest
 from helpers.procs import box_driver, eventually
 
 from launchers.config import SandboxSettings
-from sandbox import moveout
+from sandbox.policy.toolconfigs import TOOL_CONFIGS, ToolConfig
 from sandbox.process import made
-from sandbox.session import Session
-from sandbox.toolconfigs import TOOL_CONFIGS, ToolConfig
+from sandbox.session import Session, moveout
 
 pytestmark = [
     pytest.mark.isolation,

@@ -22,12 +22,12 @@ import pytest
 from helpers.launchers import STARTERS
 from helpers.procs import eventually, fds_settle, left_after, proc_status, running_with, spares_made
 
-from sandbox.backends.bwrap import KEYRING_LISTS, PROC_READ_ONLY
-from sandbox.backends.linux import LinuxBox
 from sandbox.errors import SandboxUnavailable
+from sandbox.linux.bwrap import KEYRING_LISTS, PROC_READ_ONLY
+from sandbox.linux.linuxbox import LinuxBox
 from sandbox.plan import RunResult
+from sandbox.policy.startenv import box_env
 from sandbox.session import Session
-from sandbox.startenv import box_env
 from sandbox.warm.channel import ask, recv
 from sandbox.warm.client import SPARE, WarmBox
 from sandbox.warm.seat import box_options
@@ -141,7 +141,7 @@ def test_output_is_capped(world: World) -> None:
 
 
 # What a run of root's stand-in keeps, in its own user namespace: CAP_CHOWN,
-# CAP_DAC_OVERRIDE, CAP_FOWNER (sandbox/backends/standin.py); a plain user's, nothing.
+# CAP_DAC_OVERRIDE, CAP_FOWNER (sandbox/linux/standin.py); a plain user's, nothing.
 OWNERS = 0b1011 if os.geteuid() == 0 else 0
 
 

@@ -126,7 +126,7 @@ def test_a_missing_folder_the_host_reads_cannot_be_made(project: Path, outside: 
 @pytest.mark.parametrize("where", [".config/git/config", ".gitconfig"])
 def test_without_the_covers_the_box_makes_git_s_global_config(
         project: Path, outside: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
-    from sandbox import hostreads
+    from sandbox.policy import hostreads
 
     monkeypatch.setattr(hostreads, "covers", lambda *a, **k: hostreads.Covers())
     monkeypatch.setattr(hostreads, "homes_in", lambda *a, **k: ())
@@ -184,8 +184,8 @@ def test_no_folder_above_what_the_host_reads_can_be_moved(project: Path,
 
 def test_with_only_the_parent_held_a_move_forges_what_the_host_reads(
         project: Path, deep_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from sandbox import hostreads
-    from sandbox.backends import bwrap_args
+    from sandbox.linux import bwrap_args
+    from sandbox.policy import hostreads
 
     monkeypatch.setattr(hostreads, "homes_in", lambda *a, **k: ())
     monkeypatch.setattr(bwrap_args, "_folders_between",
@@ -221,7 +221,7 @@ def test_no_folder_above_a_project_in_a_writable_folder_can_be_moved(outside: Pa
 
 def test_with_nothing_held_above_the_project_the_box_replants_it(
         outside: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from sandbox.backends import bwrap_args
+    from sandbox.linux import bwrap_args
 
     monkeypatch.setattr(bwrap_args, "_folders_between", lambda *_: [])
     marker = outside / "ran"
@@ -235,7 +235,7 @@ def test_covers_are_named_by_real_paths_and_skip_what_hides_profile(
     """A home reached through a link: what is made is named by the real path (the
     session's roots are real), each missing folder above a cover first; no cover for
     ~/.bash_profile or ~/.bash_login, nor where the folder above is not the box's."""
-    from sandbox import hostreads
+    from sandbox.policy import hostreads
 
     # The covers of a home that is not a writable home's (whose top is read-only).
     monkeypatch.setattr(hostreads, "homes_in", lambda *a, **k: ())

@@ -233,7 +233,7 @@ def test_the_installed_doctor_finds_what_the_checkouts_finds(installed: Installe
 
 
 def test_the_installed_package_reads_its_data(installed: Installed) -> None:
-    ask = ("from sandbox.backends import seatbelt; import json; from importlib import "
+    ask = ("from sandbox.macos import seatbelt; import json; from importlib import "
            "resources; print(len(seatbelt.base_profile()), len(seatbelt.network_profile()), "
            "len(json.loads(resources.files('launchers.serve').joinpath('schema.json')"
            ".read_text())))")

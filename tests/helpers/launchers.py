@@ -12,7 +12,7 @@ from unittest import mock
 
 import pytest
 
-from sandbox import initcache
+from sandbox.linux import initcache
 
 BOXES = ("warm", "warm-python", "per-run", "per-run-python")
 EACH_BOX = pytest.mark.parametrize("box", BOXES)

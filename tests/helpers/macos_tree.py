@@ -37,7 +37,7 @@ class Tree:
         env = {
             "PATH": "/usr/bin:/bin:/usr/sbin:/sbin",
             "HOME": os.environ.get("HOME", "/"),
-            # Not used by a sandboxed macOS session: the system says (sandbox/darwin.py).
+            # Not used by a sandboxed macOS session: the system says (sandbox/macos/darwin.py).
             "TMPDIR": str(self.root),
             "LANG": "C",
             "OPENAI_API_KEY": "sk-openai",
@@ -58,7 +58,7 @@ class Tree:
 
     def run(self, argv: Sequence[str], policy: Policy | None = None,
             env_extra: dict[str, str] | None = None) -> RunResult:
-        from sandbox.backends import seatbelt
+        from sandbox.macos import seatbelt
         from sandbox.process import supervisor
 
         plan = seatbelt.plan(policy or self.policy, argv, env_extra=env_extra)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Unpack
 
-from sandbox.backends import seatbelt
+from sandbox.macos import seatbelt
 from sandbox.plan import LaunchPlan
 from sandbox.policy import Policy, PolicyOptions
 
@@ -206,9 +206,9 @@ ENV = {"PATH": "/usr/bin:/bin", "HOME": "/Users/dana", "TMPDIR": "/var/folders/a
 
 def user_tmp() -> str:
     """The user temp folder a sandboxed macOS policy gets: off a Mac the environment's
-    TMPDIR (nothing to ask), on a Mac what the system says (sandbox/darwin.py)."""
+    TMPDIR (nothing to ask), on a Mac what the system says (sandbox/macos/darwin.py)."""
     if sys.platform == "darwin":
-        from sandbox.darwin import user_temp_dir
+        from sandbox.macos.darwin import user_temp_dir
 
         return user_temp_dir()
     return ENV["TMPDIR"]

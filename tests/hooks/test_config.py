@@ -435,10 +435,11 @@ def test_the_error_carries_file_hook_and_key(tmp_path: Path, project: Path) -> N
     ("[sandbox]\nnetwrok = true\n",
      '[sandbox]: unknown key "netwrok"; the keys are writable, hidden, hide_defaults, '
      "protect, network, enabled, scrub, processes, memory, tmp_size, shm_size, "
-     "allow_unix_sockets, allow_tool_configs."),
+     "allow_unix_sockets, allow_tool_configs, box."),
     ('[sandbox]\nallow_tool_configs = [".vscodee"]\n',
      '[sandbox]: key "allow_tool_configs": ".vscodee" is not a project config the box '
-     "guards; the names are " + ", ".join(__import__("sandbox.toolconfigs").toolconfigs.NAMES)
+     "guards; the names are "
+     + ", ".join(__import__("sandbox.policy.toolconfigs").policy.toolconfigs.NAMES)
      + "."),
     ('[sandbox]\nallow_tool_configs = ".vscode"\n',
      '[sandbox]: key "allow_tool_configs": must be a list of names, not a string.'),

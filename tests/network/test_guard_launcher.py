@@ -1,7 +1,7 @@
 """The launchers of a box per run (sandbox/warm/guardinit.c, compiled; sandbox/warm/
 guarded.py): the command's start, end and descriptors, the compiled launcher's own
 answers and the supervisor it becomes (also as a warm run's PID 1, from the compiled
-starter, sandbox/warm/warmstart.c), and how it is built and kept (sandbox/initcache.py).
+starter, sandbox/warm/warmstart.c), and how it is built and kept (sandbox/linux/initcache.py).
 Real boxes, real host servers, root and plain user alike."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from helpers.launchers import PER_RUN, launcher
 
 from network import test_unix_guard
 from network.test_unix_guard import RACE, World, out
-from sandbox import initcache, sockets
+from sandbox.linux import initcache, sockets
 from sandbox.plan import RunResult
 from sandbox.session import Session
 

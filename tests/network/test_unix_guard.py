@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 from helpers.launchers import BOXES, EACH_BOX, launcher
 
-from sandbox import harden
 from sandbox.errors import SandboxUnavailable
+from sandbox.linux import harden
 from sandbox.plan import RunResult
 from sandbox.session import Session
 from sandbox.settings import SandboxSettings
@@ -298,7 +298,7 @@ def test_with_binds_let_through_a_host_program_reaches_the_box(
         world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     # The attempt above is real: with the guard's filter of a box on its own network,
     # the box takes the name and the host program talks to it.
-    from sandbox import seccomp
+    from sandbox.linux import seccomp
 
     monkeypatch.setattr(seccomp, "UNIX_GUARD_BIND", seccomp.UNIX_GUARD)
     assert _squatted(world, "per-run") == ("a host program came\n", b"the box answers\n")
@@ -349,7 +349,7 @@ def test_the_binds_the_guard_makes_behave_as_the_kernel_s(world: World, box: str
 def test_with_abstract_addresses_allowed_the_host_s_is_reached(
         world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     # The attempt above is real: let abstract addresses through and it reaches the host.
-    from sandbox import sockets
+    from sandbox.linux import sockets
 
     real = sockets.guard_allowed
     monkeypatch.setattr(sockets, "guard_allowed",

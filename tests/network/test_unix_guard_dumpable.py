@@ -94,7 +94,7 @@ def test_the_command_holds_no_capability_in_any_set(project: Path, box: str) -> 
     sets = dict(line.split(":\t") for line in r.stdout.decode().splitlines())
     assert set(sets) == {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"}
     # Root's stand-in keeps root's own on the files of its ids, in its own user
-    # namespace (CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER: sandbox/backends/standin.py).
+    # namespace (CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER: sandbox/linux/standin.py).
     assert all(int(v, 16) == (OWNERS if os.geteuid() == 0 else 0)
                for v in sets.values()), sets
 

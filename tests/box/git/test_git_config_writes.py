@@ -4,7 +4,7 @@ refused, said in the session's warnings, and host git run for real afterwards ru
 nothing of the box's. Warm and per-run sessions, and the CLI's run. Run as root and
 again as a plain user.
 
-A plain user's box is staged (:mod:`sandbox.backends.stage`) only from many binds on,
+A plain user's box is staged (:mod:`sandbox.linux.stage`) only from many binds on,
 and only the stage can show the box the link to its copy: these tests stage every box.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from helpers.gitworld import GIT_ID, SETTINGS, World, explain, host_git_runs_nothing, w
 
-from sandbox.backends import stage
+from sandbox.linux import stage
 from sandbox.session import Session
 
 pytestmark = [

@@ -200,7 +200,7 @@ def test_a_folder_swapped_for_a_link_after_the_check_is_not_followed(w: World) -
         # check and its first box: move the checked folder aside, put a link there.
         module.rename(module.parent / "m2")
         module.symlink_to(os.path.relpath(victim, module.parent))
-        # Seen (sandbox/backends/replaced.py): the box's mounts cannot be made again
+        # Seen (sandbox/linux/replaced.py): the box's mounts cannot be made again
         # below a link, and the run is refused rather than started without them.
         with pytest.raises(SandboxUnavailable) as refused:
             s.run(["sh", "-c", f"echo x > {victim}/planted"])

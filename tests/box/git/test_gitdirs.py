@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import beneath
-from sandbox.backends import bwrap
+from sandbox.fs import beneath
+from sandbox.linux import bwrap
 from sandbox.policy import Policy
 from sandbox.text import escape
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from helpers.unprivileged import searchable_tmp
 
-from sandbox.backends.linux import LinuxBox
+from sandbox.linux.linuxbox import LinuxBox
 from sandbox.session import Session
 
 pytestmark = pytest.mark.isolation

@@ -34,9 +34,9 @@ from helpers.seatbelt_profile import (
 )
 
 from pathguard import zones as z
-from sandbox.backends import seatbelt
-from sandbox.env import PROVIDER_KEYS
+from sandbox.macos import seatbelt
 from sandbox.policy import Policy
+from sandbox.policy.env import PROVIDER_KEYS
 
 # -- the plan's shape ------------------------------------------------------------------------
 
@@ -81,7 +81,7 @@ def test_a_bare_program_name_is_left_for_the_boxs_path(tmp_path: Path) -> None:
 def test_base_profile_is_package_data() -> None:
     from importlib import resources
 
-    text = resources.files("sandbox.backends").joinpath("seatbelt_base.sbpl").read_text("utf-8")
+    text = resources.files("sandbox.macos").joinpath("seatbelt_base.sbpl").read_text("utf-8")
     assert seatbelt.base_profile() == text
 
 

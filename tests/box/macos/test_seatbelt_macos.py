@@ -1,7 +1,7 @@
 """The macOS box at work: real ``/usr/bin/sandbox-exec``, real processes, a real server.
 
 Each test builds a policy on a real temporary tree, turns it into a plan with
-:func:`sandbox.backends.seatbelt.plan` and runs it with :func:`sandbox.process.supervisor.run`, as a
+:func:`sandbox.macos.seatbelt.plan` and runs it with :func:`sandbox.process.supervisor.run`, as a
 session does. They run only on macOS (the workflow ``.github/workflows/macos.yml``).
 
 The user temp folder of a macOS session is the one the system gives
@@ -85,7 +85,7 @@ def test_box_writes_the_user_temp_folder(tree: Tree) -> None:
 
 
 def test_the_user_temp_folder_is_the_systems_not_tmpdir(tree: Tree) -> None:
-    from sandbox.darwin import CS_DARWIN_USER_TEMP_DIR, confstr
+    from sandbox.macos.darwin import CS_DARWIN_USER_TEMP_DIR, confstr
 
     assert tree.policy.tmpdir.startswith("/private/var/folders/")
     assert tree.policy.tmpdir.endswith("/T")
@@ -270,7 +270,7 @@ def test_box_cannot_create_a_missing_hooks_folder_in_another_case(tmp_path: Path
     (root / "ptmp").mkdir()
     policy = Policy.create(str(root / "proj"), private_tmp=str(root / "ptmp"),
                            hide_defaults=False, platform="darwin")
-    from sandbox.backends import seatbelt
+    from sandbox.macos import seatbelt
     from sandbox.process import supervisor
 
     script = "mkdir .git/HOOKS && echo x > .git/HOOKS/pre-commit"
@@ -394,7 +394,7 @@ def test_a_hostile_project_name_changes_nothing(tmp_path: Path, name: str) -> No
 
 
 def test_canonical_puts_tmp_and_var_under_private() -> None:
-    from sandbox.backends.seatbelt import canonical
+    from sandbox.macos.seatbelt import canonical
 
     assert canonical("/tmp") == "/private/tmp"
     assert canonical("/var/folders") == "/private/var/folders"
@@ -402,7 +402,7 @@ def test_canonical_puts_tmp_and_var_under_private() -> None:
 
 
 def test_canonical_resolves_links(tmp_path: Path) -> None:
-    from sandbox.backends.seatbelt import canonical
+    from sandbox.macos.seatbelt import canonical
 
     target = tmp_path / "target"
     target.mkdir()
@@ -413,7 +413,7 @@ def test_canonical_resolves_links(tmp_path: Path) -> None:
 
 
 def test_canonical_spells_names_as_the_disk_stores_them(tmp_path: Path) -> None:
-    from sandbox.backends.seatbelt import canonical
+    from sandbox.macos.seatbelt import canonical
 
     (tmp_path / "MixedCase").mkdir()
     if not (tmp_path / "mixedcase").exists():

@@ -52,7 +52,7 @@ def tree(tmp_path: Path) -> Tree:
 
 
 def run(policy: Policy, argv: list[str], env_extra: dict[str, str] | None = None) -> RunResult:
-    from sandbox.backends import seatbelt
+    from sandbox.macos import seatbelt
     from sandbox.process import supervisor
 
     result = supervisor.run(seatbelt.plan(policy, argv, env_extra=env_extra), timeout=TIMEOUT)
@@ -328,7 +328,7 @@ def test_the_cli_runs_a_command_in_the_box(tmp_path: Path) -> None:
 
 
 def test_seatbelt_is_detected_from_inside_and_not_outside() -> None:
-    code = "from sandbox.darwin import inside_seatbelt; print(inside_seatbelt())"
+    code = "from sandbox.macos.darwin import inside_seatbelt; print(inside_seatbelt())"
     outside = subprocess.run([PY, "-c", code], capture_output=True, timeout=TIMEOUT)
     assert outside.stdout == b"False\n", outside
     inside = subprocess.run(["/usr/bin/sandbox-exec", "-p", "(version 1)(allow default)",

@@ -26,11 +26,11 @@ from helpers.seatbelt_profile import (
     rules,
 )
 
-from sandbox import darwin, sockets
-from sandbox.backends import seatbelt
 from sandbox.errors import PolicyError, SandboxUnavailable
+from sandbox.linux import sockets
+from sandbox.macos import darwin, seatbelt
 from sandbox.policy import Policy
-from sandbox.startenv import box_env, host_env
+from sandbox.policy.startenv import box_env, host_env
 
 # -- a reader of the network rules: the last rule that matches decides --------------------
 
@@ -545,7 +545,7 @@ def got_user_tmp(tmp_path: Path) -> str:
 def test_a_session_builds_its_profile_once(tmp_path: Path) -> None:
     # Like bwrap's mounts: a link made in the project after the first run cannot move a
     # rule, since where each path leads was taken then.
-    from sandbox.backends.seatbelt import SeatbeltBackend
+    from sandbox.macos.seatbelt import SeatbeltBackend
 
     policy = make_policy(tmp_path)
     backend = SeatbeltBackend(policy)

@@ -298,7 +298,8 @@ def test_the_policy_protects_oh_only_when_it_is_a_real_folder(world: World) -> N
 
 
 def test_both_backends_make_oh_read_only(world: World) -> None:
-    from sandbox.backends import bwrap, seatbelt
+    from sandbox.linux import bwrap
+    from sandbox.macos import seatbelt
     from sandbox.policy import Policy
 
     (world.project / ".oh").mkdir()

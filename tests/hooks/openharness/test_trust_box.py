@@ -89,7 +89,7 @@ MAKE_OH = "mkdir -p .oh && printf 'hooks:\\n  preToolUse:\\n    - command: touch
 
 def test_a_missing_oh_the_box_makes_is_moved_out(world: World) -> None:
     """No .oh at the start of the session: the one the box makes is moved out of the
-    project once the run ends (sandbox/moveout.py), into the user's data folder."""
+    project once the run ends (sandbox/session/moveout.py), into the user's data folder."""
     done = world.cli("run", "--project", str(world.project), "--", "sh", "-c",
                      MAKE_OH.format(world.marker))
     assert done.out == "MADE\n", done.err

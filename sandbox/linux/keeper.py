@@ -1,0 +1,187 @@
+"""What the box without namespaces may not change in its writable folders, put back
+after each run.
+
+Landlock's rules are granted to a folder and all beneath it: a writable project cannot
+hold a read-only ``.git/config``, nor a name that must not be made (``.git/hooks``,
+``commondir``). The namespace box binds those read-only; this box cannot. So each of
+the session's protected paths (:meth:`~sandbox.policy.Policy.protected_paths`, and the
+``hooks`` folders that were missing) is read at the session's open, whole (a folder with
+all it holds, modes, links as links), and compared after each run, once every process
+of that run has ended, and at the session's end. One that changed is moved out of the
+project as the box left it (:func:`sandbox.process.moving.move_rows`, no link followed,
+a link on the way moved in its place) into the user's data folder, and put back as it
+was at the open; the session's warnings say which, and where the box's version went.
+
+What this does not stop: while a run is going, the changed file is there for whatever
+reads it then. A host program that runs *during* a boxed run (a ``serve`` client's host
+hook beside a boxed command, the harness's own git) can be made to run what the box
+planted; after the run it is gone. Said in the box's list of what it gives up.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import time
+from collections.abc import Mapping
+
+from sandbox.fs import beneath
+from sandbox.text import escape
+
+# One protected path read whole at the open: more than this, and the box is refused
+# (a tree that large is not git's inputs; reading it after every run would be slow).
+LIMIT = 32 << 20
+
+# What is at a path: ("missing",), ("link", target), ("file", mode, bytes),
+# ("dir", mode, ((name, entry), ...)).
+Entry = tuple[object, ...]
+
+
+def _read_at(dfd: int, name: str, budget: list[int]) -> Entry:
+    try:
+        st = os.lstat(name, dir_fd=dfd)
+    except FileNotFoundError:
+        return ("missing",)
+    if stat.S_ISLNK(st.st_mode):
+        return ("link", os.readlink(name, dir_fd=dfd))
+    mode = stat.S_IMODE(st.st_mode)
+    if stat.S_ISREG(st.st_mode):
+        budget[0] -= st.st_size
+        if budget[0] < 0:
+            raise OverflowError(name)
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
+        with open(fd, "rb") as f:
+            return ("file", mode, f.read())
+    if stat.S_ISDIR(st.st_mode):
+        sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                      dir_fd=dfd)
+        try:
+            names = sorted(os.listdir(sub))
+            return ("dir", mode, tuple((n, _read_at(sub, n, budget)) for n in names))
+        finally:
+            os.close(sub)
+    return ("other", stat.S_IFMT(st.st_mode))
+
+
+def read(root: str, rel: str) -> Entry:
+    """What is at ``root/rel``, whole, never through a link; ``("blocked",)`` when a
+    folder on the way is a link or no folder."""
+    parent, name = os.path.split(rel)
+    try:
+        dfd = _open_dir(root, parent)
+    except OSError as err:
+        return ("missing",) if err.errno == errno.ENOENT else ("blocked",)
+    try:
+        return _read_at(dfd, name, [LIMIT])
+    finally:
+        os.close(dfd)
+
+
+def _open_dir(root: str, rel: str) -> int:
+    """The folder ``root/rel`` opened for making entries in, never through a link."""
+    fd = beneath.open_dir_beneath(root, rel)
+    try:
+        return os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    finally:
+        os.close(fd)
+
+
+def _folders_to(root: str, parent: str) -> None:
+    """The folders on the way to ``root/parent``, made (mode 755) where missing."""
+    made = ""
+    for part in [p for p in parent.split("/") if p]:
+        fd = _open_dir(root, made)
+        try:
+            os.mkdir(part, 0o755, dir_fd=fd)
+        except FileExistsError:
+            pass
+        finally:
+            os.close(fd)
+        made = os.path.join(made, part)
+
+
+def _write_at(dfd: int, name: str, entry: Entry) -> None:
+    kind = entry[0]
+    if kind == "link":
+        os.symlink(str(entry[1]), name, dir_fd=dfd)
+    elif kind == "file":
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                     | os.O_CLOEXEC, 0o600, dir_fd=dfd)
+        with open(fd, "wb") as f:
+            f.write(entry[2])  # type: ignore[arg-type]
+            os.fchmod(f.fileno(), int(entry[1]))  # type: ignore[call-overload]
+    elif kind == "dir":
+        os.mkdir(name, 0o700, dir_fd=dfd)
+        sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                      dir_fd=dfd)
+        try:
+            for child, inner in entry[2]:  # type: ignore[attr-defined]
+                _write_at(sub, child, inner)
+            os.fchmod(sub, int(entry[1]))  # type: ignore[call-overload]
+        finally:
+            os.close(sub)
+
+
+def put_back(root: str, rel: str, entry: Entry) -> None:
+    """``entry`` made at ``root/rel`` (where nothing is now), never through a link."""
+    if entry[0] == "missing":
+        return
+    parent, name = os.path.split(rel)
+    _folders_to(root, parent)
+    dfd = _open_dir(root, parent)
+    try:
+        _write_at(dfd, name, entry)
+    finally:
+        os.close(dfd)
+
+
+class Keeper:
+    """The protected paths as they were at the open; :meth:`check` after each run."""
+
+    def __init__(self, paths: tuple[str, ...], roots: tuple[str, ...],
+                 env: Mapping[str, str], session: str) -> None:
+        from sandbox.session.moveout import data_folder
+
+        self.base = os.path.join(data_folder(env), f"{time.strftime('%Y%m%d-%H%M%S')}-"
+                                                   f"{session}-protected")
+        self.kept: list[tuple[str, str, Entry]] = []
+        for path in paths:
+            where = beneath.relative(path, roots)
+            if where is None or not where[1]:
+                continue
+            try:
+                self.kept.append((*where, read(*where)))
+            except OverflowError:
+                from sandbox.errors import SandboxUnavailable
+
+                raise SandboxUnavailable(
+                    f"{escape(path)} holds more than {LIMIT >> 20} MiB, which the Landlock "
+                    "box would read after every run to put it back if changed",
+                    "move what it holds elsewhere, or use the namespace box "
+                    '([sandbox] box = "auto")') from None
+
+    def check(self) -> list[str]:
+        """Each protected path the box changed, moved out and put back: one line each."""
+        from sandbox.process.moving import move_rows
+
+        said: list[str] = []
+        for root, rel, was in self.kept:
+            try:
+                now = read(root, rel)
+            except OverflowError:
+                now = ("large",)
+            if now == was:
+                continue
+            moved = move_rows(root, [rel], {}, self.base) if now[0] != "missing" else []
+            went = next((m[2] for m in moved if m[2]), "")
+            try:
+                put_back(root, rel, was)
+                done = "put back as it was at the session's open"
+            except OSError as err:
+                done = f"could not be put back ({err.strerror})"
+            where = f"; the box's version is at {escape(went)}" if went else ""
+            said.append(f"the box changed {escape(os.path.join(root, rel))}, which host "
+                        f"programs read (the Landlock box cannot hold it read-only): "
+                        f"{done}{where}")
+        return said

@@ -1,0 +1,91 @@
+"""Protected names the host replaced while the session was open.
+
+The box holds git's inputs read-only by mounts on their names (a bind, or the config's
+link: :mod:`sandbox.git.configcopy`). A mount sits on a name, not on a file: when a
+program on the host renames a new file over one (``git config`` on the host writes
+``config.lock`` and renames it over ``.git/config``) or removes it, the kernel takes
+the mounts on that name away in every mount namespace, the session's stage and warm box
+among them. From then on the box would see, and could write, the project's own file.
+
+:class:`Replaced` watches the folders that hold the protected names (``inotify``: a
+rename onto a name, a removal, a creation) and says which names were touched since it
+was last asked; the box (:class:`~sandbox.linux.linuxbox.LinuxBox`) then makes its
+mounts again before its next run, and repairs what a run going on meanwhile could have
+written (:func:`sandbox.git.configcopy.repair`). Nothing the box does in its own
+namespace reaches these events: a rename over a mounted name fails there (EBUSY).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import struct
+import threading
+from collections.abc import Iterable
+
+IN_NONBLOCK, IN_CLOEXEC = os.O_NONBLOCK, os.O_CLOEXEC
+IN_MOVED_FROM, IN_MOVED_TO, IN_CREATE, IN_DELETE = 0x40, 0x80, 0x100, 0x200
+IN_DELETE_SELF, IN_MOVE_SELF, IN_Q_OVERFLOW = 0x400, 0x800, 0x4000
+IN_ONLYDIR, IN_DONT_FOLLOW = 0x01000000, 0x02000000
+WATCHED = IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF
+_EVENT = struct.Struct("iIII")
+
+
+class Replaced:
+    """The folders of ``paths``, watched for their names being replaced."""
+
+    def __init__(self, paths: Iterable[str]) -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        self._lock = threading.Lock()
+        self._names: dict[int, tuple[str, set[str]]] = {}
+        self._touched: set[str] = set()
+        self.fd = int(libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC))
+        if self.fd < 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"inotify_init1: {os.strerror(err)}")
+        folders: dict[str, set[str]] = {}
+        for path in paths:
+            folders.setdefault(os.path.dirname(path), set()).add(os.path.basename(path))
+        for folder, names in folders.items():
+            wd = libc.inotify_add_watch(self.fd, os.fsencode(folder),
+                                        WATCHED | IN_ONLYDIR | IN_DONT_FOLLOW)
+            if wd >= 0:
+                self._names[int(wd)] = (folder, names)
+
+    def touched(self) -> set[str]:
+        """The protected paths whose names were replaced, removed or made since the last
+        call (all of them, if the kernel's queue overflowed, or a folder itself went)."""
+        with self._lock:
+            self._read()
+            out, self._touched = self._touched, set()
+            return out
+
+    def _read(self) -> None:
+        while True:
+            try:
+                data = os.read(self.fd, 65536)
+            except BlockingIOError:
+                return
+            at = 0
+            while at + _EVENT.size <= len(data):
+                wd, mask, _, size = _EVENT.unpack_from(data, at)
+                name = os.fsdecode(data[at + _EVENT.size:at + _EVENT.size + size]
+                                   .rstrip(b"\0"))
+                at += _EVENT.size + size
+                self._note(wd, mask, name)
+
+    def _note(self, wd: int, mask: int, name: str) -> None:
+        if mask & IN_Q_OVERFLOW:
+            self._touched |= {os.path.join(f, n) for f, ns in self._names.values()
+                              for n in ns}
+            return
+        folder, names = self._names.get(wd, ("", set()))
+        if mask & (IN_DELETE_SELF | IN_MOVE_SELF):
+            self._touched |= {os.path.join(folder, n) for n in names}
+        elif name in names:
+            self._touched.add(os.path.join(folder, name))
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
