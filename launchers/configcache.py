@@ -26,8 +26,8 @@ import os
 from typing import Any
 
 from launchers import bounded
+from sandbox.fs import kept
 from sandbox.fs.digest import sha256_hex
-from sandbox.session import kept
 
 # A kept parse is JSON of a config of at most CONFIG_BYTES: never more than a few times
 # that (escapes).

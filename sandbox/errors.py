@@ -1,6 +1,6 @@
 """The errors of the sandbox package, named by state, in one place. A leaf: imports
 nothing of ours. (What runs inside the box cannot import the package: the guard's
-answer to one call, ``CallRefused``, is its own, in ``sandbox/warm/guardparts.py``; the
+answer to one call, ``CallRefused``, is its own, in ``sandbox/linux/warm/guardparts.py``; the
 proxy's refusal of one request, ``RequestRefused``, never leaves the proxy.)"""
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ hs_say() { printf 'setup: %s\n' "$*" >&2; }
 # System packages: bubblewrap (the Linux box), libseccomp2 (the box's system-call filter,
 # loaded by pyseccomp), libcap-dev, gcc and the Python headers (python-prctl compiles
 # against them), the static C library and the kernel's headers (the box per run's
-# launcher, sandbox/warm/guardinit.c, is built with them), python3-venv, git (the tests
+# launcher, sandbox/linux/warm/guardinit.c, is built with them), python3-venv, git (the tests
 # commit in a box), jq, util-linux's nsenter, curl and openssl (the network tests), and
 # docker.io (the tests in containers).
 hs_system_packages() {

@@ -426,12 +426,12 @@ def serve_cases(rounds: int) -> Results:
             "v_serve_1000_in_flight_ms": got["in_flight_1000_ms"]}
 
 
-# -- the warm box (sandbox/warm/) --------------------------------------------------------
+# -- the warm box (sandbox/linux/warm/) --------------------------------------------------------
 
 
 def settled(session: Session, seconds: float = 10.0) -> None:
     """Until the warm box holds all its runs made ahead (each holds a descriptor)."""
-    from sandbox.warm.client import SPARE
+    from sandbox.linux.warm.client import SPARE
 
     deadline = time.monotonic() + seconds
     while session.warm is not None and session.warm.made_ahead < SPARE \

@@ -41,7 +41,7 @@ def cmd_banner(args: argparse.Namespace) -> int:
     print(banner(config, no_hooks=bool(getattr(args, "no_hooks", False)),
                  boxed=not args.no_sandbox))
     if not args.no_sandbox and config.sandbox.enabled:
-        from sandbox.linux.kind import weaker_line
+        from sandbox.dispatch import weaker_line
 
         line = weaker_line(config.sandbox.box)
         if line is not None:  # a box that gives something up here is never silent
@@ -156,7 +156,7 @@ def check_hooks(config: Config, policy: Policy, openharness: str | None = None
 
 def _no_box(policy: Policy) -> str | None:
     """Why the session's box cannot be built here, or None."""
-    from sandbox.box import choose
+    from sandbox.dispatch import choose
     from sandbox.errors import SandboxUnavailable
 
     try:
@@ -187,8 +187,8 @@ def _check_openharness(admission: Admission, path: str) -> list[Checked]:
     """Every command hook of an openHarness file (an HTTP hook runs nothing here).
     A file whose content is not trusted is one refused entry (``kind: "untrusted"``):
     nothing of it is checked, since nothing of it may run. Raises OhConfigError."""
-    from launchers.openharness.config import load as load_openharness
     from launchers.openharness.trust import Untrusted, untrusted_refusal
+    from launchers.openharness.trust import load as load_openharness
 
     try:
         config = load_openharness(path, policy=admission.policy)
@@ -223,7 +223,7 @@ def document(checked: Sequence[Checked], config: Config, policy: Policy,
 
 def box_kind(policy: Policy) -> dict[str, object] | None:
     """The box the session's boxed hooks run in, and what it gives up here."""
-    from sandbox.linux.kind import here
+    from sandbox.dispatch import here
 
     kind = here(policy)
     return None if kind is None else kind.as_dict()

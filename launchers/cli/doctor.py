@@ -26,7 +26,7 @@ def _other_report(p: Probe) -> list[str]:
     if p.euid == 0:
         lines.append("running as root: run as a normal user where you can")
     if p.backend == "landlock":
-        from sandbox.linux.kind import BoxKind
+        from sandbox.box.kind import BoxKind
 
         lines.append(BoxKind(p.box, p.box_gives_up).said())
     lines.append(p.verdict)

@@ -19,7 +19,6 @@ from launchers.openharness.config import (
     TOOL_EVENTS,
     OhConfig,
     OhConfigError,
-    load,
     unknown_event,
 )
 from launchers.openharness.envelope import Context
@@ -31,6 +30,7 @@ from launchers.openharness.fire import (
     fire,
     session_runner,
 )
+from launchers.openharness.trust import load
 
 
 def _say(text: str) -> None:

@@ -15,7 +15,6 @@ from launchers.openharness.config import (
     OhConfig,
     OhConfigError,
     OhHook,
-    load,
     match_tool,
     parse,
 )
@@ -30,6 +29,7 @@ from launchers.openharness.fire import (
     run_hook,
     session_runner,
 )
+from launchers.openharness.trust import load
 from launchers.openharness.words import guard_words, split_words
 
 __all__ = [

@@ -23,7 +23,7 @@ from launchers.errors import OhConfigError as OhConfigError
 from launchers.openharness.words import guard_words, split_words
 
 if TYPE_CHECKING:
-    from sandbox.policy import Policy
+    pass
 
 # The events, in the order openHarness documents them.
 EVENTS: tuple[str, ...] = (
@@ -184,16 +184,6 @@ def _hooks(path: str, raw: object) -> dict[str, tuple[OhHook, ...]]:
             raise OhConfigError(path, "must be a list of hooks", event=event)
         out[event] = tuple(_hook(path, event, i, e) for i, e in enumerate(entries))
     return out
-
-
-def load(path: str, *, policy: Policy | None = None) -> OhConfig:
-    """Read ``path`` once, refuse it unless those bytes are trusted at its path, and
-    check them (see :mod:`launchers.openharness.trust`; ``policy``: the session's, so that a trust
-    store the box could write is refused). Raises :class:`OhConfigError`, including
-    ``trust.Untrusted`` and ``trust.TrustStoreError``."""
-    from launchers.openharness.trust import load_trusted
-
-    return load_trusted(path, policy=policy)
 
 
 def unknown_event(event: object) -> str:

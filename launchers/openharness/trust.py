@@ -413,3 +413,11 @@ def load_trusted(path: str, *, policy: Policy | None = None,
     if state is not None:
         raise Untrusted(path, state)
     return parse_bytes(read.data, path)
+
+
+def load(path: str, *, policy: Policy | None = None) -> OhConfig:
+    """Read ``path`` once, refuse it unless those bytes are trusted at its path, and
+    check them (see this module; ``policy``: the session's, so that a trust
+    store the box could write is refused). Raises :class:`OhConfigError`, including
+    ``trust.Untrusted`` and ``trust.TrustStoreError``."""
+    return load_trusted(path, policy=policy)

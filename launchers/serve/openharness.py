@@ -21,9 +21,9 @@ def fire_one(session: Session, path: str, p: dict[str, Any], args: argparse.Name
     from launchers.cli.common import JSON_VERSION
     from launchers.cli.hook_openharness import context_from_args
     from launchers.errors import OhConfigError
-    from launchers.openharness.config import EVENTS, TOOL_EVENTS, load, unknown_event
+    from launchers.openharness.config import EVENTS, TOOL_EVENTS, unknown_event
     from launchers.openharness.fire import Result, admit, fire, session_runner
-    from launchers.openharness.trust import Untrusted, refuse_store_in_box
+    from launchers.openharness.trust import Untrusted, load, refuse_store_in_box
 
     event: str = p["event"]
     if event not in EVENTS:

@@ -16,15 +16,8 @@ from typing import TYPE_CHECKING
 
 from pathguard.records import NamedTuple
 from sandbox.errors import SandboxUnavailable
-from sandbox.linux.bwrap_find import (
-    INSTALL_FIX,
-    Sysctls,
-    at_limit,
-    diagnose_userns,
-    find_bwrap,
-    not_found,
-    sysctls,
-)
+from sandbox.linux.bwrap_find import INSTALL_FIX, find_bwrap, not_found
+from sandbox.linux.causes import Sysctls, at_limit, diagnose_userns, sysctls
 from sandbox.platform import PLATFORM
 from sandbox.text import escape
 
@@ -149,11 +142,11 @@ def _run(argv: Sequence[str], timeout: float = 10.0) -> subprocess.CompletedProc
 
 def probe(env: Mapping[str, str] | None = None, platform: str = PLATFORM,
           box: str = "auto") -> Probe:
-    """What builds the box on ``platform`` (:func:`sandbox.box.box_name`; ``box``
+    """What builds the box on ``platform`` (:func:`sandbox.dispatch.box_name`; ``box``
     is ``[sandbox] box``), and whether it works: for bwrap, its version and options, a
     trial box and the network links a box sees; for the Landlock box, a trial of it.
     Starts processes: for ``doctor``, not for every run."""
-    from sandbox.box import box_name
+    from sandbox.dispatch import box_name
 
     if box_name(platform) == "seatbelt":
         return probe_seatbelt()

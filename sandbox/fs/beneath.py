@@ -44,7 +44,7 @@ def _openat2(dirfd: int, rel: str, flags: int) -> int:
     # needs it.
     import ctypes
 
-    from sandbox.linux.libc import libc
+    from sandbox.libc import libc
 
     how = (ctypes.c_uint64 * 3)(flags, 0, _RESOLVE_NO_SYMLINKS | _RESOLVE_BENEATH)
     fd = libc().syscall(_SYS_OPENAT2, dirfd, os.fsencode(rel), ctypes.byref(how),

@@ -17,7 +17,6 @@ outside the read-write roots is a programming error: :func:`box_args` raises.
 
 from __future__ import annotations
 
-import errno as _errno
 import os
 import shlex
 import threading
@@ -38,7 +37,7 @@ from sandbox.linux.kind import bound_proc_args, in_domain
 from sandbox.linux.kind import choose as choose_kind
 from sandbox.linux.procfs import KEYRING_LISTS, PROC_READ_ONLY
 from sandbox.linux.standin import stdio_owner
-from sandbox.linux.started import Started, read, with_var
+from sandbox.linux.started import Started, exec_failure, read, with_var
 from sandbox.plan import BackendName, LaunchPlan, RunResult
 from sandbox.policy import Policy
 from sandbox.policy.caches import box_roots
@@ -51,26 +50,6 @@ if TYPE_CHECKING:
 __all__ = ["KEYRING_LISTS", "LINKER_VARS", "PROC_READ_ONLY", "REQUIRED_FEATURES",
            "RESOLVER_DIR", "BwrapBackend", "args_by_fd", "box_args", "command",
            "exec_failure", "guarded", "plan"]
-
-# bwrap reports a command it could not start as one line on stderr and exit status 1.
-_EXEC_PREFIX = "bwrap: execvp "
-_STRERROR = {os.strerror(n): n for n in sorted(_errno.errorcode, reverse=True)}
-
-
-def exec_failure(result: RunResult) -> RunResult | None:
-    """The box's "could not start the command" (bwrap's exit 1 with its one execvp
-    line) as ``failed_to_start`` with the OS error, else None."""
-    if result.outcome != "exited" or result.returncode != 1:
-        return None
-    lines = result.stderr.decode("utf-8", "replace").strip().splitlines()
-    if len(lines) != 1 or not lines[0].startswith(_EXEC_PREFIX):
-        return None
-    _, _, error = lines[0][len(_EXEC_PREFIX):].rpartition(": ")
-    if error not in _STRERROR:
-        return None
-    return result._replace(outcome="failed_to_start", returncode=None, error=error,
-                   errno=_STRERROR[error])
-
 
 # Read by the dynamic linker when bwrap itself starts.
 LINKER_VARS = ("LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT")

@@ -109,7 +109,7 @@ def _under(path: str, root: str) -> bool:
 def _allowed_runtime_sockets(policy: Policy) -> list[str]:
     """The allowed Unix sockets (or their folders) that lie under the masked /run and
     exist, where they lead; elsewhere the Unix-socket guard lets the box reach them
-    (sandbox/warm/unixguard.py)."""
+    (sandbox/linux/warm/unixguard.py)."""
     out: list[str] = []
     for p in policy.allow_unix_sockets:
         real = os.path.realpath(p)
@@ -154,7 +154,7 @@ def box_args(
     ``/proc/key-users`` are covered (``KEYRING_LISTS``), and the procfs entries that
     change the host's kernel are read-only (``PROC_READ_ONLY``). ``proc_belt=False``
     leaves the box's ``/proc`` without those covers, for a box whose own starter mounts
-    a fresh one per command and covers that (:mod:`sandbox.warm`): the kernel refuses a
+    a fresh one per command and covers that (:mod:`sandbox.linux.warm`): the kernel refuses a
     new procfs mount in a user namespace while the only one there is partly covered.
 
     ``staged`` leaves out the binds :func:`staged_binds` gives: the session's stage

@@ -16,64 +16,17 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from pathguard.records import NamedTuple
 from sandbox.errors import SandboxUnavailable
 from sandbox.fs.which import which
+from sandbox.linux.causes import diagnose_userns, sysctls
 
 if TYPE_CHECKING:
     from sandbox.policy import Policy
-
-APPARMOR_SYSCTL = "/proc/sys/kernel/apparmor_restrict_unprivileged_userns"
-MAX_USERNS_SYSCTL = "/proc/sys/user/max_user_namespaces"
-USERNS_CLONE_SYSCTL = "/proc/sys/kernel/unprivileged_userns_clone"
 
 NOT_INSTALLED = "bubblewrap (bwrap) is not installed"
 INSTALL_FIX = "install the bubblewrap package: sudo apt-get install bubblewrap"
 # Where a package puts bwrap: named when it is there but not on PATH (never used).
 USUAL_BWRAP = ("/usr/bin/bwrap", "/usr/local/bin/bwrap", "/bin/bwrap")
-# Where namespaces are refused and the place cannot be changed: the box without them.
-LANDLOCK_FIX = ('or write [sandbox] box = "landlock" for the box without namespaces '
-                "(weaker: docs/linux-box.md says what it gives up)")
-APPARMOR_DIAGNOSIS = (
-    "user namespaces are blocked by AppArmor (kernel.apparmor_restrict_unprivileged_userns=1)"
-)
-APPARMOR_FIX = (
-    "allow them with sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0, "
-    "or install an AppArmor profile for bwrap that allows userns, " + LANDLOCK_FIX
-)
-MAX_USERNS_DIAGNOSIS = "user namespaces are turned off (user.max_user_namespaces=0)"
-MAX_USERNS_FIX = ("turn them on with sudo sysctl -w user.max_user_namespaces=15000, "
-                  + LANDLOCK_FIX)
-USERNS_CLONE_DIAGNOSIS = (
-    "unprivileged user namespaces are turned off (kernel.unprivileged_userns_clone=0)"
-)
-USERNS_CLONE_FIX = ("turn them on with sudo sysctl -w kernel.unprivileged_userns_clone=1, "
-                    + LANDLOCK_FIX)
-DOCTOR_FIX = "run harness-sandbox doctor for details"
-LIMIT_DIAGNOSIS = (
-    "no user namespace can be made here: user.max_user_namespaces is reached or "
-    "namespaces are nested too deep"
-)
-LIMIT_FIX = (
-    "raise the limit with sudo sysctl -w user.max_user_namespaces=15000; inside a "
-    "container, run harness-sandbox on the host or allow nested user namespaces, "
-    + LANDLOCK_FIX
-)
-
-# What bwrap prints when it cannot make the box's namespaces (as opposed to the
-# command's own failure): bwrap's messages start with "bwrap: ".
-_NAMESPACE_MARKERS = ("namespace", "uid map", "gid map", "setgroups")
-
-
-def read_sysctl(path: str) -> int | None:
-    """An integer sysctl, or None where this kernel has no such file."""
-    try:
-        with open(path, encoding="ascii") as f:
-            return int(f.read().strip())
-    except (OSError, ValueError):
-        return None
-
-
 def find_bwrap(path_env: str | None) -> str | None:
     """The absolute path of ``bwrap`` on ``path_env`` (relative entries are skipped:
     which folder they name depends on where we happen to be)."""
@@ -117,82 +70,6 @@ def writable_refusal(bwrap: str, policy: Policy) -> SandboxUnavailable | None:
                     "and put that folder first on PATH",
                 )
     return None
-
-
-def diagnose_userns(
-    *,
-    euid: int,
-    apparmor_restrict: int | None,
-    max_user_namespaces: int | None,
-    unprivileged_userns_clone: int | None,
-    error: str | None = None,
-) -> SandboxUnavailable | None:
-    """Why user namespaces cannot be made, from the sysctls (and bwrap's error, if a box
-    failed to start). None when the sysctls allow them and nothing failed.
-
-    ``max_user_namespaces = 0`` and (for a user other than root)
-    ``unprivileged_userns_clone = 0`` block without doubt. The AppArmor restriction only
-    counts once a box has failed: a profile for bwrap may allow it.
-    """
-    if max_user_namespaces == 0:
-        return SandboxUnavailable(MAX_USERNS_DIAGNOSIS, MAX_USERNS_FIX)
-    if euid != 0 and unprivileged_userns_clone == 0:
-        return SandboxUnavailable(USERNS_CLONE_DIAGNOSIS, USERNS_CLONE_FIX)
-    if error is None:
-        return None
-    if euid != 0 and apparmor_restrict == 1:
-        return SandboxUnavailable(APPARMOR_DIAGNOSIS, APPARMOR_FIX)
-    if at_limit(error):
-        return SandboxUnavailable(LIMIT_DIAGNOSIS, LIMIT_FIX)
-    error = error.removeprefix("bwrap: ")
-    return SandboxUnavailable(f"bwrap could not create the box: {error}", DOCTOR_FIX)
-
-
-def namespace_error(stderr: bytes) -> str | None:
-    """bwrap's own message when it failed to set up the box's namespaces, else None."""
-    first = stderr.decode("utf-8", "replace").strip().splitlines()[:1]
-    if not first or not first[0].startswith("bwrap: "):
-        return None
-    line = first[0]
-    return line if any(m in line.lower() for m in _NAMESPACE_MARKERS) else None
-
-
-class Sysctls(NamedTuple):
-    """The kernel settings that decide whether user namespaces can be made."""
-
-    apparmor_restrict: int | None
-    max_user_namespaces: int | None
-    unprivileged_userns_clone: int | None
-
-
-def sysctls() -> Sysctls:
-    return Sysctls(read_sysctl(APPARMOR_SYSCTL), read_sysctl(MAX_USERNS_SYSCTL),
-                   read_sysctl(USERNS_CLONE_SYSCTL))
-
-
-def at_limit(error: str) -> bool:
-    """The namespaces' limit was met (ENOSPC), whatever else this place shows."""
-    return "ENOSPC" in error or "No space left on device" in error
-
-
-def diagnose_start_failure(error: str) -> SandboxUnavailable:
-    """The cause and fix for a box that failed to start with bwrap's ``error``: the
-    cause this place shows (:mod:`.causes`), else what the sysctls and ``error`` say."""
-    from sandbox.linux.causes import found as cause
-
-    seen = None if at_limit(error) else cause(os.geteuid())
-    if seen is not None:
-        return SandboxUnavailable(f"{seen.diagnosis} ({error})", seen.fix)
-    s = sysctls()
-    found = diagnose_userns(
-        euid=os.geteuid(),
-        apparmor_restrict=s.apparmor_restrict,
-        max_user_namespaces=s.max_user_namespaces,
-        unprivileged_userns_clone=s.unprivileged_userns_clone,
-        error=error,
-    )
-    assert found is not None  # an error was given
-    return found
 
 
 @lru_cache(maxsize=8)

@@ -21,9 +21,9 @@ import contextlib
 import os
 from collections.abc import Sequence
 
+from sandbox.fs import kept
 from sandbox.fs.digest import sha256_hex
 from sandbox.linux.seccomp import DENIED, SONAME, Compiled, Denial, arches, compile_filter
-from sandbox.session import kept
 
 # Where a distribution puts libseccomp (Debian's multiarch folders first).
 _LIB_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu",

@@ -1,12 +1,12 @@
-"""The compiled launcher of a box per run (``sandbox/warm/guardinit.c``), which is also
-the warm box's starter (``sandbox/warm/warmstart.c``): built once, kept, and handed to
+"""The compiled launcher of a box per run (``sandbox/linux/warm/guardinit.c``), which is also
+the warm box's starter (``sandbox/linux/warm/warmstart.c``): built once, kept, and handed to
 each box as a sealed memfd.
 
 Each boxed command of a box per run is started by a launcher, the box's PID 1, that
-arms the Unix-socket guard (:mod:`sandbox.warm.unixguard`). The Python one
-(:mod:`sandbox.warm.guarded`) costs each box an interpreter's start; the compiled one
+arms the Unix-socket guard (:mod:`sandbox.linux.warm.unixguard`). The Python one
+(:mod:`sandbox.linux.warm.guarded`) costs each box an interpreter's start; the compiled one
 costs it almost nothing, and starts the Python supervisor only at the first call that
-needs its judgement (:mod:`sandbox.warm.guardmain`).
+needs its judgement (:mod:`sandbox.linux.warm.guardmain`).
 
 The compiled launcher is built at the first session that needs it, by the system's C
 compiler: ``cc`` or ``gcc`` in ``/usr/bin`` or ``/bin``, never one found on ``PATH``, run
@@ -43,10 +43,10 @@ import sys
 import threading
 
 from pathguard.records import NamedTuple
+from sandbox.fs import kept
 from sandbox.fs.digest import sha256_hex
-from sandbox.session import kept
 
-_WARM = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "warm")
+_WARM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "warm")
 # One program: the box per run's launcher, and the warm box's starter (``warm``).
 SOURCES = tuple(os.path.join(_WARM, n) for n in ("guardinit.c", "guardcore.c",
                                                   "warmstart.c", "guard.h"))

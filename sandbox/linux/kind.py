@@ -16,15 +16,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from sandbox.box.kind import BOUND_PROC, LANDLOCK, NAMESPACES, BoxKind
 
-from pathguard.records import NamedTuple
+__all__ = ["BOUND_PROC", "BOUND_PROC_GIVES_UP", "LANDLOCK", "LANDLOCK_GIVES_UP", "NAMESPACES",
+           "BoxKind", "bound_proc_args", "choose", "in_domain"]
 
-if TYPE_CHECKING:
-    from sandbox.policy import Policy
-
-NAMESPACES = "namespaces"
-LANDLOCK = "landlock, no namespaces"
 LANDLOCK_GIVES_UP = (
     "no namespaces: the box sees the place's processes in /proc (their ids, names and "
     "command lines), though its Landlock domain keeps their environment, memory, "
@@ -46,7 +42,6 @@ LANDLOCK_GIVES_UP = (
     "host's, unwritable",
     "no warm box: each command starts a Python wrapper of its own (about 15 ms)",
 )
-BOUND_PROC = "namespaces, the container's /proc"
 BOUND_PROC_GIVES_UP = (
     "the box's /proc is the container's: it lists the container's processes (their "
     "ids, names and command lines), though a Landlock domain keeps their environment, "
@@ -59,28 +54,6 @@ BOUND_PROC_GIVES_UP = (
     "bwrap's --disable-userns is not used (it writes a sysctl the container keeps "
     "read-only): the session's system-call filter alone refuses new namespaces",
 )
-
-
-class BoxKind(NamedTuple):
-    """The box in force: its name, what it does not do that the full box does, and the
-    covered parts of ``/proc`` that chose it."""
-
-    name: str = NAMESPACES
-    gives_up: tuple[str, ...] = ()
-    covered: tuple[str, ...] = ()
-
-    @property
-    def bound_proc(self) -> bool:
-        return self.name == BOUND_PROC
-
-    def as_dict(self) -> dict[str, object]:
-        return {"name": self.name, "gives_up": list(self.gives_up)}
-
-    def said(self) -> str:
-        """One line for people: the box, and what it gives up here."""
-        if not self.gives_up:
-            return f"box: {self.name}"
-        return f"box: {self.name} (weaker here: {'; '.join(self.gives_up)})"
 
 
 def choose() -> BoxKind:
@@ -121,26 +94,3 @@ def in_domain(argv: tuple[str, ...]) -> tuple[str, ...]:
     from sandbox.linux.sockets import interpreter
 
     return (interpreter(), "-I", "-S", landlock.HERE, "--", *argv)
-
-
-def here(policy: Policy) -> BoxKind | None:
-    """The box a session of ``policy`` gets on this machine (None: its commands run on
-    the host). macOS has one box, Seatbelt."""
-    if not policy.boxed:
-        return None
-    if policy.platform != "linux":
-        return BoxKind("seatbelt")
-    if policy.box == "landlock":
-        return BoxKind(LANDLOCK, LANDLOCK_GIVES_UP)
-    return choose()
-
-
-def weaker_line(box: str = "auto") -> str | None:
-    """The banner's line for a Linux box that gives something up here (``box``: the
-    ``[sandbox] box`` asked for), else None."""
-    from sandbox.platform import PLATFORM
-
-    if PLATFORM != "linux":
-        return None
-    kind = BoxKind(LANDLOCK, LANDLOCK_GIVES_UP) if box == "landlock" else choose()
-    return kind.said() if kind.gives_up else None

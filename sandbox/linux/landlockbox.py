@@ -9,7 +9,7 @@ which is its ``TMPDIR``; a few device files; no TCP without the host's network; 
 abstract sockets and ptrace-mode access scoped to it), ``no_new_privs``, no capability,
 and the session's system-call filter with this box's socket rows
 (:data:`sandbox.linux.seccomp.LANDLOCK_BOX`). Its lifetime is a host run's
-(:mod:`sandbox.linux.harden`): a group of its own, a marker, the subreaper. What Landlock cannot
+(:mod:`sandbox.box.harden`): a group of its own, a marker, the subreaper. What Landlock cannot
 hold read-only inside a writable folder (git's inputs, other tools' configs) is put back
 after each run (:mod:`.keeper`; other tools' configs made by the box are moved out as in
 every box, :mod:`sandbox.session.moveout`). What it gives up beside the namespace box is
@@ -235,8 +235,8 @@ class LandlockBox(BoxBase):
              meanwhile: Callable[[], None]) -> None:
         """The rules, the filter and what the box may not change, read now; the host
         runs' groups for its runs. ``held`` and ``warm`` have no meaning here."""
+        from sandbox.box.harden import FILTER_FIX, Hardening
         from sandbox.linux import seccomp
-        from sandbox.linux.harden import FILTER_FIX, Hardening
         from sandbox.linux.keeper import Keeper
 
         meanwhile()

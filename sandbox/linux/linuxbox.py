@@ -5,10 +5,10 @@ A :class:`LinuxBox` owns
 
 - the bwrap backend (:mod:`.bwrap`): bwrap's path, the box's options, the descriptors
   of the pinned and protected paths it binds by, and the session's stage;
-- the session's hardening (:mod:`sandbox.linux.harden`): the system-call filter's
+- the session's hardening (:mod:`sandbox.box.harden`): the system-call filter's
   descriptor, the Unix-socket guard, the control group, the ``/tmp`` tmpfs; it is
   handed to the backend here, once, and nowhere else;
-- the warm box (:mod:`sandbox.warm`) and the allow-list's forwarder in it.
+- the warm box (:mod:`sandbox.linux.warm`) and the allow-list's forwarder in it.
 
 A run is plan, supervisor, read: in the warm box when the session has one, else in a box
 of its own (``warm=False``), which the supervisor starts and reaps. :meth:`read` is the
@@ -30,11 +30,11 @@ from sandbox.plan import BackendName, RunResult
 if TYPE_CHECKING:
     from collections.abc import Collection
 
-    from sandbox.linux.kind import BoxKind
+    from sandbox.box.kind import BoxKind
+    from sandbox.linux.warm.seat import Forwarder
     from sandbox.network.session import Network
     from sandbox.policy import Policy
     from sandbox.process.pipes import Pipes
-    from sandbox.warm.seat import Forwarder
 
 
 class LinuxBox(BoxBase):
@@ -92,7 +92,7 @@ class LinuxBox(BoxBase):
         proxy. ``meanwhile`` runs while the warm box starts (else first). Raises
         :class:`~sandbox.errors.SandboxUnavailable`, or what ``meanwhile`` raises; what
         was made is then given back by :meth:`close`."""
-        from sandbox.linux.harden import Hardening
+        from sandbox.box.harden import Hardening
 
         # The warm box's starter mounts a fresh /proc for each run: not where one is
         # refused (the box with the container's /proc starts a box per run).
@@ -116,7 +116,7 @@ class LinuxBox(BoxBase):
 
     def _warm_up(self, meanwhile: Callable[[], None]) -> None:
         """The warm box, and the allow-list's forwarder in it."""
-        from sandbox.warm import seat
+        from sandbox.linux.warm import seat
 
         assert self.hardening is not None
         self.warm = seat.open_box(self.backend, self.hardening, meanwhile=meanwhile)
@@ -229,7 +229,7 @@ class LinuxBox(BoxBase):
                 stdin: bytes, timeout: float | None, cancel: threading.Event | None,
                 pipes: type[Pipes]) -> RunResult:
         if self.warm is not None:
-            from sandbox.warm import seat
+            from sandbox.linux.warm import seat
 
             return self.read(seat.run(self, argv, env_extra=env_extra, stdin=stdin,
                                       timeout=timeout, cancel=cancel, pipes=pipes),

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pathguard.records import NamedTuple
-from sandbox.linux.libc import (
+from sandbox.libc import (
     CLONE_NEWCGROUP,
     CLONE_NEWIPC,
     CLONE_NEWNET,
@@ -66,7 +66,7 @@ SYS_SETSOCKOPT, SYS_GETSOCKOPT = 14, 15
 NE = 1
 MASKED_EQ = 7
 # A row's "errno" that sends the call to the run's Unix-socket guard instead
-# (SCMP_ACT_NOTIFY; sandbox/warm/unixguard.py answers it).
+# (SCMP_ACT_NOTIFY; sandbox/linux/warm/unixguard.py answers it).
 NOTIFY = -1
 
 
@@ -165,7 +165,7 @@ def _is(arg: int, value: int) -> Cmp:
 # What the command may not do, though its run's PID 1 must: that process (the guard)
 # takes a caller's socket with pidfd_getfd and reads its memory, under DENIED. These
 # rows are loaded with the guard's filter, in the command's process only, after the
-# guard is armed (every boxed command, warm or per run, has one: sandbox/linux/harden.py).
+# guard is armed (every boxed command, warm or per run, has one: sandbox/box/harden.py).
 COMMAND: tuple[Denial, ...] = (
     # Runs of a warm box (and the boxes per run of a session) share /tmp and one user:
     # a pidfd of another run's process, which no PID namespace stops, gives its
@@ -191,7 +191,7 @@ COMMAND: tuple[Denial, ...] = (
     # fail (O_NONBLOCK: EWOULDBLOCK). Nothing a build runs takes one.
     *(Denial(call, E.EACCES, "F_SETLEASE: a lease stalls the host's writer of the file",
              (_is(1, F_SETLEASE),)) for call in ("fcntl", "fcntl64")),
-    # A lock is taken by the guard (sandbox/warm/guardlocks.py), only on a file of the
+    # A lock is taken by the guard (sandbox/linux/warm/guardlocks.py), only on a file of the
     # box's writable folders: a read lock on a host file (a package manager's lock, a
     # database the host writes) would stall the host's writer as long as it is held.
     *(Denial("flock", NOTIFY, "a lock on a host file stalls the host", (Cmp(1, op, op),))
@@ -202,7 +202,7 @@ COMMAND: tuple[Denial, ...] = (
 )
 
 # The Unix-socket guard's filter, loaded in each run after DENIED with a listener of its
-# own (sandbox/warm/unixguard.py): each call that can reach a pathname Unix socket waits
+# own (sandbox/linux/warm/unixguard.py): each call that can reach a pathname Unix socket waits
 # for the guard, which makes it itself when the socket is the box's own or allowed; and
 # the COMMAND rows above.
 UNIX_GUARD: tuple[Denial, ...] = (

@@ -29,11 +29,12 @@ import stat
 import threading
 from collections.abc import Callable, Sequence
 
+from sandbox import libc
 from sandbox.errors import PolicyError, SandboxUnavailable, StageRefused
 
 # Imported here, not in the child: a forked child of a process with threads imports
 # nothing.
-from sandbox.linux import libc, standin
+from sandbox.linux import standin
 from sandbox.linux.stagebinds import (
     Bind,
     Said,

@@ -11,8 +11,9 @@ from collections.abc import Sequence
 from typing import Literal
 
 from pathguard.records import NamedTuple
+from sandbox import libc
 from sandbox.fs.beneath import create_beneath, open_path, relative
-from sandbox.linux import libc, standin
+from sandbox.linux import standin
 
 BindKind = Literal["pin", "ro", "view", "empty"]
 

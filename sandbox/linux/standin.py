@@ -51,8 +51,8 @@ import stat
 from collections.abc import Callable, Sequence
 
 from pathguard.records import NamedTuple
+from sandbox import libc
 from sandbox.errors import SandboxUnavailable
-from sandbox.linux import libc
 from sandbox.text import escape
 
 # The stand-in's uid and gid: above any distribution's ranges for accounts, services
@@ -380,7 +380,7 @@ class _Space:
         if said != b"\0":
             code = int(said or b"1")
             if code == errno.ENOSPC:  # the namespaces' limit, which bwrap would meet too
-                from sandbox.linux.bwrap_find import diagnose_start_failure
+                from sandbox.linux.causes import diagnose_start_failure
 
                 raise diagnose_start_failure(os.strerror(code))
             from sandbox.linux.causes import named

@@ -6,13 +6,14 @@ are told apart here by mechanism, not by bwrap's texts: each box per run started
 guard's launcher is given the write end of a pipe (its number in :data:`VAR`, which the
 launcher takes out of the command's environment), and the launcher writes one byte to
 it once the box is built and the guard armed, just before it starts the command, and
-closes it (sandbox/warm/guardinit.c, sandbox/warm/guarded.py). A run whose pipe holds
+closes it (sandbox/linux/warm/guardinit.c, sandbox/linux/warm/guarded.py). A run whose pipe holds
 no byte never reached its command: whatever it printed and whatever its status, the box
 failed (:func:`reached`).
 """
 
 from __future__ import annotations
 
+import errno as _errno
 import os
 import threading
 
@@ -21,6 +22,25 @@ from sandbox.plan import LaunchPlan, RunResult
 from sandbox.text import escape
 
 VAR = "HARNESS_SANDBOX_STARTED_FD"
+
+# bwrap reports a command it could not start as one line on stderr and exit status 1.
+_EXEC_PREFIX = "bwrap: execvp "
+_STRERROR = {os.strerror(n): n for n in sorted(_errno.errorcode, reverse=True)}
+
+
+def exec_failure(result: RunResult) -> RunResult | None:
+    """The box's "could not start the command" (bwrap's exit 1 with its one execvp
+    line) as ``failed_to_start`` with the OS error, else None."""
+    if result.outcome != "exited" or result.returncode != 1:
+        return None
+    lines = result.stderr.decode("utf-8", "replace").strip().splitlines()
+    if len(lines) != 1 or not lines[0].startswith(_EXEC_PREFIX):
+        return None
+    _, _, error = lines[0][len(_EXEC_PREFIX):].rpartition(": ")
+    if error not in _STRERROR:
+        return None
+    return result._replace(outcome="failed_to_start", returncode=None, error=error,
+                   errno=_STRERROR[error])
 
 
 class Started:
@@ -81,7 +101,7 @@ def with_var(made: LaunchPlan, command_len: int, write_end: int) -> LaunchPlan:
 def not_built(result: RunResult) -> SandboxUnavailable:
     """The box's own failure, for a run that never reached its command: bwrap's first
     line (or its status), with the cause found and its fix."""
-    from sandbox.linux.bwrap_find import diagnose_start_failure
+    from sandbox.linux.causes import diagnose_start_failure
 
     lines = result.stderr.decode("utf-8", "replace").strip().splitlines()
     if lines:
@@ -99,8 +119,6 @@ def read(result: RunResult, reached: bool | None) -> RunResult:
     that never ``reached`` its command (raised, with the cause and the fix, whatever
     bwrap printed and its status). A box with no launcher to tell (``reached`` None: a
     bare session's) is read by bwrap's own lines."""
-    from sandbox.linux.bwrap import exec_failure
-
     if result.outcome == "failed_to_start":
         program = result.plan.argv[0] if result.plan else "bwrap"
         raise SandboxUnavailable(f"{program} could not start: {result.error}",
@@ -117,7 +135,7 @@ def read(result: RunResult, reached: bool | None) -> RunResult:
         if reached:
             return result  # the command's own status, whatever it printed
         _entered(result)
-        from sandbox.linux.bwrap_find import diagnose_start_failure, namespace_error
+        from sandbox.linux.causes import diagnose_start_failure, namespace_error
 
         error = namespace_error(result.stderr)
         if error is not None:

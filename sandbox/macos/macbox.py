@@ -53,7 +53,7 @@ class MacBox(BoxBase):
              meanwhile: Callable[[], None]) -> None:
         """Check ``sandbox-exec``; ``held`` and ``warm`` mean nothing here (Seatbelt's
         rules name paths, which its profile resolves at the first run)."""
-        from sandbox.linux.harden import Hardening
+        from sandbox.box.harden import Hardening
 
         del held, warm
         meanwhile()

@@ -25,7 +25,7 @@ class Network:
         """The session's proxy, started: on 127.0.0.1 at a port of its own for a box on
         the host's network (``loopback``: macOS, whose profile opens that one port,
         sandbox/macos/seatbelt.py), else on a Unix socket in the session's folder,
-        which the box's forwarder reaches (sandbox/warm/seat.py). The box says which
+        which the box's forwarder reaches (sandbox/linux/warm/seat.py). The box says which
         (:meth:`~sandbox.box.Box.proxy`). Raises :class:`SandboxUnavailable`."""
         if policy.network_allow is None or not policy.boxed:
             return None

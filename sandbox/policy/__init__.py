@@ -251,7 +251,7 @@ class Policy(NamedTuple):
     pinned_dirs: tuple[str, ...] = ()
     # (protected path, what the box sees there instead): see sandbox.git.views.
     views: tuple[tuple[str, str], ...] = ()
-    # [sandbox] allow_unix_sockets: absolute, ~ expanded (see sandbox/linux/sockets.py).
+    # [sandbox] allow_unix_sockets: absolute, ~ expanded (see sandbox/policy/sockets.py).
     allow_unix_sockets: tuple[str, ...] = ()
     # [sandbox] allow_tool_configs: rows of sandbox/policy/toolconfigs.py the box may write.
     allow_tool_configs: tuple[str, ...] = ()
@@ -306,9 +306,9 @@ class Policy(NamedTuple):
         s = settings if settings is not None else SandboxSettings()
         scrubbed, home, as_written = _session_place(project, s, env, home)
         real_project = os.path.realpath(as_written)
-        from sandbox.macos.darwin import session_user_tmp
+        from sandbox.policy.usertmp import session_user_tmp
 
-        # On a Mac, asked of the system and checked: never TMPDIR (see sandbox/macos/darwin.py).
+        # On a Mac, asked of the system and checked: never TMPDIR (see sandbox/policy/usertmp.py).
         user_tmp = session_user_tmp(scrubbed, platform=platform, boxed=boxed and s.enabled,
                                     fallback=gettempdir())
         tmp = private_tmp if private_tmp is not None else private_tmp_root()

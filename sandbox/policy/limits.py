@@ -4,7 +4,7 @@ The ``[sandbox]`` keys ``processes``, ``memory``, ``tmp_size`` and ``shm_size`` 
 them; sizes are whole bytes or a number with K, M, G or T (powers of 1024), or a
 percentage of the machine's memory. :func:`resolve` turns them into bytes once per
 session, as its policy's ``limits``. How each bound is enforced depends on the machine
-(see :mod:`sandbox.cgroup` and :class:`Bound`); where one cannot be, the session says so
+(see :mod:`sandbox.process.cgroup` and :class:`Bound`); where one cannot be, the session says so
 and ``doctor`` reports it.
 
 The defaults are chosen so that a normal build never meets them: 4,096 processes, half

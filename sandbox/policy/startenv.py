@@ -71,7 +71,7 @@ def box_env(policy: Policy, env_extra: Mapping[str, str] | None = None, *,
     box's temp folder (``/tmp`` in the Linux box; the private folder itself on macOS),
     no variable naming a Unix socket the box may not reach (``SSH_AUTH_SOCK``, ...),
     and the package managers' cache variables at the project's own caches."""
-    from sandbox.linux.sockets import without_shut_sockets
+    from sandbox.policy.sockets import without_shut_sockets
 
     env = scrub(policy.env)
     if env_extra:

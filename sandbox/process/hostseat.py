@@ -1,7 +1,7 @@
 """Host runs born in their own group: groups made ahead, each with a thread inside.
 
 A host run gets a control group of its own, killed whole when the run ends
-(:meth:`sandbox.linux.harden.Hardening.supervise`). Made at the run's start, that costs the
+(:meth:`sandbox.box.harden.Hardening.supervise`). Made at the run's start, that costs the
 run a group's creation and a move of the process into it (a move waits for an RCU grace
 period: milliseconds) and, at its end, the group's removal. Under cgroup v1 a thread may
 sit in another group than its siblings and a child is born in the groups of the thread

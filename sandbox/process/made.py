@@ -255,9 +255,9 @@ def _clean_locked(manifest: str) -> None:
     _unmake_all([e for e in made if e[2] != "file"], busy)
     tmp = own_tmp(manifest, data.get("pid"))
     if tmp and os.path.ismount(tmp):
-        # A root session's /tmp is a tmpfs on its folder (sandbox/linux/harden.py): a mount
+        # A root session's /tmp is a tmpfs on its folder (sandbox/box/harden.py): a mount
         # point cannot be removed, so it is detached first.
-        from sandbox.linux.libc import detach
+        from sandbox.libc import detach
 
         detach(tmp)
     # The box's /tmp, the module configs' views (sandbox/git/views.py), and the folder of

@@ -3,7 +3,7 @@
 The host opens a new pty for the run (:func:`open_pty`: ``openpty``, its window size
 set with ``TIOCSWINSZ`` before anything starts, the slave given to the box's user where
 the host's is not it), and the command gets its slave as stdin, stdout and stderr. The
-box's launcher (``sandbox/warm/guardinit.c``, ``warmstart.c``, ``guarded.py``,
+box's launcher (``sandbox/linux/warm/guardinit.c``, ``warmstart.c``, ``guarded.py``,
 ``inbox.py``) makes the command the leader of a new session with that slave as its
 controlling terminal (``setsid`` and ``TIOCSCTTY``, or a reopen of fd 0 where
 ``posix_spawn`` starts it), so ``/dev/tty`` opens, a Ctrl-C read by the terminal is
@@ -36,7 +36,7 @@ __all__ = ["TTY_VAR", "TtySize", "open_pty", "terminal", "tty_of", "with_tty"]
 # Set for a box per run's launcher (in bwrap's environment, taken out of the command's):
 # its command gets the run's terminal as its controlling terminal.
 TTY_VAR = "HARNESS_SANDBOX_TTY"
-# The warm run's request says so in its second field (sandbox/warm/inbox.py).
+# The warm run's request says so in its second field (sandbox/linux/warm/inbox.py).
 TTY_FIELD = b"tty"
 # A stream key that no descriptor has: stderr is the terminal too, so it stays empty.
 _NO_STDERR = -2
@@ -146,7 +146,7 @@ class _Terminal:
 
 def with_tty(base: type[Pipes], size: TtySize) -> type[Pipes]:
     """``base`` reading a run's terminal of ``size`` instead of its pipes: the spawn
-    points (:func:`sandbox.process.supervisor.run`, :func:`sandbox.warm.channel.ask`)
+    points (:func:`sandbox.process.supervisor.run`, :func:`sandbox.linux.warm.channel.ask`)
     see :func:`tty_of` and make the pty; ``base`` keeps (and passes on) what is read,
     all of it as stdout."""
     if tty_of(base) is not None:

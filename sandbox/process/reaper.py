@@ -68,7 +68,7 @@ _unmarked: set[int] = set()
 def _prctl(option: int, value: int) -> int:
     import ctypes
 
-    from sandbox.linux.libc import libc as opened
+    from sandbox.libc import libc as opened
 
     libc = opened()
     arg = ctypes.c_int(0)

@@ -16,8 +16,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
-from sandbox.box import Box, box_name, choose, supervised
+from sandbox.box.base import Box, supervised
 from sandbox.box.host import HostBackend
+from sandbox.dispatch import box_name, choose
 from sandbox.errors import PolicyError
 from sandbox.fs.systemtemp import mkdtemp
 from sandbox.git.config import find_git
@@ -43,10 +44,10 @@ from sandbox.settings import SandboxSettings
 from sandbox.text import escape
 
 if TYPE_CHECKING:
-    from sandbox.linux.harden import Hardening
+    from sandbox.box.harden import Hardening
+    from sandbox.linux.warm.client import WarmBox
     from sandbox.network.session import Network
     from sandbox.process.pipes import OnOutput, Pipes
-    from sandbox.warm.client import WarmBox
 
 
 def make_private_root(path: str) -> str:
@@ -101,11 +102,11 @@ def _readable(project: str) -> None:
 
 def _shift_for_root(st: os.stat_result) -> int:
     """Which mode bits decide for a box started by uid 0: the owner's for root's
-    stand-in (the project is its own through its mapping, backends/standin.py), else
+    stand-in (the project is its own through its mapping, sandbox/linux/standin.py), else
     the bits that class of user gets."""
-    from sandbox.linux.standin import needed
+    from sandbox.dispatch import stands_in
 
-    if needed() or st.st_uid == 0:
+    if stands_in() or st.st_uid == 0:
         return 6
     return 3 if st.st_gid in (0, *os.getgroups()) else 0
 
@@ -175,7 +176,7 @@ def _private_root(writable: tuple[str, ...]) -> str:
     cleared: their /tmp tmpfs unmounted first (a mount point cannot be removed)."""
     _leftovers.refuse_shared_root(os.path.realpath(private_tmp_root()), writable)
     root = make_private_root(private_tmp_root())
-    from sandbox.linux.harden import unmount_stale
+    from sandbox.box.harden import unmount_stale
 
     unmount_stale(root)
     _leftovers.sweep(root)
@@ -243,7 +244,7 @@ class Session:
                  features: tuple[str, ...] | None = None) -> None:
         self.policy = policy
         self._host = HostBackend(policy)
-        # The platform's box (sandbox/backends/), and the kind in force here (kind.py).
+        # The platform's box (sandbox/dispatch.py), and the kind in force (sandbox/box/kind.py).
         self._box: Box | None = (
             choose(policy, bwrap=bwrap, features=features) if policy.boxed else None)
         self.box_kind = self._box.kind if self._box is not None else None
@@ -257,7 +258,7 @@ class Session:
 
     @property
     def hardening(self) -> Hardening | None:
-        """The session's filter, bounds and groups (:mod:`sandbox.linux.harden`): the box's,
+        """The session's filter, bounds and groups (:mod:`sandbox.box.harden`): the box's,
         which host runs share, or a session with no box's own; None before
         :meth:`open`."""
         return self._box.hardening if self._box is not None else self._host_hardening
@@ -269,7 +270,7 @@ class Session:
 
     @property
     def warm(self) -> WarmBox | None:
-        """The session's warm box (:mod:`sandbox.warm`), where boxed runs start."""
+        """The session's warm box (:mod:`sandbox.linux.warm`), where boxed runs start."""
         return self._box.warm if self._box is not None else None
 
     @classmethod
@@ -289,7 +290,7 @@ class Session:
         ``.start()`` on what this returns, and ``.end()`` when done.
 
         On Linux a box session makes its box once, here, with a resident starter in it
-        (the warm box, :mod:`sandbox.warm`): each boxed run starts inside it, in a PID,
+        (the warm box, :mod:`sandbox.linux.warm`): each boxed run starts inside it, in a PID,
         mount and IPC namespace of its own, in about a millisecond or two. ``warm=False``
         builds a new box for every run instead (the cold box). On macOS there is nothing
         to keep warm: each run is its own ``sandbox-exec``.
@@ -383,7 +384,7 @@ class Session:
             self._box.open(held=held, warm=warm, meanwhile=meanwhile)
             return
         meanwhile()
-        from sandbox.linux.harden import Hardening
+        from sandbox.box.harden import Hardening
 
         self._host_hardening = Hardening.open(self.policy.limits, boxed=False,
                                               private_tmp=self.policy.private_tmp)

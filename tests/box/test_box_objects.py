@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.box import choose
-from sandbox.linux.harden import Hardening
+from sandbox.box.harden import Hardening
+from sandbox.dispatch import choose
 from sandbox.linux.linuxbox import LinuxBox
 from sandbox.macos.macbox import MacBox
 from sandbox.plan import LaunchPlan

@@ -1,7 +1,7 @@
 """The compiled launcher's parsers, fed a few thousand random and mutated inputs: they
 never crash, and they refuse what is malformed (issue 39).
 
-What the host sends the C programs in ``sandbox/warm/`` is parsed in a few places: a
+What the host sends the C programs in ``sandbox/linux/warm/`` is parsed in a few places: a
 message's length-prefixed fields (``unpack``), the warm box's setup (``setup``), a
 run's request (``order_head``, ``order_words``), the box per run's command line and
 its filter in hex (``parse``, ``decode``); and what they send back is framed by
@@ -9,7 +9,7 @@ its filter in hex (``parse``, ``decode``); and what they send back is framed by
 parser on cases read from its stdin, one line of outcome per case; built with
 AddressSanitizer and UndefinedBehaviorSanitizer where the compiler has them, so an
 overread, an overflow or a leak ends it. Each outcome is compared with a model of
-the parser written here from the host's side (``sandbox/warm/inbox.py``'s ``pack``).
+the parser written here from the host's side (``sandbox/linux/warm/inbox.py``'s ``pack``).
 The cases are made from a fixed seed: the same every run.
 
 Then the real launcher, built as initcache builds it, is given malformed setups and
@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from sandbox.linux import initcache
-from sandbox.warm.inbox import pack
+from sandbox.linux.warm.inbox import pack
 
 pytestmark = pytest.mark.skipif(initcache.compiler() is None, reason="needs a C compiler")
 

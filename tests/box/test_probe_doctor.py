@@ -15,7 +15,7 @@ import pytest
 
 from sandbox.doctor import probe
 from sandbox.errors import SandboxUnavailable
-from sandbox.linux import bwrap_find
+from sandbox.linux import bwrap_find, causes
 from sandbox.policy import Policy
 
 CLI = os.path.join(os.path.dirname(sys.executable), "harness-sandbox")
@@ -44,7 +44,7 @@ def diag(**kw: object) -> str | None:
                                  "max_user_namespaces": 15000,
                                  "unprivileged_userns_clone": None, "error": None}
     values.update(kw)
-    found = bwrap_find.diagnose_userns(**values)  # type: ignore[arg-type]
+    found = causes.diagnose_userns(**values)  # type: ignore[arg-type]
     return None if found is None else str(found)
 
 
@@ -93,11 +93,11 @@ def test_apparmor_restriction_with_a_failed_box_names_the_sysctl_and_the_fix() -
         "(kernel.apparmor_restrict_unprivileged_userns=1); allow them with sudo sysctl -w "
         "kernel.apparmor_restrict_unprivileged_userns=0, or install an AppArmor profile "
         "for bwrap that allows userns" + LANDLOCK)
-    err = bwrap_find.diagnose_userns(euid=1000, apparmor_restrict=1, max_user_namespaces=15000,
+    err = causes.diagnose_userns(euid=1000, apparmor_restrict=1, max_user_namespaces=15000,
                                 unprivileged_userns_clone=None, error=NO_PERMISSION)
     assert err is not None
-    assert err.diagnosis == bwrap_find.APPARMOR_DIAGNOSIS
-    assert err.fix == bwrap_find.APPARMOR_FIX
+    assert err.diagnosis == causes.APPARMOR_DIAGNOSIS
+    assert err.fix == causes.APPARMOR_FIX
 
 
 def test_namespace_limit_is_named() -> None:
@@ -115,12 +115,12 @@ def test_other_start_failure_quotes_bwrap() -> None:
 
 
 def test_namespace_errors_are_told_from_the_commands_own_failure() -> None:
-    assert bwrap_find.namespace_error(NO_PERMISSION.encode() + b"\n") == NO_PERMISSION
-    assert bwrap_find.namespace_error(UID_MAP.encode()) == UID_MAP
-    assert bwrap_find.namespace_error(ENOSPC.encode()) == ENOSPC
-    assert bwrap_find.namespace_error(b"bwrap: execvp x: No such file or directory\n") is None
-    assert bwrap_find.namespace_error(b"error: user namespace\n") is None
-    assert bwrap_find.namespace_error(b"") is None
+    assert causes.namespace_error(NO_PERMISSION.encode() + b"\n") == NO_PERMISSION
+    assert causes.namespace_error(UID_MAP.encode()) == UID_MAP
+    assert causes.namespace_error(ENOSPC.encode()) == ENOSPC
+    assert causes.namespace_error(b"bwrap: execvp x: No such file or directory\n") is None
+    assert causes.namespace_error(b"error: user namespace\n") is None
+    assert causes.namespace_error(b"") is None
 
 
 def test_features_are_read_from_the_help_text() -> None:
@@ -184,9 +184,9 @@ def test_require_box_finds_the_system_bwrap() -> None:
 def test_sysctls_are_read_as_integers_or_none(tmp_path: Path) -> None:
     (tmp_path / "v").write_text("1\n")
     (tmp_path / "bad").write_text("x\n")
-    assert bwrap_find.read_sysctl(str(tmp_path / "v")) == 1
-    assert bwrap_find.read_sysctl(str(tmp_path / "bad")) is None
-    assert bwrap_find.read_sysctl(str(tmp_path / "absent")) is None
+    assert causes.read_sysctl(str(tmp_path / "v")) == 1
+    assert causes.read_sysctl(str(tmp_path / "bad")) is None
+    assert causes.read_sysctl(str(tmp_path / "absent")) is None
 
 
 # -- on this machine -------------------------------------------------------------------
@@ -275,8 +275,8 @@ def test_probe_where_userns_is_blocked_reports_the_real_error_and_the_limit() ->
     doc = json.loads(r.stdout)
     assert doc["userns_ok"] is False
     assert doc["userns_error"].startswith("bwrap: Creating new namespace failed")
-    assert doc["diagnosis"] == bwrap_find.LIMIT_DIAGNOSIS
-    assert doc["fix"] == bwrap_find.LIMIT_FIX
+    assert doc["diagnosis"] == causes.LIMIT_DIAGNOSIS
+    assert doc["fix"] == causes.LIMIT_FIX
     assert doc["links"] is None
 
 
@@ -297,7 +297,7 @@ def test_a_box_that_cannot_start_raises_the_diagnosis_instead_of_running_on_the_
     )
     r = _in_box_without_userns(code)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == bwrap_find.LIMIT_DIAGNOSIS
+    assert r.stdout.strip() == causes.LIMIT_DIAGNOSIS
 
 
 @needs_bwrap

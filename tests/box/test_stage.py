@@ -157,7 +157,7 @@ def test_a_repository_with_many_modules_is_staged_at_the_real_threshold(
 
 
 def _refuse_user_namespaces(monkeypatch: pytest.MonkeyPatch) -> None:
-    from sandbox.linux import libc
+    from sandbox import libc
 
     real = libc.unshare
 

@@ -22,9 +22,9 @@ import pytest
 from sandbox.errors import SandboxUnavailable
 from sandbox.linux import bwrap_args, standin
 from sandbox.linux.stage import Stage
+from sandbox.linux.warm import seat
 from sandbox.session import Session
 from sandbox.settings import SandboxSettings
-from sandbox.warm import seat
 
 ROOT = os.geteuid() == 0
 # Who the box's processes are on the host.

@@ -1,6 +1,6 @@
 """The warm box on its own: one real bwrap, its resident starter, and runs inside it.
 
-Every check runs a real command through :class:`sandbox.warm.client.WarmBox` in a box
+Every check runs a real command through :class:`sandbox.linux.warm.client.WarmBox` in a box
 built from a real session's policy and filter, as root and as a plain user.
 """
 
@@ -25,12 +25,12 @@ from helpers.procs import eventually, fds_settle, left_after, proc_status, runni
 from sandbox.errors import SandboxUnavailable
 from sandbox.linux.bwrap import KEYRING_LISTS, PROC_READ_ONLY
 from sandbox.linux.linuxbox import LinuxBox
+from sandbox.linux.warm.channel import ask, recv
+from sandbox.linux.warm.client import SPARE, WarmBox
+from sandbox.linux.warm.seat import box_options
 from sandbox.plan import RunResult
 from sandbox.policy.startenv import box_env
 from sandbox.session import Session
-from sandbox.warm.channel import ask, recv
-from sandbox.warm.client import SPARE, WarmBox
-from sandbox.warm.seat import box_options
 
 pytestmark = [
     pytest.mark.isolation,

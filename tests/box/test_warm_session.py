@@ -18,9 +18,9 @@ from helpers.launchers import STARTERS, launcher
 from helpers.procs import eventually, fds_settle, left_after, proc_status, spares_made
 
 from sandbox.errors import SandboxUnavailable
+from sandbox.linux.warm.client import SPARE
 from sandbox.plan import RunResult
 from sandbox.session import Session
-from sandbox.warm.client import SPARE
 
 pytestmark = [
     pytest.mark.isolation,

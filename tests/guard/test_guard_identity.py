@@ -301,9 +301,9 @@ def test_an_openharness_hook_re_pointed_after_the_check_is_not_run(
         project: Path, tools: Path, session: Session, monkeypatch: pytest.MonkeyPatch) -> None:
     from helpers.trusting import data_home, trust_file
 
-    from launchers.openharness.config import load
     from launchers.openharness.envelope import Context
     from launchers.openharness.fire import admit, fire, session_runner
+    from launchers.openharness.trust import load
 
     marker = tools / "PWNED"
     script(tools / "a.sh", "exit 0")

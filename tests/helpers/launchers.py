@@ -1,8 +1,8 @@
 """The boxes a guard test runs in: the warm box started by the compiled starter
-(sandbox/warm/warmstart.c, the default where a compiler is found) and by the Python one
-(sandbox/warm/helper.py), a box per run started by the compiled launcher
-(sandbox/warm/guardinit.c, the same program) and one started by the Python launcher
-(sandbox/warm/guarded.py)."""
+(sandbox/linux/warm/warmstart.c, the default where a compiler is found) and by the Python one
+(sandbox/linux/warm/helper.py), a box per run started by the compiled launcher
+(sandbox/linux/warm/guardinit.c, the same program) and one started by the Python launcher
+(sandbox/linux/warm/guarded.py)."""
 
 from __future__ import annotations
 

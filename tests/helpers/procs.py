@@ -60,9 +60,9 @@ def fds_settle(limit: int, seconds: float = 1.0) -> int:
 
 
 def spares_made(box: object, seconds: float = 10.0) -> None:
-    """Wait until a warm box (:class:`sandbox.warm.client.WarmBox`) holds all its runs
+    """Wait until a warm box (:class:`sandbox.linux.warm.client.WarmBox`) holds all its runs
     made ahead: each holds a descriptor here, so counts of descriptors are taken then."""
-    from sandbox.warm.client import SPARE, WarmBox
+    from sandbox.linux.warm.client import SPARE, WarmBox
 
     assert isinstance(box, WarmBox)
     deadline = time.monotonic() + seconds

@@ -208,7 +208,7 @@ def user_tmp() -> str:
     """The user temp folder a sandboxed macOS policy gets: off a Mac the environment's
     TMPDIR (nothing to ask), on a Mac what the system says (sandbox/macos/darwin.py)."""
     if sys.platform == "darwin":
-        from sandbox.macos.darwin import user_temp_dir
+        from sandbox.policy.usertmp import user_temp_dir
 
         return user_temp_dir()
     return ENV["TMPDIR"]

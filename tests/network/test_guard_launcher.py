@@ -1,7 +1,7 @@
-"""The launchers of a box per run (sandbox/warm/guardinit.c, compiled; sandbox/warm/
+"""The launchers of a box per run (sandbox/linux/warm/guardinit.c, compiled; sandbox/linux/warm/
 guarded.py): the command's start, end and descriptors, the compiled launcher's own
 answers and the supervisor it becomes (also as a warm run's PID 1, from the compiled
-starter, sandbox/warm/warmstart.c), and how it is built and kept (sandbox/linux/initcache.py).
+starter, sandbox/linux/warm/warmstart.c), and how it is built and kept (sandbox/linux/initcache.py).
 Real boxes, real host servers, root and plain user alike."""
 
 from __future__ import annotations

@@ -346,7 +346,7 @@ def test_doctor_and_audit_say_the_network_mode(tmp_path: Path, project: Path) ->
 
 
 def test_a_platform_without_a_box_for_the_list_refuses_it(project: Path) -> None:
-    from sandbox.box import choose
+    from sandbox.dispatch import choose
     from sandbox.errors import SandboxUnavailable
     from sandbox.policy import Policy
 
@@ -377,7 +377,7 @@ def test_a_box_on_the_hosts_network_gets_the_proxy_on_a_loopback_port(
     # The proxy itself is the same on every platform: tried for real here, from the
     # host, as the macOS box's clients reach it. The box's policy, and so its profile,
     # then names the proxy's port.
-    from sandbox.box import choose
+    from sandbox.dispatch import choose
     from sandbox.policy import Policy
 
     _, port = site

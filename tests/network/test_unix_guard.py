@@ -1,4 +1,4 @@
-"""The Unix-socket guard (sandbox/warm/unixguard.py): a real box, real host servers on
+"""The Unix-socket guard (sandbox/linux/warm/unixguard.py): a real box, real host servers on
 pathname sockets in a folder the box can read but not write, and real attempts from
 inside, in the warm box and in a box per run (by either launcher), as root and as a plain user.
 
@@ -23,12 +23,12 @@ from pathlib import Path
 import pytest
 from helpers.launchers import BOXES, EACH_BOX, launcher
 
+from sandbox.box import harden
 from sandbox.errors import SandboxUnavailable
-from sandbox.linux import harden
+from sandbox.linux.warm import guardparts
 from sandbox.plan import RunResult
 from sandbox.session import Session
 from sandbox.settings import SandboxSettings
-from sandbox.warm import guardparts
 
 pytestmark = [
     pytest.mark.isolation,

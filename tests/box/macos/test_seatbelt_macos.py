@@ -85,7 +85,7 @@ def test_box_writes_the_user_temp_folder(tree: Tree) -> None:
 
 
 def test_the_user_temp_folder_is_the_systems_not_tmpdir(tree: Tree) -> None:
-    from sandbox.macos.darwin import CS_DARWIN_USER_TEMP_DIR, confstr
+    from sandbox.policy.usertmp import CS_DARWIN_USER_TEMP_DIR, confstr
 
     assert tree.policy.tmpdir.startswith("/private/var/folders/")
     assert tree.policy.tmpdir.endswith("/T")

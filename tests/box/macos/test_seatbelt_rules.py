@@ -27,9 +27,8 @@ from helpers.seatbelt_profile import (
 )
 
 from sandbox.errors import PolicyError, SandboxUnavailable
-from sandbox.linux import sockets
 from sandbox.macos import darwin, seatbelt
-from sandbox.policy import Policy
+from sandbox.policy import Policy, sockets, usertmp
 from sandbox.policy.startenv import box_env, host_env
 
 # -- a reader of the network rules: the last rule that matches decides --------------------
@@ -409,7 +408,7 @@ def user_folders(root: Path, *, mode: int = 0o700) -> tuple[Path, Path]:
 
 def test_the_per_user_temp_folder_is_accepted(tmp_path: Path) -> None:
     folders, t = user_folders(tmp_path)
-    got = darwin.check_user_temp_dir(str(t) + "/", uid=os.getuid(), folders=str(folders))
+    got = usertmp.check_user_temp_dir(str(t) + "/", uid=os.getuid(), folders=str(folders))
     assert got == str(t)
 
 
@@ -417,7 +416,7 @@ def test_the_per_user_temp_folder_is_accepted(tmp_path: Path) -> None:
                                    "/private/var/folders/ab/xyz/T/sub", "/var/tmp/x/y/T"])
 def test_a_folder_of_another_form_is_refused(given: str) -> None:
     with pytest.raises(PolicyError) as e:
-        darwin.check_user_temp_dir(given, uid=os.getuid())
+        usertmp.check_user_temp_dir(given, uid=os.getuid())
     assert str(e.value) == (
         f"the user temp folder {given} is not a per-user folder of the form "
         "/private/var/folders/…/T; the box uses neither TMPDIR nor /tmp instead")
@@ -425,7 +424,7 @@ def test_a_folder_of_another_form_is_refused(given: str) -> None:
 
 def test_var_is_read_as_private_var() -> None:
     with pytest.raises(PolicyError) as e:
-        darwin.check_user_temp_dir("/var/folders/zz/none-here/T", uid=os.getuid())
+        usertmp.check_user_temp_dir("/var/folders/zz/none-here/T", uid=os.getuid())
     assert str(e.value) == ("the user temp folder /var/folders/zz/none-here/T cannot be used: "
                             "No such file or directory; the box uses neither TMPDIR nor /tmp "
                             "instead")
@@ -435,7 +434,7 @@ def test_a_user_temp_folder_of_another_user_is_refused(tmp_path: Path) -> None:
     folders, t = user_folders(tmp_path)
     other = os.getuid() + 1
     with pytest.raises(PolicyError) as e:
-        darwin.check_user_temp_dir(str(t), uid=other, folders=str(folders))
+        usertmp.check_user_temp_dir(str(t), uid=other, folders=str(folders))
     assert str(e.value) == (f"the user temp folder {t} belongs to uid {os.getuid()}, not to "
                             f"you (uid {other}); the box uses neither TMPDIR nor /tmp instead")
 
@@ -443,7 +442,7 @@ def test_a_user_temp_folder_of_another_user_is_refused(tmp_path: Path) -> None:
 def test_a_user_temp_folder_others_can_write_is_refused(tmp_path: Path) -> None:
     folders, t = user_folders(tmp_path, mode=0o777)
     with pytest.raises(PolicyError) as e:
-        darwin.check_user_temp_dir(str(t), uid=os.getuid(), folders=str(folders))
+        usertmp.check_user_temp_dir(str(t), uid=os.getuid(), folders=str(folders))
     assert str(e.value) == (f"the user temp folder {t} has mode 0777, writable by others; "
                             "the box uses neither TMPDIR nor /tmp instead")
 
@@ -453,7 +452,7 @@ def test_a_user_temp_folder_reached_through_a_link_is_refused(tmp_path: Path) ->
     (folders / "cd").symlink_to(folders / "ab")
     linked = folders / "cd" / "xyz123" / "T"
     with pytest.raises(PolicyError) as e:
-        darwin.check_user_temp_dir(str(linked), uid=os.getuid(), folders=str(folders))
+        usertmp.check_user_temp_dir(str(linked), uid=os.getuid(), folders=str(folders))
     assert str(e.value) == (f"the user temp folder {linked} leads through a link (to {t}); "
                             "the box uses neither TMPDIR nor /tmp instead")
 
@@ -463,25 +462,25 @@ def test_a_user_temp_file_is_refused(tmp_path: Path) -> None:
     (folders / "ab" / "x").mkdir(parents=True)
     (folders / "ab" / "x" / "T").write_text("")
     with pytest.raises(PolicyError) as e:
-        darwin.check_user_temp_dir(str(folders / "ab/x/T"), uid=os.getuid(), folders=str(folders))
+        usertmp.check_user_temp_dir(str(folders / "ab/x/T"), uid=os.getuid(), folders=str(folders))
     assert str(e.value) == (f"the user temp folder {folders}/ab/x/T is not a folder; "
                             "the box uses neither TMPDIR nor /tmp instead")
 
 
 def test_confstr_through_ctypes_agrees_with_the_c_library() -> None:
     name = os.confstr_names["CS_PATH"]
-    assert darwin.confstr(name) == os.confstr("CS_PATH")
-    assert darwin.confstr(darwin.CS_DARWIN_USER_TEMP_DIR if sys.platform != "darwin"
+    assert usertmp.confstr(name) == os.confstr("CS_PATH")
+    assert usertmp.confstr(usertmp.CS_DARWIN_USER_TEMP_DIR if sys.platform != "darwin"
                           else -1) is None
 
 
 def test_off_a_mac_a_macos_plan_keeps_the_environments_tmpdir() -> None:
     if sys.platform == "darwin":
         pytest.skip("on macOS the system is asked (test_seatbelt_macos.py)")
-    got = darwin.session_user_tmp({"TMPDIR": "/var/folders/q/r/T/"}, platform="darwin",
+    got = usertmp.session_user_tmp({"TMPDIR": "/var/folders/q/r/T/"}, platform="darwin",
                                   boxed=True, fallback="/tmp")
     assert got == "/var/folders/q/r/T/"
-    assert darwin.session_user_tmp({}, platform="darwin", boxed=False,
+    assert usertmp.session_user_tmp({}, platform="darwin", boxed=False,
                                    fallback="/tmp") == "/tmp"
 
 
@@ -564,7 +563,7 @@ def test_a_user_temp_folder_refusal_does_not_blame_the_config(tmp_path: Path) ->
     from launchers.config import Config
 
     with pytest.raises(PolicyError) as e:
-        darwin.check_user_temp_dir("/Users/dana", uid=os.getuid())
+        usertmp.check_user_temp_dir("/Users/dana", uid=os.getuid())
     assert policy_error_line(e.value, Config(path="/home/dana/.config/harness/config.toml")) == (
         "the user temp folder /Users/dana is not a per-user folder of the form "
         "/private/var/folders/…/T; the box uses neither TMPDIR nor /tmp instead.")

@@ -228,7 +228,7 @@ static int domain_of(pid_t pid, int number)
 /*
  * The error of opening `path` (O_PATH, following links as connect(2) does) where
  * the caller would find it, as the supervisor opens it (Caller.opened in
- * sandbox/warm/guardparts.py); 0 when it opens, or cannot be tried.
+ * sandbox/linux/warm/guardparts.py); 0 when it opens, or cannot be tried.
  */
 static int open_error(int listener, const struct seccomp_notif *n, const char *path)
 {

@@ -1,6 +1,6 @@
 /*
- * warmstart.c - the warm box's starter, compiled: what sandbox/warm/helper.py
- * and sandbox/warm/inbox.py do, with no interpreter to start.
+ * warmstart.c - the warm box's starter, compiled: what sandbox/linux/warm/helper.py
+ * and sandbox/linux/warm/inbox.py do, with no interpreter to start.
  *
  * SYNOPSIS
  *     guardinit warm FD SOCK PYTHON GUARDMAIN
@@ -11,7 +11,7 @@
  *     CAP_SYS_ADMIN, CAP_SETPCAP, CAP_SYS_PTRACE and CAP_NET_ADMIN in the box's
  *     user namespace and no system-call filter of its own. SOCK is its end of
  *     the SOCK_SEQPACKET pair whose other end the host holds
- *     (sandbox/warm/client.py). The messages both ways, and what a run made
+ *     (sandbox/linux/warm/client.py). The messages both ways, and what a run made
  *     ahead is, are those helper.py documents; the host cannot tell the two
  *     starters apart but by their speed (no interpreter's start, about 9 ms,
  *     at each session's open).
@@ -67,7 +67,7 @@ struct field {
 	size_t n;
 };
 
-/* A message's fields (see pack() in sandbox/warm/inbox.py). */
+/* A message's fields (see pack() in sandbox/linux/warm/inbox.py). */
 struct message {
 	struct field *f;
 	size_t n;
@@ -318,7 +318,7 @@ static int guard_args(struct box *b, const struct field *roots,
 	return 0;
 }
 
-/* The box from the setup message (sandbox/warm/helper.py says its fields). */
+/* The box from the setup message (sandbox/linux/warm/helper.py says its fields). */
 static int setup(struct box *b, const struct message *m)
 {
 	autofree char *size = NULL, *nproc = NULL;
@@ -483,7 +483,7 @@ static int receive(int chan, struct message *req, int fds[4], int *nfds)
 	return 0;
 }
 
-/* What a run's request asks (run() in sandbox/warm/channel.py):
+/* What a run's request asks (run() in sandbox/linux/warm/channel.py):
  * run KIND CWD ARGC ARG... ENV... */
 struct order {
 	char *cwd;

@@ -1,5 +1,5 @@
 """What runs inside the warm box, per run: its namespaces, mounts, dropped privileges
-and command (:mod:`sandbox.warm.helper` is the loop that calls these), and the messages'
+and command (:mod:`sandbox.linux.warm.helper` is the loop that calls these), and the messages'
 framing both sides use.
 
 Standard library only, and no import of the toolkit: the starter runs it inside the
@@ -19,8 +19,8 @@ import os
 import struct
 
 if __package__:  # imported by the host, for the tests
-    from sandbox.warm.guardparts import drop_capabilities
-    from sandbox.warm.unixguard import Guard
+    from sandbox.linux.warm.guardparts import drop_capabilities
+    from sandbox.linux.warm.unixguard import Guard
 else:  # in the box: the starter put this folder on the path
     from guardparts import drop_capabilities  # type: ignore[import-not-found,no-redef]
     from unixguard import Guard  # type: ignore[import-not-found,no-redef]

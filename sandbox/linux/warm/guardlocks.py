@@ -20,7 +20,7 @@ binds inside the project are not).
   the moment between gets its read lock (docs/limits.md).
 
 Standard library only, and no import of the toolkit: it runs in the box with
-:mod:`sandbox.warm.unixguard`.
+:mod:`sandbox.linux.warm.unixguard`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import errno
 import os
 
 if __package__:  # imported by the host
-    from sandbox.warm.guardparts import CallRefused
+    from sandbox.linux.warm.guardparts import CallRefused
 else:  # in the box: this folder is on the path
     from guardparts import CallRefused  # type: ignore[import-not-found,no-redef]
 
@@ -39,8 +39,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported in the box
     from collections.abc import Callable
 
-    from sandbox.warm.guardparts import Caller
-    from sandbox.warm.unixguard import Guard
+    from sandbox.linux.warm.guardparts import Caller
+    from sandbox.linux.warm.unixguard import Guard
 
 LOCK_NB = 4
 F_SETLK, F_SETLKW, F_OFD_SETLK, F_OFD_SETLKW = 6, 7, 37, 38

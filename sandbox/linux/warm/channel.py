@@ -1,4 +1,4 @@
-"""One warm run's channel to its init (:mod:`sandbox.warm.client`): the request, with
+"""One warm run's channel to its init (:mod:`sandbox.linux.warm.client`): the request, with
 the far ends of the run's three pipes; its output pumped until the init tells the run's
 end; and the result that end makes."""
 
@@ -13,12 +13,12 @@ from collections.abc import Mapping, Sequence
 from typing import IO
 
 from sandbox.errors import WarmBoxDown as WarmBoxDown
+from sandbox.linux.warm.inbox import MAX_MESSAGE, pack, unpack
 from sandbox.plan import Outcome, RunResult
 from sandbox.process.pipes import Pipes, owned_pipes
 from sandbox.process.pty import TTY_FIELD, open_pty, tty_of
 from sandbox.process.supervisor import poll_wait
 from sandbox.text import escape
-from sandbox.warm.inbox import MAX_MESSAGE, pack, unpack
 
 # A request longer than this goes in a memfd (a SOCK_SEQPACKET message must fit the
 # socket's buffer whole).

@@ -1,6 +1,6 @@
 """A session's warm box: made when a box session opens, used by each boxed run.
 
-:func:`open_box` builds the :class:`~sandbox.warm.client.WarmBox` from what the session
+:func:`open_box` builds the :class:`~sandbox.linux.warm.client.WarmBox` from what the session
 already holds: the bwrap backend's options and bind descriptors, the hardening's filter
 and bounds. The box's processes are bounded as one box (``RLIMIT_NPROC`` on the tree, the
 session's control group): the bounds are per session here, not per run. :func:`run`
@@ -27,14 +27,14 @@ from sandbox.errors import SandboxUnavailable
 from sandbox.linux.bwrap import KEYRING_LISTS, PROC_READ_ONLY, BwrapBackend
 from sandbox.linux.sockets import guard_fields
 from sandbox.linux.standin import stdio_owner
+from sandbox.linux.warm.channel import WarmBoxDown
+from sandbox.linux.warm.client import WarmBox
 from sandbox.plan import LaunchPlan, RunResult
 from sandbox.policy.startenv import box_env
 from sandbox.process.pipes import Pipes
-from sandbox.warm.channel import WarmBoxDown
-from sandbox.warm.client import WarmBox
 
 if TYPE_CHECKING:
-    from sandbox.linux.harden import Hardening
+    from sandbox.box.harden import Hardening
     from sandbox.linux.linuxbox import LinuxBox
     from sandbox.policy import Policy
 
@@ -133,8 +133,7 @@ def _bound(box: WarmBox, pid: int, hardening: Hardening, *, moved: bool) -> None
 def _diagnosed(err: SandboxUnavailable) -> SandboxUnavailable:
     """bwrap's namespace error as the cold box gives it (cause and fix), else ``err``
     with the cause this place shows, for a warm box that did not start."""
-    from sandbox.linux.bwrap_find import diagnose_start_failure, namespace_error
-    from sandbox.linux.causes import named
+    from sandbox.linux.causes import diagnose_start_failure, named, namespace_error
 
     error = namespace_error(err.stderr) if isinstance(err, WarmBoxDown) else None
     if error is not None:

@@ -14,7 +14,7 @@
  *     bwrap loads), as the box's PID 1 (--as-pid-1), from a sealed memfd of the
  *     session's (FD, executed as /proc/self/fd/FD and closed here first: the
  *     command never sees it). It keeps the contract of the Python launcher,
- *     sandbox/warm/guarded.py, and costs a box far less than an interpreter's
+ *     sandbox/linux/warm/guarded.py, and costs a box far less than an interpreter's
  *     start:
  *
  *     - It is not dumpable (the command can neither trace it nor take its
@@ -47,7 +47,7 @@
  *     connect(2), sendto(2) with an address, sendmsg(2) and sendmmsg(2) of the
  *     command (and of everything it starts), bind(2) in a box on the host's
  *     network, and flock(2) and fcntl(2)'s lock commands (judged by the file
- *     locked: sandbox/warm/guardlocks.py), wait until this process answers.
+ *     locked: sandbox/linux/warm/guardlocks.py), wait until this process answers.
  *     Nothing here lets a call go on (SECCOMP_USER_NOTIF_FLAG_CONTINUE is never
  *     used): this fast path only refuses, so a wrong judgement here can stop a
  *     call but never let one through. It answers, with no interpreter:
@@ -63,7 +63,7 @@
  *     Every other call (an address that exists, an abstract address, another
  *     family's, a send) needs the supervisor's judgement, or a call made for
  *     the caller: at the first of them this process becomes the supervisor,
- *     sandbox/warm/guardmain.py, by executing PYTHON with the listener, the
+ *     sandbox/linux/warm/guardmain.py, by executing PYTHON with the listener, the
  *     command's pid, that notification (read, not answered) and the roots and
  *     sockets (N ROOT... M SOCKET...: the box's writable folders and the
  *     allowed sockets). From then on it answers everything. It is still PID 1:

@@ -2,16 +2,16 @@
 
 ``python3 -I -S guardmain.py [--chan FD] LISTENER CHILD NOTIFICATION N ROOT... M SOCKET...``
 
-The launcher (``sandbox/warm/guardinit.c``, the box's PID 1) answers itself the calls
+The launcher (``sandbox/linux/warm/guardinit.c``, the box's PID 1) answers itself the calls
 that need no judgement; at the first that does, it becomes this, by an exec: it is
 still the box's PID 1, outside the guard's filter, holding ``CAP_SYS_PTRACE`` alone
 (kept through the exec as an ambient capability). ``LISTENER`` is the guard's listener,
 ``CHILD`` the command's pid, ``NOTIFICATION`` the call the launcher read and left
 unanswered (a ``struct seccomp_notif`` in hex), ``N ROOT... M SOCKET...`` the box's
-writable folders and the allowed sockets, as :mod:`sandbox.warm.guarded` takes them.
-From then on :class:`~sandbox.warm.unixguard.Guard` answers every call, in a thread,
+writable folders and the allowed sockets, as :mod:`sandbox.linux.warm.guarded` takes them.
+From then on :class:`~sandbox.linux.warm.unixguard.Guard` answers every call, in a thread,
 while this thread reaps every orphan of the run and exits as the command did (a signal
-N as 128+N). With ``--chan``, it is a warm run's init (``sandbox/warm/warmstart.c``)
+N as 128+N). With ``--chan``, it is a warm run's init (``sandbox/linux/warm/warmstart.c``)
 and ``FD`` that run's channel to the host: it then also kills and reaps every other
 process of the run before it says the run's end there (``exit status N``).
 

@@ -5,7 +5,7 @@ CMD [ARG...]``.
 
 bwrap starts this as the box's command (under the session's filter, which bwrap loads),
 as the box's PID 1 (``--as-pid-1``): no process of the box but this one is outside the
-guard's filter. It arms the guard (:mod:`sandbox.warm.unixguard`: its supervisor thread,
+guard's filter. It arms the guard (:mod:`sandbox.linux.warm.unixguard`: its supervisor thread,
 then the guard's filter, ``PROGRAM`` in hex), starts ``CMD`` with the environment bwrap
 gave it and the ``--setenv`` variables (the dynamic linker's, ``LD_PRELOAD``: given to
 this interpreter, they would be loaded into it before the guard is armed), reaps

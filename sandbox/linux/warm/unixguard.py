@@ -2,8 +2,8 @@
 (and ``bind(2)`` in a box on the host's network).
 
 Standard library only, and no import of the toolkit: it runs inside the box, in the
-warm box's starter (:mod:`sandbox.warm.inbox`, each run's PID 1) and in a box per run
-(:mod:`sandbox.warm.guarded`, or :mod:`sandbox.warm.guardmain` behind ``guardinit.c``).
+warm box's starter (:mod:`sandbox.linux.warm.inbox`, each run's PID 1) and in a box per run
+(:mod:`sandbox.linux.warm.guarded`, or :mod:`sandbox.linux.warm.guardmain` behind ``guardinit.c``).
 
 :meth:`Guard.arm` starts a supervisor thread, then loads in the calling thread a small
 filter (:data:`sandbox.linux.seccomp.UNIX_GUARD`, compiled by libseccomp on the host) with
@@ -44,8 +44,8 @@ import stat
 import struct
 
 if __package__:  # imported by the host
-    from sandbox.warm import guardlocks
-    from sandbox.warm.guardparts import (
+    from sandbox.linux.warm import guardlocks
+    from sandbox.linux.warm.guardparts import (
         SYS_PIDFD_OPEN,
         SYS_PIDFD_SEND_SIGNAL,
         Caller,

@@ -1,8 +1,8 @@
 """The host's side of a warm box: one bwrap per session, each run started inside it.
 
 :meth:`WarmBox.start` starts bubblewrap with the session's box options and, as its
-command, the resident starter (the compiled ``sandbox/warm/warmstart.c`` or the Python
-:mod:`sandbox.warm.helper`: :mod:`sandbox.warm.starting`), and waits until it is ready.
+command, the resident starter (the compiled ``sandbox/linux/warm/warmstart.c`` or the Python
+:mod:`sandbox.linux.warm.helper`: :mod:`sandbox.linux.warm.starting`), and waits until it is ready.
 :meth:`WarmBox.run` runs one command there and returns the same
 :class:`~sandbox.plan.RunResult` a cold box gives: stdin written, stdout and stderr read
 and capped by the supervisor's :class:`~sandbox.process.pipes.Pipes`, timeout and
@@ -43,15 +43,15 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from sandbox.linux.warm.bwraplog import gone_why, keep, last_words
+from sandbox.linux.warm.channel import FIX, WarmBoxDown, ask, pump, result
+from sandbox.linux.warm.inbox import MAX_MESSAGE, pack, unpack
+from sandbox.linux.warm.starting import called, starter_plan
 from sandbox.plan import RunResult
 from sandbox.process import reaper
 from sandbox.process.beside import Beside
 from sandbox.process.pipes import Pipes
 from sandbox.text import escape
-from sandbox.warm.bwraplog import gone_why, keep, last_words
-from sandbox.warm.channel import FIX, WarmBoxDown, ask, pump, result
-from sandbox.warm.inbox import MAX_MESSAGE, pack, unpack
-from sandbox.warm.starting import called, starter_plan
 
 if TYPE_CHECKING:
     from sandbox.process.cgroup import Spawn
@@ -112,7 +112,7 @@ class WarmBox:
         needs (:func:`sandbox.linux.sockets.guard_fields`); ``own_network`` gives each run a
         network namespace of its own, with only its loopback (a box without network).
         ``starter`` is the compiled starter's sealed memfd (None: the Python one;
-        :mod:`sandbox.warm.starting`).
+        :mod:`sandbox.linux.warm.starting`).
         ``spawn`` starts bwrap (a thread in the session's control group, where bwrap is
         then born: :class:`~sandbox.process.cgroup.Spawner`). ``alongside`` is called in
         a thread of its own once bwrap has started (the stage's binds): no run is made

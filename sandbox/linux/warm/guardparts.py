@@ -1,10 +1,10 @@
-"""The Unix-socket guard's parts (:mod:`sandbox.warm.unixguard`): the machines and
+"""The Unix-socket guard's parts (:mod:`sandbox.linux.warm.unixguard`): the machines and
 kernels it runs on (:func:`unsupported`, which the host asks without importing the
 guard), the stopped caller, the message it sends, and the arming of the supervisor's
 thread and of the filter.
 
 Standard library only, and no import of the toolkit: it runs inside the box with
-:mod:`sandbox.warm.unixguard`, found on the same path.
+:mod:`sandbox.linux.warm.unixguard`, found on the same path.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing is not imported in the box: it costs each run its start
     from collections.abc import Callable
 
-    from sandbox.warm.unixguard import Guard
+    from sandbox.linux.warm.unixguard import Guard
 
 # (audit arch, seccomp(2)'s number, {number: call}) by os.uname().machine.
 _MACHINES: dict[str, tuple[int, int, dict[int, str]]] = {

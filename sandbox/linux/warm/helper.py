@@ -1,15 +1,15 @@
 """The resident starter inside a session's warm box: ``python3 -I -S helper.py FD``.
 
 Where the guard's launcher is compiled, the box is started by its warm mode instead
-(``sandbox/warm/warmstart.c``), which keeps this file's messages and runs; this one
+(``sandbox/linux/warm/warmstart.c``), which keeps this file's messages and runs; this one
 stays for the machines without a C compiler, and documents the contract.
 
-Standard library only, and nothing of the toolkit but :mod:`sandbox.warm.inbox` (from
+Standard library only, and nothing of the toolkit but :mod:`sandbox.linux.warm.inbox` (from
 its own folder): it runs inside the box, as the box's command, with ``CAP_SYS_ADMIN``
 and ``CAP_SETPCAP`` in the box's user namespace and no system-call filter of its own.
 ``FD`` is its end of a ``SOCK_SEQPACKET`` pair whose other end the host holds
-(:mod:`sandbox.warm.client`). Each message is a list of fields
-(:func:`~sandbox.warm.inbox.pack`); the first names it.
+(:mod:`sandbox.linux.warm.client`). Each message is a list of fields
+(:func:`~sandbox.linux.warm.inbox.pack`); the first names it.
 
 From the host:
 
@@ -19,7 +19,7 @@ From the host:
     session's compiled system-call filter (BPF, 8 bytes an instruction); the box's
     process bound (``RLIMIT_NPROC``, set here before the first fork so that every run
     is under it; 0 for none); the Unix-socket guard's filter, the box's writable roots
-    and the allowed sockets (NUL-separated; :mod:`sandbox.warm.unixguard`), which each
+    and the allowed sockets (NUL-separated; :mod:`sandbox.linux.warm.unixguard`), which each
     run arms (empty: none); ``net`` when each run gets a network namespace of its own.
     Answered ``ready``.
 ``more``
@@ -39,7 +39,7 @@ read-only belt and a fresh ``/dev/shm``, gives up every capability (effective,
 permitted, inheritable, bounding, ambient), sets ``no_new_privs`` and loads the filter,
 arms the Unix-socket guard (a supervisor thread, then the guard's filter), and waits
 for its request, which the host sends on the run's channel, not through this process
-(:func:`~sandbox.warm.inbox.init` says the rest). So a run's start and end pass through
+(:func:`~sandbox.linux.warm.inbox.init` says the rest). So a run's start and end pass through
 no process but its own init, and this one only makes runs and reaps them.
 
 The host closing its end ends this process; a run's PID 1 dies with it
@@ -56,7 +56,7 @@ import select
 import sys
 
 if __package__:  # imported by the host, for the tests
-    from sandbox.warm.inbox import (
+    from sandbox.linux.warm.inbox import (
         MAX_MESSAGE,
         Box,
         outer,

@@ -1,9 +1,9 @@
-"""The warm box's start (:class:`sandbox.warm.client.WarmBox`): the starter's command
+"""The warm box's start (:class:`sandbox.linux.warm.client.WarmBox`): the starter's command
 line under bwrap, and the check the caller runs while it comes up.
 
-The starter is the compiled launcher's warm mode (``sandbox/warm/warmstart.c``, from
+The starter is the compiled launcher's warm mode (``sandbox/linux/warm/warmstart.c``, from
 the session's sealed memfd: :mod:`sandbox.linux.initcache`) where it could be built, else
-the Python one (:mod:`sandbox.warm.helper`): the same messages and the same runs; the
+the Python one (:mod:`sandbox.linux.warm.helper`): the same messages and the same runs; the
 compiled one saves each session's open an interpreter's start."""
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 - the system-call filter (:mod:`sandbox.linux.seccomp`), compiled once; each run reads it
   from a descriptor of its own;
 - the bounds (:mod:`sandbox.policy.limits`): processes and memory through a control group
-  where the machine allows one (:mod:`sandbox.cgroup`), else processes through
+  where the machine allows one (:mod:`sandbox.process.cgroup`), else processes through
   ``RLIMIT_NPROC``, which counts per user namespace, so per box; ``/dev/shm`` a tmpfs of
   ``shm_size`` always; the private ``/tmp`` a tmpfs of ``tmp_size`` mounted on the
   session's folder where this process may mount (root), so it keeps its files across
@@ -34,8 +34,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sandbox.errors import SandboxUnavailable
+from sandbox.libc import detach, mount_tmpfs
 from sandbox.linux import filtercache
-from sandbox.linux.libc import detach, mount_tmpfs
 from sandbox.linux.seccomp import Compiled, reader
 from sandbox.plan import LaunchPlan, RunResult
 from sandbox.policy.limits import Bound, Limits, describe
@@ -101,12 +101,12 @@ GUARD_FIX = ("run the box on Linux 5.6 or later (x86-64 or arm64), where seccomp
 
 
 def _guard_program(root: str, host_network: bool) -> bytes:
-    """The Unix-socket guard's filter for every boxed run (sandbox/warm/unixguard.py),
+    """The Unix-socket guard's filter for every boxed run (sandbox/linux/warm/unixguard.py),
     with binds supervised too in a box on the host's network. A kernel that cannot
     carry it refuses the session: never a box that lets the command reach any listening
     socket."""
     from sandbox.linux.seccomp import UNIX_GUARD, UNIX_GUARD_BIND
-    from sandbox.warm.guardparts import unsupported
+    from sandbox.linux.warm.guardparts import unsupported
 
     why = unsupported()
     if why is not None:
@@ -132,7 +132,7 @@ class Hardening:
         self.boxed = boxed
         self.private_tmp = private_tmp
         self.filter: Compiled | None = None
-        # The Unix-socket guard's filter (sandbox/warm/unixguard.py), as its BPF bytes.
+        # The Unix-socket guard's filter (sandbox/linux/warm/unixguard.py), as its BPF bytes.
         self.guard: bytes | None = None
         self.box_group: cgroup.Group | None = None
         self.box_group_why: str | None = None
