@@ -1,0 +1,1 @@
+"""The warm box (sandbox/linux/warm/): its starter, its runs, its handles and bounds."""
