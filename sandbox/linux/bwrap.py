@@ -272,8 +272,12 @@ class BwrapBackend:
 
             self._cached = bool(make(self.policy.project, self.policy.env, self.policy.home))
 
-    def plan(self, argv: Sequence[str], env_extra: Mapping[str, str] | None = None
-             ) -> LaunchPlan:
+    def prepare(self) -> None:
+        """Everything a plan stands on that touches the kernel, made once, when the box
+        opens (:meth:`~sandbox.linux.linuxbox.LinuxBox.open`; else at the first plan):
+        the package caches' folders, the stage and its late binds, bwrap's options (they
+        stat every protected and hidden path), and the compiled launcher. After it a plan
+        opens only its run's own descriptors (the filter's, the start pipe)."""
         self._caches()
         stage = self.stage()
         if stage is not None:
@@ -285,6 +289,16 @@ class BwrapBackend:
                                     root=stage.root if stage else "/")
             if self.kind.bound_proc:
                 self._prefix = bound_proc_args(self._prefix)
+        if self.guard is not None:
+            self.launcher()
+
+    def plan(self, argv: Sequence[str], env_extra: Mapping[str, str] | None = None
+             ) -> LaunchPlan:
+        """The run of ``argv`` in a box of its own: data, from what :meth:`prepare` made
+        (made now if the box was never opened), and the run's own descriptors."""
+        if self._prefix is None:
+            self.prepare()
+        stage = self._stage
         fd = None if self._seccomp is None else self._seccomp()
         made = plan(self.policy, argv, bwrap=self.program(), features=self._features,
                     env_extra=env_extra, prefix=self._prefix,
@@ -379,6 +393,7 @@ class BwrapBackend:
             os.close(fd)
         stage, self._stage = self._stage, None
         self._unstaged = False
+        self._prefix = None  # its root is the stage's
         self._started.close()
         launcher, self._launcher_fd = self._launcher_fd, None
         if launcher is not None:

@@ -113,6 +113,7 @@ class LinuxBox(BoxBase):
                             guard=h.guard, launcher=lambda: h.launcher().program)
         if warm:
             self._warm_up(meanwhile)
+        self.backend.prepare()  # what a plan stands on, made now: a plan is then data
 
     def _warm_up(self, meanwhile: Callable[[], None]) -> None:
         """The warm box, and the allow-list's forwarder in it."""
@@ -211,6 +212,7 @@ class LinuxBox(BoxBase):
                     "end the session and open a new one") from err
         if warm:
             self._warm_up(lambda: None)
+        self.backend.prepare()
         self._stale = False
 
     def _run(self, argv: Sequence[str], *, env_extra: Mapping[str, str] | None,
