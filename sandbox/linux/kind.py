@@ -30,8 +30,11 @@ LANDLOCK_GIVES_UP = (
     "program that reads them while a run is going (a host hook beside a boxed command) "
     "sees the change",
     "/tmp is the session's private folder only through TMPDIR: /tmp itself is "
-    "unreadable and unwritable, as is /dev but its null, zero, full, random, urandom, "
-    "tty and pts",
+    "unreadable and unwritable, as are /run and /dev but its null, zero, full, random, "
+    "urandom and tty (no new terminal can be made: no /dev/ptmx)",
+    "Landlock does not govern a file's mode, times or extended attributes: a command can "
+    "chmod or touch a file of the user's outside the writable folders (not write it, "
+    "nor read a hidden one)",
     "the names in a hidden folder can be listed (not read); a file made after a run "
     "started in a folder on the way to a hidden path cannot be read in that run",
     "no Unix socket can be made (socketpair's stream pairs can), so no local server on "

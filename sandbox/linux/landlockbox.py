@@ -36,9 +36,11 @@ if TYPE_CHECKING:
     from sandbox.process.pipes import Pipes
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "landlockrun.py")
-# The device files the box may read, write and ask (``ioctl``) of, where they exist.
+# The device files the box may read, write and ask (``ioctl``) of, where they exist. Not
+# /dev/pts, nor /dev/ptmx: those are the user's terminals (another shell's input); a run's
+# own terminal (``run --tty``) reaches it as its descriptors, and /dev/tty names it.
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom",
-           "/dev/tty", "/dev/ptmx", "/dev/pts")
+           "/dev/tty")
 # Read by nothing in the box: the host's temp folders (other users', other sessions'),
 # devices (a disk, to root) but what DEVICES names, and /run (a container's secrets,
 # the users' runtime folders), as the namespace box's empty /run.

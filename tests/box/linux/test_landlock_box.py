@@ -404,3 +404,27 @@ def test_run_is_hidden_as_the_namespace_boxs_empty_run(place: Path) -> None:
         assert r.out == "done\n", r
     finally:
         made.unlink(missing_ok=True)
+
+
+def test_the_users_other_terminals_are_out_of_reach(place: Path) -> None:
+    """A pty of the user's (another shell's terminal) cannot be opened from the box:
+    its input could be read, its screen written."""
+    import pty
+
+    master, slave = pty.openpty()
+    name = os.ttyname(slave)
+    try:
+        # The same user reaches it bare: the test can fail.
+        bare = subprocess.run(["sh", "-c", f"echo x > {name} && echo OPENED"],
+                              capture_output=True, text=True, check=False)
+        assert bare.stdout == "OPENED\n"
+        s = _open(place / "proj")
+        try:
+            r = _sh(s, f"echo x > {name} 2>/dev/null && echo OPENED; "
+                       f"(exec 3< {name}) 2>/dev/null && echo READABLE; echo done")
+        finally:
+            s.close()
+        assert r.out == "done\n", r
+    finally:
+        os.close(master)
+        os.close(slave)
