@@ -6,8 +6,10 @@ Read from the command's own error output, the last lines first: a write the kern
 answered with "Read-only file system" (``EROFS``) on a path the toolkit keeps
 read-only (what host tools read to decide what to run), on a host package cache (the
 box has its own, :mod:`sandbox.policy.caches`) or elsewhere outside the folders the box
-writes; a "Permission denied" on a hidden path; an address the allow-list refused.
-A guess from text, never a verdict: nothing is said when no line names such a path.
+writes; a "Permission denied" on a hidden path, or a "No such file or directory" below
+a hidden folder (the box sees it empty); a connection refused where the box has no
+network (its loopback is its own); an address the allow-list refused. A guess from
+text, never a verdict: nothing is said when no line names such a path.
 """
 
 from __future__ import annotations
@@ -26,10 +28,17 @@ TAIL = 16 * 1024
 # .git/config: Device or resource busy" (it writes a copy and renames it over).
 _READ_ONLY = re.compile(r"read-only file system|\bEROFS\b|resource busy", re.IGNORECASE)
 _DENIED = re.compile(r"permission denied|\bEACCES\b", re.IGNORECASE)
+_MISSING = re.compile(r"no such file or directory|\bENOENT\b", re.IGNORECASE)
+_NO_ROUTE = re.compile(r"connection refused|network is unreachable|\bECONNREFUSED\b|"
+                       r"\bENETUNREACH\b", re.IGNORECASE)
+NO_NETWORK = ("the box has no network ([sandbox] network = false): its loopback is its own, "
+              "so a server on the host's 127.0.0.1 is not there either; write network = "
+              "true, or a list of the hosts it may reach (docs/network.md)")
 # A path as programs print it: quoted, or a word that starts at / (npm's "path /x").
 # A relative one as a shell or git prints it, just before the error ("x/y: Read-only").
 _PATHS = re.compile(r"'(/[^']+)'|\"(/[^\"]+)\"|(?:^|\s)(/[^\s:'\",]+)"
-                    r"|(?:^|\s)([^\s:'\"]+): (?:Read-only|Device or resource busy)")
+                    r"|(?:^|\s)([^\s:'\"]+): (?:Read-only|Device or resource busy)"
+                    r"|'([^'/\s][^']*)': (?:Read-only|Device or resource busy)")
 
 
 def _under(path: str, root: str) -> bool:
@@ -83,13 +92,18 @@ def _hidden(path: str, policy: Policy) -> str:
 def why(stderr: bytes, policy: Policy) -> str:
     """The hint for a failed command's error output, or ""."""
     text = stderr[-TAIL:].decode("utf-8", "replace")
+    offline = not policy.network and policy.network_allow is None
     for line in reversed(text.splitlines()):
+        if offline and _NO_ROUTE.search(line):
+            return NO_NETWORK
         read_only, denied = _READ_ONLY.search(line), _DENIED.search(line)
-        if not (read_only or denied):
+        if not (read_only or denied or _MISSING.search(line)):
             continue
         for raw in _paths(line):
             path = os.path.normpath(os.path.join(policy.project, raw))
             said = _read_only(path, policy) if read_only else _hidden(path, policy)
+            if not said and denied and policy.box == "landlock":
+                said = _read_only(path, policy)  # Landlock refuses a write with EACCES
             if said:
                 return said
     return ""

@@ -136,3 +136,61 @@ def test_serve_s_run_result_carries_the_hint(project: Path, env: dict[str, str],
     assert failed["hint"].startswith(
         f"{project.resolve()}/.git/hooks/pre-commit is read-only"), failed
     assert fine["hint"] == ""
+
+
+def test_a_quoted_relative_path_outside_the_project_is_named(
+        outside: Path, env: dict[str, str]) -> None:
+    # Outside /tmp: the box's /tmp is its own, and the folder above a project there too.
+    project = outside / "proj"
+    project.mkdir()
+    r = boxed(project, env, "touch ../beside.txt")
+    assert r.returncode != 0
+    assert r.hint == (f"{project.resolve().parent}/beside.txt is outside the folders the "
+                      "box writes (the project, /tmp, [sandbox] writable); to write there, "
+                      "add its folder to [sandbox] writable"), r
+
+
+def test_a_file_below_a_hidden_folder_says_it_is_hidden(project: Path,
+                                                         env: dict[str, str]) -> None:
+    secrets = Path(env["HOME"]) / "vault"
+    secrets.mkdir()
+    (secrets / "key").write_text("s3cret\n")
+    r = boxed(project, env, f"cat {secrets}/key",
+              SandboxSettings(hide_defaults=False, hidden=(str(secrets),)))
+    assert r.returncode != 0
+    assert r.hint == f"{secrets}/key is hidden from the box ([sandbox] hidden and its defaults)"
+
+
+def test_a_refused_connection_without_the_network_says_the_loopback_is_the_boxs(
+        project: Path, env: dict[str, str]) -> None:
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+    try:
+        script = (f"{sys.executable} -I -c \"import socket; "
+                  f"socket.create_connection(('127.0.0.1', {port}), 3)\"")
+        offline = boxed(project, env, script)
+        shared = boxed(project, env, script + " && exit 7",
+                       SandboxSettings(hide_defaults=False, network=True))
+    finally:
+        server.close()
+    from sandbox.box.hints import NO_NETWORK
+
+    assert offline.returncode != 0 and offline.hint == NO_NETWORK, offline
+    assert shared.returncode == 7 and shared.hint == "", shared
+
+
+def test_a_write_the_landlock_box_refuses_says_where_the_box_writes(
+        project: Path, env: dict[str, str]) -> None:
+    from sandbox.linux import landlock
+
+    if landlock.abi() < landlock.NEEDED_ABI:
+        pytest.skip("this kernel's Landlock lacks the scopes (ABI 6)")
+    target = Path(env["HOME"]) / "planted.txt"
+    r = boxed(project, env, f"echo x > {target}",
+              SandboxSettings(hide_defaults=False, box="landlock"))
+    assert r.returncode != 0
+    assert r.hint.startswith(f"{target} is outside the folders the box writes"), r

@@ -76,10 +76,11 @@ WORKLOADS = [
              boundary=OUTSIDE, said="outside the folders the box writes"),
     Workload("write-beside-the-project",
              "touch ../beside.txt",
-             boundary=OUTSIDE, said=None),
+             boundary=OUTSIDE, said="beside.txt is outside the folders the box writes"),
     Workload("read-a-hidden-key",
              'cat "$HOME/.ssh/id_test"',
-             boundary="~/.ssh is hidden from the box (it looks empty)", said=None),
+             boundary="~/.ssh is hidden from the box (it looks empty)",
+             said="/.ssh/id_test is hidden from the box"),
 ]
 
 

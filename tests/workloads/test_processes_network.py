@@ -58,8 +58,10 @@ WORKLOADS = [
     Workload("reach-the-hosts-loopback",
              "python3 -c \"import os, socket\n"
              "s = socket.create_connection(('127.0.0.1', int(os.environ['HOST_PORT'])), 3)\n"
-             "print(s.recv(10).decode(), end='')\"; echo rc=$?",
-             boundary="the box has no network: its loopback is its own", said=None),
+             "print(s.recv(10).decode(), end='')\"",
+             boundary="the box has no network: its loopback is its own",
+             said="the box has no network ([sandbox] network = false): its loopback is its "
+                  "own"),
 ]
 
 
