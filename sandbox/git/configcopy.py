@@ -20,9 +20,11 @@ under git's own ``config.lock``: renaming over it would free the name from the m
 on it in every session's box. The refused changes are said in the session's warnings.
 The copy is then set to the project's new config, for the next run.
 
-A box whose binds bwrap makes itself (a plain user's box with few binds, where the
-session makes no stage) cannot be shown a link: there ``.git/config`` stays read-only,
-as before, and git's writes fail.
+A link is a mount only the session's stage makes (bwrap would follow it), so a plain
+user's box gets a stage wherever the config is a copy
+(:meth:`sandbox.linux.bwrap.BwrapBackend.stage`). When the host replaces the project's
+config during a session, the box's link goes with the old file: :func:`repair` and
+:func:`settled` are what the box does then (:mod:`sandbox.linux.replaced`).
 """
 
 from __future__ import annotations
