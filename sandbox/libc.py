@@ -17,6 +17,34 @@ MS_RDONLY = 0x1
 MNT_DETACH = 0x2
 
 
+def seal(fd: int) -> None:
+    """``fd``, a memfd made with ``MFD_ALLOW_SEALING``, sealed: it can no longer be
+    written, grown, shrunk or unsealed (a box that holds it reads what the host put)."""
+    import fcntl
+
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK
+                | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE)
+
+
+def filled(fd: int, data: bytes) -> int:
+    """``data`` written whole into the memfd ``fd``, which is then sealed; ``fd`` is
+    closed when that fails."""
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        seal(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def sealed(name: str, data: bytes) -> int:
+    """A new sealed memfd named ``name`` holding ``data`` (close-on-exec)."""
+    return filled(os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING), data)
+
+
 @cache
 def libc() -> Any:
     """The C library this process already runs on, with errno kept for each call."""

@@ -158,9 +158,10 @@ def probe(env: Mapping[str, str] | None = None, platform: str = PLATFORM,
 def probe_landlock() -> Probe:
     """The Landlock box's wrapper, tried: ``/bin/true`` in a domain that hides ``/tmp``
     and writes nowhere, under no filter."""
+    from sandbox.libc import sealed
     from sandbox.linux.kind import LANDLOCK, LANDLOCK_GIVES_UP
     from sandbox.linux.landlock import NEEDED_ABI, abi
-    from sandbox.linux.landlockbox import FIX, HERE, _memfd, encode
+    from sandbox.linux.landlockbox import FIX, HERE, encode
     from sandbox.linux.sockets import interpreter
 
     python, euid = interpreter(), os.geteuid()
@@ -171,8 +172,7 @@ def probe_landlock() -> Probe:
                                        f"the Landlock box needs {NEEDED_ABI} (Linux 6.12)",
                              fix="run on Linux 6.12 or later with Landlock on, or " + FIX)
     spec = encode([("h", "/tmp"), ("n", "0")])
-    fds = (_memfd("probe", spec, seal=False),
-           _memfd("probe-run", encode([("", "PATH=/usr/bin:/bin")]), seal=False))
+    fds = (sealed("probe", spec), sealed("probe-run", encode([("", "PATH=/usr/bin:/bin")])))
     read_end, write_end = os.pipe()
     try:
         r = subprocess.run([python, "-I", "-S", HERE, *map(str, (*fds, write_end)), "--",

@@ -66,17 +66,9 @@ def _read_kept(path: str) -> bytes | None:
 
 def _sealed(data: bytes) -> Compiled:
     """``data`` in a sealed memfd, as :func:`sandbox.linux.seccomp.compile_filter` gives it."""
-    import fcntl
+    from sandbox.libc import sealed
 
-    fd = os.memfd_create("harness-sandbox-seccomp", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-    try:
-        os.write(fd, data)
-        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK
-                    | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE)
-    except BaseException:
-        os.close(fd)
-        raise
-    return Compiled(fd, len(data), arches())
+    return Compiled(sealed("harness-sandbox-seccomp", data), len(data), arches())
 
 
 def file_name(table: Sequence[Denial] = DENIED) -> str | None:

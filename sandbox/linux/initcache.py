@@ -180,19 +180,9 @@ def memfd() -> int:
 
 def sealed(program: bytes) -> int:
     """``program`` in a sealed memfd (see above): its descriptor."""
-    import fcntl
+    from sandbox.libc import filled
 
-    fd = memfd()
-    try:
-        view = memoryview(program)
-        while view:
-            view = view[os.write(fd, view):]
-        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK
-                    | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+    return filled(memfd(), program)
 
 
 def _sources() -> bytes:

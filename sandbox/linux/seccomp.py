@@ -339,10 +339,9 @@ def compile_filter(table: Sequence[Denial] = DENIED) -> Compiled:
     try:
         flt.export_bpf(_Fd(fd))
         size = os.lseek(fd, 0, os.SEEK_CUR)
-        import fcntl
+        from sandbox.libc import seal
 
-        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK
-                    | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE)
+        seal(fd)
     except BaseException:
         os.close(fd)
         raise
