@@ -21,14 +21,12 @@ from sandbox.box.host import HostBackend
 from sandbox.dispatch import box_name, choose
 from sandbox.errors import PolicyError
 from sandbox.fs.systemtemp import mkdtemp
-from sandbox.git.config import find_git
-from sandbox.git.dirs import GitLayout, find_layout, merged
+from sandbox.git.dirs import GitLayout
 from sandbox.git.report import report
 from sandbox.plan import LaunchPlan, RunResult
 from sandbox.policy import (
     DEFAULT_OUTPUT_CAP,
     Policy,
-    hostreads,
     private_tmp_root,
     session_env,
     session_home,
@@ -39,6 +37,7 @@ from sandbox.process.pty import TtySize, terminal
 from sandbox.process.watchdog import forget_session, watch_session
 from sandbox.session import leftovers as _leftovers
 from sandbox.session.moveout import MoveOut
+from sandbox.session.prepared import git_layout, make_missing, make_none
 from sandbox.session.watched import Watched
 from sandbox.settings import SandboxSettings
 from sandbox.text import escape
@@ -109,66 +108,6 @@ def _shift_for_root(st: os.stat_result) -> int:
     if stands_in() or st.st_uid == 0:
         return 6
     return 3 if st.st_gid in (0, *os.getgroups()) else 0
-
-
-def _git_layout(project: str, named: tuple[str, ...], env: Mapping[str, str] | None,
-                home: str, private_root: str) -> tuple[GitLayout, tuple[str, ...]]:
-    """The project's git layout, asking the host's git, and the folders it may make
-    things in (the writable roots, the project first). ``named`` is ``[sandbox]
-    writable`` as :func:`~sandbox.policy.writable_roots` reads it."""
-    real = os.path.realpath(project)
-    writable = tuple(os.path.realpath(w) for w in named if os.path.exists(w))
-    layout = find_layout(real, env=env, home=home, writable=writable,
-                         forbidden=(private_root,))
-    for w in writable:
-        # A writable folder that is a repository of its own: its git inputs are held
-        # as the project's are (one inside the project is the project's nested one).
-        if w != real and not w.startswith(real + "/") and \
-                os.path.lexists(os.path.join(w, ".git")):
-            others = tuple(x for x in (real, *writable) if x != w)
-            layout = merged(layout, find_layout(w, env=env, home=home, writable=others,
-                                                forbidden=(private_root,)))
-    roots = (real, *((layout.common_dir,) if layout.common_dir else ()), *writable)
-    return layout, roots
-
-
-def _with_views(layout: GitLayout, roots: tuple[str, ...], env: Mapping[str, str],
-                tmp: str) -> GitLayout:
-    """``layout`` with its module configs' views (:mod:`sandbox.git.views`)."""
-    from sandbox.git.views import module_views, views_folder
-
-    return layout._replace(views=module_views(layout, roots, find_git(env, roots), env,
-                                              views_folder(tmp, roots)))
-
-
-def _make_missing(layout: GitLayout, manifest: str, roots: tuple[str, ...], *, tmp: str,
-                  named: Sequence[str], env: Mapping[str, str], home: str,
-                  moves: MoveOut | None) -> GitLayout:
-    """Make what is missing before the box, listed in ``manifest``: git's protected
-    names, and what the host reads in a writable folder (made empty, bound read-only
-    like the rest: sandbox/policy/hostreads.py; other tools' project configs are not made but
-    moved out, sandbox/session/moveout.py). Returns ``layout`` with its module configs'
-    views."""
-    # A bind covers a name that exists; Seatbelt's rules deny names, there or not.
-    binds = box_name() == "bwrap"
-    reads = hostreads.covers(named, env, home) if binds else hostreads.Covers()
-    _leftovers.make(manifest, tmp, roots,
-                    dirs=(*layout.make_dirs, *reads.folders),
-                    files=(*layout.make_files, *((f, b"") for f in reads.files)),
-                    protected=(*layout.protected,
-                               *map(hostreads.as_bound, hostreads.candidates(env, home))),
-                    moves=moves.record() if moves else None)
-    return _with_views(layout, roots, env, tmp)
-
-
-def _make_none(layout: GitLayout, manifest: str, roots: tuple[str, ...], *, tmp: str,
-               moves: MoveOut | None) -> GitLayout:
-    """The Landlock box's :func:`_make_missing`: nothing made (no bind would cover it;
-    what the box makes of a protected name is moved out after the run,
-    sandbox/linux/keeper.py), the manifest written all the same."""
-    _leftovers.make(manifest, tmp, roots, dirs=(), files=(), protected=layout.protected,
-                    moves=moves.record() if moves else None)
-    return layout
 
 
 def _private_root(writable: tuple[str, ...]) -> str:
@@ -331,7 +270,7 @@ class Session:
             # In turn with other sessions' opens and ends (sandbox/process/made.py).
             with made_lock(root):
                 if boxed and settings.protect and os.path.isdir(project):
-                    layout, roots = _git_layout(project, named, env, home, root)
+                    layout, roots = git_layout(project, named, env, home, root)
                 # What the box makes of other tools' configs is moved out after each run.
                 moves = (MoveOut(os.path.realpath(project), settings.allow_tool_configs,
                                  os.environ if env is None else env, os.path.basename(tmp))
@@ -340,10 +279,10 @@ class Session:
                 # The watchdog first: from here on a killed harness leaves nothing behind.
                 watch_session(manifest)
                 if layout is not None:
-                    layout = (_make_missing(layout, manifest, roots, tmp=tmp, named=named,
+                    layout = (make_missing(layout, manifest, roots, tmp=tmp, named=named,
                                             env=scrubbed, home=home, moves=moves)
                               if settings.box != "landlock" else
-                              _make_none(layout, manifest, roots, tmp=tmp, moves=moves))
+                              make_none(layout, manifest, roots, tmp=tmp, moves=moves))
             policy = Policy.from_settings(project, settings, boxed=boxed, private_tmp=tmp,
                                           env=env, git=layout)._replace(output_cap=output_cap)
             # The toolkit will not run from a folder the box can write (selfguard.py).

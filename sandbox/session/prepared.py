@@ -1,0 +1,76 @@
+"""What a session finds and makes before its box: the project's git layout (asking the
+host's git, with the writable folders that are repositories of their own merged in),
+the names it covers, and the manifest that lists them, so that whoever cleans up (the
+session's end, the watchdog, the next session) finds them."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+import sandbox.session.leftovers as _leftovers
+from sandbox.dispatch import box_name
+from sandbox.git.config import find_git
+from sandbox.git.dirs import GitLayout, find_layout, merged
+from sandbox.policy import hostreads
+from sandbox.session.moveout import MoveOut
+
+
+def git_layout(project: str, named: tuple[str, ...], env: Mapping[str, str] | None,
+                home: str, private_root: str) -> tuple[GitLayout, tuple[str, ...]]:
+    """The project's git layout, asking the host's git, and the folders it may make
+    things in (the writable roots, the project first). ``named`` is ``[sandbox]
+    writable`` as :func:`~sandbox.policy.writable_roots` reads it."""
+    real = os.path.realpath(project)
+    writable = tuple(os.path.realpath(w) for w in named if os.path.exists(w))
+    layout = find_layout(real, env=env, home=home, writable=writable,
+                         forbidden=(private_root,))
+    for w in writable:
+        # A writable folder that is a repository of its own: its git inputs are held
+        # as the project's are (one inside the project is the project's nested one).
+        if w != real and not w.startswith(real + "/") and \
+                os.path.lexists(os.path.join(w, ".git")):
+            others = tuple(x for x in (real, *writable) if x != w)
+            layout = merged(layout, find_layout(w, env=env, home=home, writable=others,
+                                                forbidden=(private_root,)))
+    roots = (real, *((layout.common_dir,) if layout.common_dir else ()), *writable)
+    return layout, roots
+
+
+def with_views(layout: GitLayout, roots: tuple[str, ...], env: Mapping[str, str],
+                tmp: str) -> GitLayout:
+    """``layout`` with its module configs' views (:mod:`sandbox.git.views`)."""
+    from sandbox.git.views import module_views, views_folder
+
+    return layout._replace(views=module_views(layout, roots, find_git(env, roots), env,
+                                              views_folder(tmp, roots)))
+
+
+def make_missing(layout: GitLayout, manifest: str, roots: tuple[str, ...], *, tmp: str,
+                  named: Sequence[str], env: Mapping[str, str], home: str,
+                  moves: MoveOut | None) -> GitLayout:
+    """Make what is missing before the box, listed in ``manifest``: git's protected
+    names, and what the host reads in a writable folder (made empty, bound read-only
+    like the rest: sandbox/policy/hostreads.py; other tools' project configs are not made but
+    moved out, sandbox/session/moveout.py). Returns ``layout`` with its module configs'
+    views."""
+    # A bind covers a name that exists; Seatbelt's rules deny names, there or not.
+    binds = box_name() == "bwrap"
+    reads = hostreads.covers(named, env, home) if binds else hostreads.Covers()
+    _leftovers.make(manifest, tmp, roots,
+                    dirs=(*layout.make_dirs, *reads.folders),
+                    files=(*layout.make_files, *((f, b"") for f in reads.files)),
+                    protected=(*layout.protected,
+                               *map(hostreads.as_bound, hostreads.candidates(env, home))),
+                    moves=moves.record() if moves else None)
+    return with_views(layout, roots, env, tmp)
+
+
+def make_none(layout: GitLayout, manifest: str, roots: tuple[str, ...], *, tmp: str,
+               moves: MoveOut | None) -> GitLayout:
+    """The Landlock box's :func:`_make_missing`: nothing made (no bind would cover it;
+    what the box makes of a protected name is moved out after the run,
+    sandbox/linux/keeper.py), the manifest written all the same."""
+    _leftovers.make(manifest, tmp, roots, dirs=(), files=(), protected=layout.protected,
+                    moves=moves.record() if moves else None)
+    return layout
