@@ -137,7 +137,9 @@ def put_back(root: str, rel: str, entry: Entry) -> None:
 
 
 class Keeper:
-    """The protected paths as they were at the open; :meth:`check` after each run."""
+    """The protected paths as they were when no run was going; :meth:`check` after each
+    run, :meth:`settle` before a run that starts while none is going (what changed then
+    is the host's own: every process of the last run has ended)."""
 
     def __init__(self, paths: tuple[str, ...], roots: tuple[str, ...],
                  env: Mapping[str, str], session: str) -> None:
@@ -160,6 +162,17 @@ class Keeper:
                     "box would read after every run to put it back if changed",
                     "move what it holds elsewhere, or use the namespace box "
                     '([sandbox] box = "auto")') from None
+
+    def settle(self) -> None:
+        """The paths as they are now, as what :meth:`check` puts back (one that grew
+        past :data:`LIMIT` keeps what it was)."""
+        now = []
+        for root, rel, was in self.kept:
+            try:
+                now.append((root, rel, read(root, rel)))
+            except OverflowError:
+                now.append((root, rel, was))
+        self.kept = now
 
     def check(self) -> list[str]:
         """Each protected path the box changed, moved out and put back: one line each."""

@@ -26,11 +26,13 @@ from typing import TYPE_CHECKING
 
 from sandbox.box.base import BoxBase
 from sandbox.errors import SandboxUnavailable
+from sandbox.libc import sealed
 from sandbox.linux.kind import LANDLOCK, LANDLOCK_GIVES_UP, BoxKind
 from sandbox.plan import BackendName, LaunchPlan, RunResult
 from sandbox.text import escape
 
 if TYPE_CHECKING:
+    from sandbox.linux.keeper import Keeper
     from sandbox.network.session import Network
     from sandbox.policy import Policy
     from sandbox.process.pipes import Pipes
@@ -118,21 +120,6 @@ def encode(records: Sequence[tuple[str, str]]) -> bytes:
     return b"".join(os.fsencode(k + v) + b"\0" for k, v in records)
 
 
-def _memfd(name: str, data: bytes, *, seal: bool) -> int:
-    fd = os.memfd_create(name, os.MFD_CLOEXEC | (os.MFD_ALLOW_SEALING if seal else 0))
-    try:
-        os.write(fd, data)
-        if seal:
-            import fcntl
-
-            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK
-                        | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
 class LandlockBackend:
     """Plans a run through :mod:`sandbox.linux.landlockrun` and reads what it said."""
 
@@ -162,8 +149,7 @@ class LandlockBackend:
         from sandbox.policy.startenv import box_env
 
         env = box_env(self.policy, env_extra, tmpdir=self.policy.private_tmp)
-        run = _memfd("harness-sandbox-run", encode([("", f"{k}={v}") for k, v in env.items()]),
-                     seal=False)
+        run = sealed("harness-sandbox-run", encode([("", f"{k}={v}") for k, v in env.items()]))
         read_end, write_end = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         made = LaunchPlan(
             backend="landlock",
@@ -221,9 +207,12 @@ class LandlockBox(BoxBase):
     def __init__(self, policy: Policy) -> None:
         super().__init__(policy)
         self.backend = LandlockBackend(policy)
-        self._keeper: object | None = None
+        self._keeper: Keeper | None = None
         # What the keeper put back, for the session's warnings (:meth:`said`).
         self._said: list[str] = []
+        # The runs going on: the keeper takes the host's changes only between runs.
+        self._going = 0
+        self._turn = threading.Lock()
 
     @property
     def kind(self) -> BoxKind:
@@ -256,7 +245,7 @@ class LandlockBox(BoxBase):
         p = self.policy
         self._keeper = Keeper((*p.protected_paths(), *p.missing_hook_dirs()),
                               writable(p), p.env, os.path.basename(p.private_tmp))
-        self.backend.spec_fd = _memfd("harness-sandbox-landlock", spec(p, bpf), seal=True)
+        self.backend.spec_fd = sealed("harness-sandbox-landlock", spec(p, bpf))
         self.hardening = Hardening.open(p.limits, boxed=False, private_tmp=p.private_tmp)
 
     def close(self) -> None:
@@ -270,18 +259,23 @@ class LandlockBox(BoxBase):
         return out
 
     def _put_back(self) -> None:
-        from sandbox.linux.keeper import Keeper
-
-        if isinstance(self._keeper, Keeper):
+        if self._keeper is not None:
             self._said += self._keeper.check()
 
     def _run(self, argv: Sequence[str], *, env_extra: Mapping[str, str] | None,
              stdin: bytes, timeout: float | None, cancel: threading.Event | None,
              pipes: type[Pipes]) -> RunResult:
-        """A host run's supervision (group, marker, subreaper), then the keeper."""
+        """A host run's supervision (group, marker, subreaper), then the keeper: what
+        changed while no run was going (the host's own edit) is its new start."""
+        with self._turn:
+            if self._going == 0 and self._keeper is not None:
+                self._keeper.settle()
+            self._going += 1
         try:
             return self.backend.read(self._supervised(
                 argv, env_extra, box=False, stdin=stdin, timeout=timeout, cancel=cancel,
                 pipes=pipes))
         finally:
-            self._put_back()
+            with self._turn:
+                self._put_back()
+                self._going -= 1

@@ -6,7 +6,6 @@ test_containers.py."""
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -364,7 +363,6 @@ def test_a_signal_to_the_session_reaches_no_process_outside(place: Path) -> None
     finally:
         s.close()
     assert r.out == "done\n", r
-    assert signal.getsignal(signal.SIGTERM) is not None
 
 
 def test_doctor_and_the_banner_say_the_landlock_box_and_what_it_gives_up(place: Path) -> None:
@@ -428,3 +426,38 @@ def test_the_users_other_terminals_are_out_of_reach(place: Path) -> None:
     finally:
         os.close(master)
         os.close(slave)
+
+
+def test_a_host_edit_between_runs_is_kept_not_put_back(place: Path) -> None:
+    """What the host changes while no run is going is the user's own: the next run's
+    end keeps it (only a run's own changes are put back)."""
+    project = place / "proj"
+    _repo(project)
+    s = _open(project)
+    try:
+        _sh(s, "true")
+        subprocess.run(["git", "-C", str(project), "config", "user.name", "host"], check=True)
+        _sh(s, "true")
+        r = _sh(s, "git config user.name")
+    finally:
+        s.close()
+    assert r.out == "host\n", r
+    assert b"name = host" in (project / ".git" / "config").read_bytes()
+    assert not [w for w in s.warnings if "the box changed" in w], s.warnings
+
+
+def test_a_home_or_a_hidden_path_in_a_writable_folder_is_refused_with_its_fix(
+        place: Path) -> None:
+    home, shared = place / "home", place / "shared"
+    home.mkdir()
+    (shared / "secret").mkdir(parents=True)
+    env = {**os.environ, "HOME": str(home), "XDG_DATA_HOME": str(place / "data")}
+    for table, said in (({"writable": (str(home),)}, "is or holds a home"),
+                        ({"writable": (str(shared),), "hidden": (str(shared / "secret"),)},
+                         "lies in a folder the box writes")):
+        with pytest.raises(SandboxUnavailable) as got:
+            Session.open(str(place / "proj"),
+                         SandboxSettings(box="landlock", **table),  # type: ignore[arg-type]
+                         env=env).start()
+        assert said in got.value.diagnosis, got.value
+        assert got.value.fix.endswith('([sandbox] box = "auto")'), got.value
