@@ -532,8 +532,119 @@ def landlock_cases(project: Path, rounds: int) -> Results:
                            "l_namespace_box_per_run_true": cold_true}, rounds)
 
 
+# -- real package work, boxed against bare (issue: real work runs in the box as it runs bare)
+
+# The registries, marked private: on a machine whose resolver answers a reserved address
+# for them (a mirror), an unmarked name would reach nothing (sandbox/network/allow.py).
+REGISTRIES = ("registry.npmjs.org (private)", "pypi.org (private)",
+              "files.pythonhosted.org (private)")
+NPM_PROJECT = {"name": "bench-packages", "version": "1.0.0", "private": True,
+               "dependencies": {"is-number": "7.0.0", "left-pad": "1.3.0", "ms": "2.1.3"}}
+PIP_REQUIREMENTS = "six==1.16.0\nidna==3.7\npackaging==24.1\n"
+PIP = (".venv/bin/pip", "install", "-q", "-r", "req.txt")
+# The second pip install: all three again from the session's warm cache, over the ones
+# installed (pinned, without dependencies of their own: --no-deps leaves nothing out).
+PIP_AGAIN = (*PIP, "--force-reinstall", "--no-deps")
+NPM_CI = ("npm", "ci", "--loglevel=error")
+
+
+def package_env(home: Path) -> dict[str, str]:
+    """The one environment of both sides: a home of their own (so npm's and pip's caches
+    start empty), the host's certificates, and no pip config (this machine's names a
+    folder of wheels, which would stand in for the registry)."""
+    keep = ("PATH", "LANG", "SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS",
+            "PIP_CERT", "REQUESTS_CA_BUNDLE")
+    home.mkdir()
+    return {**{k: os.environ[k] for k in keep if k in os.environ}, "HOME": str(home),
+            "PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+            "PIP_NO_INPUT": "1", "npm_config_audit": "false", "npm_config_fund": "false",
+            "npm_config_update_notifier": "false"}
+
+
+def package_projects(base: Path) -> tuple[Path, Path]:
+    """Two copies of one project (a package.json, its lock, made bare once with a cache of
+    its own, and a requirements file), each with its venv: one run bare, one boxed."""
+    template = base / "pkg-template"
+    template.mkdir()
+    (template / "package.json").write_text(json.dumps(NPM_PROJECT, indent=2) + "\n")
+    (template / "req.txt").write_text(PIP_REQUIREMENTS)
+    env = {**package_env(base / "lock-home"), "npm_config_cache": str(base / "lock-cache")}
+    subprocess.run(["npm", "install", "--package-lock-only", "--silent"], cwd=template,
+                   env=env, check=True, capture_output=True, timeout=300)
+    copies = base / "pkg-bare", base / "pkg-boxed"
+    for copy in copies:
+        shutil.copytree(template, copy)
+        subprocess.run(["/usr/bin/python3", "-m", "venv", ".venv"], cwd=copy, check=True,
+                       capture_output=True, timeout=300)
+    return copies
+
+
+def _bare(argv: tuple[str, ...], cwd: Path, env: dict[str, str]) -> Sample:
+    def sample() -> None:
+        r = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, timeout=600)
+        if r.returncode:
+            err = r.stderr.decode(errors="replace")[-400:]
+            raise RuntimeError(f"bare {' '.join(argv)}: exit {r.returncode}: {err}")
+    return sample
+
+
+def _boxed(session: Session, argv: tuple[str, ...]) -> Sample:
+    def sample() -> None:
+        r = session.run(list(argv), timeout=600)
+        if not r.ok:
+            err = r.stderr.decode(errors="replace")[-400:]
+            raise RuntimeError(f"boxed {' '.join(argv)}: exit {r.exit}: {err}")
+    return sample
+
+
+def tool_cases(key: str, first: tuple[Sample, Sample], again: tuple[Sample, Sample],
+               rounds: int) -> Results:
+    """One tool: its first run bare then boxed (each cache cold), once; then its second
+    run, bare and boxed interleaved (each cache warm from the first)."""
+    results: Results = {f"{key}_first_bare": summary([timed(first[0])]),
+                        f"{key}_first_boxed": summary([timed(first[1])])}
+    results.update(interleave({f"{key}_second_bare": again[0],
+                               f"{key}_second_boxed": again[1]}, rounds, warmup=0))
+    return results
+
+
+def package_cases(base: Path, rounds: int) -> Results:
+    """(p) Real package work, boxed against bare: a second ``npm ci`` (it removes
+    node_modules itself) and a second ``pip install`` (``--force-reinstall --no-deps`` of
+    the pinned requirements: each package taken out and put back from the warm cache, as
+    ``npm ci`` does) in one session, from the registries (allowed by name, private), each
+    side with a cache of its own that its first run warms (pip keeps a wheel only where
+    the server's headers let it: else each run downloads again, boxed through the
+    session's proxy). A tool that fails says so."""
+    from sandbox.settings import SandboxSettings
+
+    if shutil.which("npm") is None or not os.path.exists("/usr/bin/python3"):
+        return {"p_packages": {"error": "npm or /usr/bin/python3 is not installed"}}
+    try:
+        bare_dir, boxed_dir = package_projects(base)
+    except (OSError, subprocess.SubprocessError) as e:
+        err = getattr(e, "stderr", b"") or b""
+        return {"p_packages": {"error": f"{e}: {err.decode(errors='replace')[-300:]}"}}
+    env = package_env(base / "bare-home")
+    results: Results = {}
+    try:
+        with Session.open(str(boxed_dir), SandboxSettings(network=REGISTRIES),
+                          env=package_env(base / "boxed-home")) as session:
+            for key, first, again in (("p_npm_ci", NPM_CI, NPM_CI),
+                                      ("p_pip_install", PIP, PIP_AGAIN)):
+                try:
+                    results.update(tool_cases(
+                        key, (_bare(first, bare_dir, env), _boxed(session, first)),
+                        (_bare(again, bare_dir, env), _boxed(session, again)), rounds))
+                except Exception as e:  # the other tool is still measured
+                    results[key] = {"error": str(e)}
+    except Exception as e:  # the session could not open: the section says so, never raises
+        results["p_packages"] = {"error": f"{type(e).__name__}: {e}"}
+    return results
+
+
 SECTIONS = ("library", "warm", "git", "cli", "audit", "import", "network", "scale", "serve",
-            "stage", "memory", "landlock")
+            "stage", "memory", "landlock", "packages")
 
 
 def measure(quick: bool, only: frozenset[str] = frozenset(SECTIONS)) -> Results:
@@ -561,6 +672,7 @@ def measure(quick: bool, only: frozenset[str] = frozenset(SECTIONS)) -> Results:
             "stage": lambda: stage_cases(base, rounds),
             "memory": lambda: memory_cases(project, home, env),
             "landlock": lambda: landlock_cases(project, rounds),
+            "packages": lambda: package_cases(base, 3 if quick else 5),
         }
         for name, section in sections.items():
             if name in only:
@@ -636,6 +748,9 @@ DERIVED = {
                                           "l_interpreter_start"),
     "l_landlock_over_namespace_box": _ratio("l_landlock_session_run_true",
                                             "l_namespace_box_per_run_true"),
+    "p_npm_ci_boxed_over_bare": _ratio("p_npm_ci_second_boxed", "p_npm_ci_second_bare"),
+    "p_pip_install_boxed_over_bare": _ratio("p_pip_install_second_boxed",
+                                            "p_pip_install_second_bare"),
     "w_cold_over_bare": _ratio("w_cold_session_run_true", "w_bare_spawn"),
     "w_cold_over_warm": _ratio("w_cold_session_run_true", "w_warm_session_run_true"),
     "w_warm_hook_over_bare": _ratio("w_warm_pretooluse_boxed_hook", "w_bare_spawn"),
