@@ -7,8 +7,10 @@ folder of the project (its ``.git``, a linked worktree's own and common folders,
 ``config.worktree``, ``commondir`` and ``gitdir``; and, inside the folders the box can
 write, the files the config includes, ``core.hooksPath`` and every program a key names
 (asked of the host's git, :mod:`sandbox.git.config`). A protected name that does not
-exist is made before the box starts (a ``commondir`` of ``.``, an empty file, an empty
-folder) and removed at the end, so the box cannot create it.
+exist is not made (a placeholder would be a file nobody made, which git itself reads): a
+session lists it as ``kept``, and what a run makes there is moved out once the run is
+over (:func:`unmade`, :mod:`sandbox.linux.keeper`). On macOS the Seatbelt profile denies
+the name, there or not.
 
 Also protected: each submodule checkout's ``.git`` and each staged nested repository's
 git folder (the index's gitlinks, from ``git ls-files``), and each linked worktree's
@@ -67,6 +69,21 @@ class GitLayout(NamedTuple):
     # (protected path, what the box sees there instead), made by the session once the
     # layout's missing names are: see sandbox.git.views.
     views: tuple[tuple[str, str], ...] = ()
+    # The protected names missing at the open that are not made (see :func:`unmade`).
+    kept: tuple[str, ...] = ()
+
+
+def unmade(layout: GitLayout) -> GitLayout:
+    """``layout`` for a box that makes none of its missing names: they leave
+    ``protected`` (nothing there to bind) for ``kept`` (what a run makes there is moved
+    out after it, :mod:`sandbox.linux.keeper`), and nothing is to be made or pinned
+    where nothing is."""
+    missing = {p for p, _ in layout.make_files} | set(layout.make_dirs)
+    kept = tuple(p for p in layout.protected if p in missing)
+    return layout._replace(
+        protected=tuple(p for p in layout.protected if p not in missing), kept=kept,
+        pinned_dirs=tuple(d for d in layout.pinned_dirs if d not in missing),
+        make_dirs=(), make_files=())
 
 
 class _Finder:

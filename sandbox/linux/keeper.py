@@ -16,6 +16,17 @@ What this does not stop: while a run is going, the changed file is there for wha
 reads it then. A host program that runs *during* a boxed run (a ``serve`` client's host
 hook beside a boxed command, the harness's own git) can be made to run what the box
 planted; after the run it is gone. Said in the box's list of what it gives up.
+
+The namespace box keeps the same way what it cannot bind: a protected name git reads
+that did not exist at the open (``commondir``, ``config.worktree``, a missing ``hooks``
+folder, a file a key names). A bind needs a name that exists, and a name made for it
+would be a file nobody made in the user's repository, which git itself then reads (a
+``commondir`` of ``.`` makes git answer with absolute paths). So nothing is made there:
+what a run makes is moved out once the run is over.
+
+A name missing at the open is never taken as a new start, whoever made it: another
+session's box on the same project is no more the host's own than this one's (were it
+taken, this session's put-back would plant it again once the other moved it out).
 """
 
 from __future__ import annotations
@@ -36,6 +47,9 @@ LIMIT = 32 << 20
 # What is at a path: ("missing",), ("link", target), ("file", mode, bytes),
 # ("dir", mode, ((name, entry), ...)).
 Entry = tuple[object, ...]
+MISSING: Entry = ("missing",)
+# Why a name the box may write is kept rather than held read-only: the Landlock box's.
+LANDLOCK = "the Landlock box cannot hold it read-only"
 
 
 def _read_at(dfd: int, name: str, budget: list[int]) -> Entry:
@@ -142,18 +156,21 @@ class Keeper:
     is the host's own: every process of the last run has ended)."""
 
     def __init__(self, paths: tuple[str, ...], roots: tuple[str, ...],
-                 env: Mapping[str, str], session: str) -> None:
+                 env: Mapping[str, str], session: str, *, why: str = LANDLOCK) -> None:
         from sandbox.session.moveout import data_folder
 
         self.base = os.path.join(data_folder(env), f"{time.strftime('%Y%m%d-%H%M%S')}-"
                                                    f"{session}-protected")
+        self.why = why
         self.kept: list[tuple[str, str, Entry]] = []
+        # (root, rel) of the names missing at the open: never settled (see the module).
+        self.absent: set[tuple[str, str]] = set()
         for path in paths:
             where = beneath.relative(path, roots)
             if where is None or not where[1]:
                 continue
             try:
-                self.kept.append((*where, read(*where)))
+                entry = read(*where)
             except OverflowError:
                 from sandbox.errors import SandboxUnavailable
 
@@ -162,12 +179,18 @@ class Keeper:
                     "box would read after every run to put it back if changed",
                     "move what it holds elsewhere, or use the namespace box "
                     '([sandbox] box = "auto")') from None
+            self.kept.append((*where, entry))
+            if entry == MISSING:
+                self.absent.add(where)
 
     def settle(self) -> None:
         """The paths as they are now, as what :meth:`check` puts back (one that grew
         past :data:`LIMIT` keeps what it was)."""
         now = []
         for root, rel, was in self.kept:
+            if (root, rel) in self.absent:
+                now.append((root, rel, was))
+                continue
             try:
                 now.append((root, rel, read(root, rel)))
             except OverflowError:
@@ -180,21 +203,40 @@ class Keeper:
 
         said: list[str] = []
         for root, rel, was in self.kept:
+            if (root, rel) in self.absent and not os.path.lexists(os.path.join(root, rel)):
+                continue  # nothing there for host git to read (it follows links too)
             try:
                 now = read(root, rel)
             except OverflowError:
                 now = ("large",)
             if now == was:
                 continue
-            moved = move_rows(root, [rel], {}, self.base) if now[0] != "missing" else []
+            moved = move_rows(root, [rel], {}, self.base) if now != MISSING else []
             went = next((m[2] for m in moved if m[2]), "")
+            path = os.path.join(root, rel)
+            if was == MISSING:  # nothing found there (a folder closed, say): nothing to say
+                if moved:
+                    said.append(_made(path, went, next((m[4] for m in moved if m[4]), "")))
+                continue
             try:
                 put_back(root, rel, was)
                 done = "put back as it was at the session's open"
             except OSError as err:
                 done = f"could not be put back ({err.strerror})"
             where = f"; the box's version is at {escape(went)}" if went else ""
-            said.append(f"the box changed {escape(os.path.join(root, rel))}, which host "
-                        f"programs read (the Landlock box cannot hold it read-only): "
-                        f"{done}{where}")
+            said.append(f"the box changed {escape(path)}, which host programs read "
+                        f"({self.why}): {done}{where}")
         return said
+
+
+def _made(path: str, went: str, why: str) -> str:
+    """What to say of a name, missing at the open, that a run made."""
+    from sandbox.session.moveout import put_back as put_back_line
+
+    head = (f"the box made {escape(path)}, which host programs read (it did not exist "
+            "when the session opened, so nothing held it)")
+    if not went:
+        return (f"{head}, and it could not be moved out ({escape(why or 'unknown')}); "
+                "check it before host git runs in this project")
+    return (f"{head}: it was moved out to {escape(went)}; to put it back once you have "
+            f"checked it, after the session: {escape(put_back_line(went, path))}")

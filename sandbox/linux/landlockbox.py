@@ -243,8 +243,9 @@ class LandlockBox(BoxBase):
         finally:
             os.close(compiled.fd)
         p = self.policy
-        self._keeper = Keeper((*p.protected_paths(), *p.missing_hook_dirs()),
-                              writable(p), p.env, os.path.basename(p.private_tmp))
+        self._keeper = Keeper(
+            (*p.protected_paths(), *p.missing_hook_dirs(), *p.kept_paths()), writable(p),
+            p.env, os.path.basename(p.private_tmp))
         self.backend.spec_fd = sealed("harness-sandbox-landlock", spec(p, bpf))
         self.hardening = Hardening.open(p.limits, boxed=False, private_tmp=p.private_tmp)
 

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from collections.abc import Collection
 
     from sandbox.box.kind import BoxKind
+    from sandbox.linux.keeper import Keeper
     from sandbox.linux.warm.seat import Forwarder
     from sandbox.network.session import Network
     from sandbox.policy import Policy
@@ -60,6 +61,8 @@ class LinuxBox(BoxBase):
         self._turn = threading.Condition()
         self._opened: tuple[tuple[str, ...] | None, bool] = (None, False)
         self._said: list[str] = []
+        # git's names missing at the open, which no bind can hold (:mod:`.keeper`).
+        self._keeper: Keeper | None = None
 
     @property
     def kind(self) -> BoxKind:
@@ -103,6 +106,7 @@ class LinuxBox(BoxBase):
         self._opened = (held, warm)
         self._replaced = Replaced((*self.policy.protected_paths(),
                                    *self.policy.missing_hook_dirs()))
+        self._keep()
         if held is not None:
             self.backend.hold(held)
         limits = self.policy.limits
@@ -114,6 +118,21 @@ class LinuxBox(BoxBase):
         if warm:
             self._warm_up(meanwhile)
         self.backend.prepare()  # what a plan stands on, made now: a plan is then data
+
+    def _keep(self) -> None:
+        """The keeper of git's names missing at the open: what a run makes there is
+        moved out once no run is going (a name made for a bind would be a placeholder
+        git reads, and lists)."""
+        import os
+
+        from sandbox.linux.keeper import Keeper
+
+        p = self.policy
+        if p.kept_paths():
+            self._keeper = Keeper(
+                p.kept_paths(), (*p.read_write_paths(), p.private_tmp), p.env,
+                os.path.basename(p.private_tmp),
+                why="a name that did not exist when the session opened")
 
     def _warm_up(self, meanwhile: Callable[[], None]) -> None:
         """The warm box, and the allow-list's forwarder in it."""
@@ -138,6 +157,9 @@ class LinuxBox(BoxBase):
         self._cool_down()
         super().close()
         self.backend.release()
+        if self._keeper is not None:
+            with self._turn:
+                self._said += self._keeper.check()
         if self._replaced is not None:
             self._replaced.close()
             self._replaced = None
@@ -181,6 +203,8 @@ class LinuxBox(BoxBase):
             self._stale = self._stale or bool(touched)
             self._said += said
             self._going -= 1
+            if self._going == 0 and self._keeper is not None:
+                self._said += self._keeper.check()  # every process of the runs has ended
             self._turn.notify_all()
 
     def _repaired(self, touched: set[str]) -> list[str]:

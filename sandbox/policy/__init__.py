@@ -207,7 +207,7 @@ def _git_fields(project: str, writable: tuple[str, ...], git: GitLayout | None,
     if git is not None:
         return {"protected": (*git.protected, *project_config_dirs(project, allowed),
                               *reads_to_protect(writable, env, home)),
-                "missing_hooks": (), "views": git.views,
+                "missing_hooks": (), "views": git.views, "kept": git.kept,
                 "pinned_dirs": git.pinned_dirs, "common_dir": common}
     git = find_layout(project, env=env, home=home, ask_git=False,
                       writable=tuple(os.path.realpath(w) for w in writable))
@@ -248,6 +248,9 @@ class Policy(NamedTuple):
     # from a writable root without following a link.
     protected: tuple[str, ...] = ()
     missing_hooks: tuple[str, ...] = ()
+    # git's protected names missing at the open, not made: what a run makes there is
+    # moved out after it (sandbox/linux/keeper.py; see sandbox.git.dirs.unmade).
+    kept: tuple[str, ...] = ()
     pinned_dirs: tuple[str, ...] = ()
     # (protected path, what the box sees there instead): see sandbox.git.views.
     views: tuple[tuple[str, str], ...] = ()
@@ -409,6 +412,12 @@ class Policy(NamedTuple):
         """What git reads to decide which programs to run, read-only in the box (see
         :mod:`sandbox.git.dirs`). Empty when ``protect`` is off."""
         return self.protected if self.protect else ()
+
+    def kept_paths(self) -> tuple[str, ...]:
+        """git's protected names that did not exist at the open and were not made: the
+        box can make them, and what it makes is moved out after the run. Empty when
+        ``protect`` is off."""
+        return self.kept if self.protect else ()
 
     def missing_hook_dirs(self) -> tuple[str, ...]:
         """``hooks`` folders that do not exist yet in a git folder that does: the box

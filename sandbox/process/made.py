@@ -220,6 +220,23 @@ def _move_out(moves: object) -> None:
             move_rows(project, rows, links, base)
 
 
+def _move_kept(kept: object) -> None:
+    """git's names missing at the session's open (:func:`sandbox.session.leftovers.kept_record`):
+    what a box made there and its keeper did not move (the harness died), moved out."""
+    import contextlib
+
+    if not isinstance(kept, dict):
+        return
+    with contextlib.suppress(Exception):
+        from sandbox.process.moving import move_rows
+
+        rows, base = kept["rows"], kept["base"]
+        if isinstance(base, str) and isinstance(rows, list):
+            for root, rel in rows:
+                if isinstance(root, str) and isinstance(rel, str):
+                    move_rows(root, [rel], {}, base)
+
+
 def clean_session(manifest: str) -> None:
     """Remove what the session of ``manifest`` made and no other live session uses,
     then the manifest: the files (many in two threads), then the folders, the last
@@ -236,6 +253,7 @@ def _clean_locked(manifest: str) -> None:
     with open(manifest, encoding="utf-8") as f:
         data = json.load(f)
     _move_out(data.get("moves"))
+    _move_kept(data.get("kept"))
     busy = live_made(os.path.dirname(manifest), manifest)
     made = list(reversed(data.get("made", [])))
     files = [e for e in made if e[2] == "file"]

@@ -11,6 +11,11 @@ link on the way to a nested row is moved in its place, unless it was there at th
 session's in the data folder, or, where something is already there, below the next
 free one (``BASE-2``, ...); on another file system it is copied the same way, links as
 links, and then removed.
+
+A folder of this user's on the way that the box closed to its owner (``chmod 0`` of the
+project, ``chmod a-w .git`` after making a name in it) is opened to its owner for the
+move, and its mode put back after: the box runs as that owner, so a mode alone could
+otherwise keep what it made where the host reads it.
 """
 
 from __future__ import annotations
@@ -60,6 +65,53 @@ def move_rows(project: str, rows: Iterable[str], links: Mapping[str, str],
 
 
 def _one(top: int, row: str, links: Mapping[str, str], base: str) -> Moved | None:
+    locked: list[tuple[int, int]] = []
+    try:
+        return _walk(top, row, links, base, locked)
+    finally:
+        for fd, mode in reversed(locked):  # each folder opened for the move, as it was
+            with contextlib.suppress(OSError):
+                os.fchmod(fd, mode)
+            os.close(fd)
+
+
+def _open_in(fd: int, part: str, locked: list[tuple[int, int]]) -> int:
+    """The folder ``part`` in ``fd``, opened without following a link; one of this
+    user's that its owner may not enter is opened to its owner first (in ``locked``,
+    with its mode)."""
+    try:
+        return os.open(part, _DIR, dir_fd=fd)
+    except PermissionError:
+        path = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                       dir_fd=fd)
+        try:
+            st = os.fstat(path)
+            if st.st_uid != os.geteuid():
+                raise
+            mode = stat.S_IMODE(st.st_mode)
+            os.chmod(f"/proc/self/fd/{path}", mode | 0o700)
+            opened = os.open(f"/proc/self/fd/{path}", os.O_RDONLY | os.O_DIRECTORY
+                             | os.O_CLOEXEC)
+        finally:
+            os.close(path)
+        locked.append((os.dup(opened), mode))
+        return opened
+
+
+def _let_write(fd: int, locked: list[tuple[int, int]]) -> bool:
+    """The folder ``fd`` made writable to its owner, this user, for the move (in
+    ``locked``, with its mode); whether it was not before."""
+    st = os.fstat(fd)
+    mode = stat.S_IMODE(st.st_mode)
+    if st.st_uid != os.geteuid() or mode & 0o300 == 0o300:
+        return False
+    os.fchmod(fd, mode | 0o300)
+    locked.append((os.dup(fd), mode))
+    return True
+
+
+def _walk(top: int, row: str, links: Mapping[str, str], base: str,
+          locked: list[tuple[int, int]]) -> Moved | None:
     parts = row.split("/")
     fd, opened = top, []
     try:
@@ -76,13 +128,13 @@ def _one(top: int, row: str, links: Mapping[str, str], base: str) -> Moved | Non
                 text = _readlink(part, fd)
                 if text is not None and links.get(sub) == text:
                     return row, sub, "", text, BEHIND
-                return _move(fd, part, sub, row, base)
+                return _move(fd, part, sub, row, base, locked=locked)
             if last:
-                return _move(fd, part, sub, row, base)
+                return _move(fd, part, sub, row, base, locked=locked)
             if not stat.S_ISDIR(st.st_mode):
                 return None  # a file on the way: the tool reads nothing there
             try:
-                fd = os.open(part, _DIR, dir_fd=fd)
+                fd = _open_in(fd, part, locked)
             except OSError as err:
                 return row, sub, "", None, err.strerror or str(err)
             opened.append(fd)
@@ -92,13 +144,14 @@ def _one(top: int, row: str, links: Mapping[str, str], base: str) -> Moved | Non
             os.close(f)
 
 
-def _move(fd: int, name: str, sub: str, row: str, base: str) -> Moved:
+def _move(fd: int, name: str, sub: str, row: str, base: str, *,
+          locked: list[tuple[int, int]] | None = None) -> Moved:
     text = _readlink(name, fd)
     try:
         where, into, fresh = _place(base, sub)
         try:
             try:
-                os.rename(name, fresh, src_dir_fd=fd, dst_dir_fd=into)
+                _rename(fd, name, into, fresh, [] if locked is None else locked)
             except OSError as err:
                 if err.errno != errno.EXDEV:
                     raise
@@ -109,6 +162,27 @@ def _move(fd: int, name: str, sub: str, row: str, base: str) -> Moved:
     except OSError as err:
         return row, sub, "", text, err.strerror or str(err)
     return row, sub, os.path.join(where, sub), text, ""
+
+
+def _rename(fd: int, name: str, into: int, fresh: str,
+            locked: list[tuple[int, int]]) -> None:
+    """``name`` in ``fd`` renamed to ``fresh`` in ``into``; a folder of this user's the
+    box made unwritable to its owner (the folder, or the name itself when a folder,
+    whose ``..`` a rename rewrites) opened to its owner first."""
+    try:
+        os.rename(name, fresh, src_dir_fd=fd, dst_dir_fd=into)
+        return
+    except PermissionError:
+        again = _let_write(fd, locked)
+        with contextlib.suppress(OSError):
+            sub = os.open(name, _DIR, dir_fd=fd)
+            try:
+                again = _let_write(sub, locked) or again
+            finally:
+                os.close(sub)
+        if not again:
+            raise
+    os.rename(name, fresh, src_dir_fd=fd, dst_dir_fd=into)
 
 
 def _place(base: str, sub: str) -> tuple[str, int, str]:

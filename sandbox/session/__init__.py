@@ -131,9 +131,6 @@ def _end(session: Session | None, manifest: str | None, tmp: str) -> None:
         from sandbox.git.configcopy import after_run  # git's config: the box's allowed keys
         session.warnings += after_run(session.policy.views, session.policy.private_tmp,
                                       session.policy.env)
-        from sandbox.git.configcopy import after_run  # git's config: the box's allowed keys
-        session.warnings += after_run(session.policy.views, session.policy.private_tmp,
-                                      session.policy.env)
     if manifest is not None:
         clean_session(manifest)
         forget_session(manifest)
@@ -156,8 +153,11 @@ class Opening:
         return self._manager.__exit__(*exc)
 
     def start(self) -> Session:
-        """Open the session (as ``with`` does); :meth:`end` must follow."""
+        """Open the session (as ``with`` does); :meth:`end` must follow. The session
+        holds this opening: ``session = Session.open(...).start()`` keeps it open (the
+        opening dropped and collected would otherwise end it under the caller)."""
         self._session = self._manager.__enter__()
+        self._session._opening = self
         return self._session
 
     def end(self) -> None:
@@ -194,6 +194,8 @@ class Session:
         self._plan_fds: list[int] = []
         # Other tools' configs the box makes, moved out after each run (moveout.py).
         self._moves: MoveOut | None = None
+        # The opening that made it, held while it lives (:meth:`Opening.start`).
+        self._opening: Opening | None = None
 
     @property
     def hardening(self) -> Hardening | None:
@@ -282,7 +284,8 @@ class Session:
                     layout = (make_missing(layout, manifest, roots, tmp=tmp, named=named,
                                             env=scrubbed, home=home, moves=moves)
                               if settings.box != "landlock" else
-                              make_none(layout, manifest, roots, tmp=tmp, moves=moves))
+                              make_none(layout, manifest, roots, tmp=tmp, env=scrubbed,
+                                        moves=moves))
             policy = Policy.from_settings(project, settings, boxed=boxed, private_tmp=tmp,
                                           env=env, git=layout)._replace(output_cap=output_cap)
             # The toolkit will not run from a folder the box can write (selfguard.py).
@@ -403,9 +406,6 @@ class Session:
             finally:
                 if moves is not None:
                     self.warnings += moves.run_ended()
-                from sandbox.git.configcopy import after_run  # git's config: the box's allowed keys
-                self.warnings += after_run(self.policy.views, self.policy.private_tmp,
-                                           self.policy.env)
                 from sandbox.git.configcopy import after_run  # git's config: the box's allowed keys
                 self.warnings += after_run(self.policy.views, self.policy.private_tmp,
                                            self.policy.env)

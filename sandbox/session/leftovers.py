@@ -38,14 +38,16 @@ def _head(tmp: str, moves: Mapping[str, object] | None) -> dict[str, object]:
 
 def make(manifest: str, tmp: str, roots: tuple[str, ...], *, dirs: Iterable[str],
          files: Iterable[tuple[str, bytes]], protected: Iterable[str] = (),
-         moves: Mapping[str, object] | None = None) -> None:
+         moves: Mapping[str, object] | None = None,
+         kept: Mapping[str, object] | None = None) -> None:
     """Make each folder, then each file, where nothing is yet (never through a link).
     The manifest lists them before anything is made, so a kill half-way leaves nothing
     unlisted (removing what was never made is harmless). What another live session
     made and this one protects is listed too: the last of them to end removes it.
-    ``moves`` is kept as :func:`start` wrote it."""
+    ``moves`` is kept as :func:`start` wrote it; ``kept``: git's names missing at the
+    open, moved out if the harness dies (:func:`kept_record`)."""
     made: list[list[str]] = []
-    data = {**_head(tmp, moves), "made": made}
+    data = {**_head(tmp, moves), **({"kept": kept} if kept else {}), "made": made}
     plan = [(d, "dir", b"") for d in dirs] + [(p, "file", c) for p, c in files]
     entries: list[tuple[str, str, str, bytes]] = []
     for path, kind, content in plan:
@@ -55,7 +57,7 @@ def make(manifest: str, tmp: str, roots: tuple[str, ...], *, dirs: Iterable[str]
     made += [[r, rel, k, c.hex()] for r, rel, k, c in entries]
     # Written again only when it changed: replacing a file costs the disk a flush (ext4
     # writes a replaced file's data out first), and most sessions make nothing.
-    shown = _write(manifest, data, json.dumps({**data, "made": []}))  # as start() wrote
+    shown = _write(manifest, data, json.dumps(_head(tmp, moves)))  # as start() wrote
     shared = live_made(os.path.dirname(manifest), manifest)
     done: list[list[str]] = [
         [r, rel, k, c.hex()] for r, rel, k, c in _adopted(protected, roots, shared)]
@@ -77,6 +79,15 @@ def make(manifest: str, tmp: str, roots: tuple[str, ...], *, dirs: Iterable[str]
         raise failed
     data["made"] = done
     _write(manifest, data, shown)
+
+
+def kept_record(kept: Iterable[str], roots: tuple[str, ...], base: str
+                ) -> dict[str, object] | None:
+    """What the manifest keeps of git's names missing at the open (``kept``, absolute):
+    each as (root, rel), and the folder what a box made there goes to when the harness
+    died before its keeper moved it (:func:`sandbox.process.made.clean_session`)."""
+    rows = [list(w) for p in kept if (w := beneath.relative(p, roots)) is not None]
+    return {"rows": rows, "base": base} if rows else None
 
 
 def _create_all(entries: list[tuple[str, str, str, bytes]], done: list[list[str]]) -> None:

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 import sandbox.session.leftovers as _leftovers
 from sandbox.dispatch import box_name
 from sandbox.git.config import find_git
-from sandbox.git.dirs import GitLayout, find_layout, merged
+from sandbox.git.dirs import GitLayout, find_layout, merged, unmade
 from sandbox.policy import hostreads
 from sandbox.session.moveout import MoveOut
 
@@ -49,17 +49,19 @@ def with_views(layout: GitLayout, roots: tuple[str, ...], env: Mapping[str, str]
 def make_missing(layout: GitLayout, manifest: str, roots: tuple[str, ...], *, tmp: str,
                   named: Sequence[str], env: Mapping[str, str], home: str,
                   moves: MoveOut | None) -> GitLayout:
-    """Make what is missing before the box, listed in ``manifest``: git's protected
-    names, and what the host reads in a writable folder (made empty, bound read-only
-    like the rest: sandbox/policy/hostreads.py; other tools' project configs are not made but
-    moved out, sandbox/session/moveout.py). Returns ``layout`` with its module configs'
-    views."""
-    # A bind covers a name that exists; Seatbelt's rules deny names, there or not.
+    """Make what is missing before the box, listed in ``manifest``: what the host reads
+    in a writable folder (made empty, bound read-only like the rest:
+    sandbox/policy/hostreads.py). git's protected names are not made: a bind covers a
+    name that exists, so the namespace box keeps them instead (:func:`unmade`, moved out
+    after a run that made them), and Seatbelt's rules deny names, there or not. Other
+    tools' project configs are moved out too (sandbox/session/moveout.py). Returns
+    ``layout`` with its module configs' views."""
     binds = box_name() == "bwrap"
     reads = hostreads.covers(named, env, home) if binds else hostreads.Covers()
-    _leftovers.make(manifest, tmp, roots,
-                    dirs=(*layout.make_dirs, *reads.folders),
-                    files=(*layout.make_files, *((f, b"") for f in reads.files)),
+    if binds:
+        layout = unmade(layout)
+    _leftovers.make(manifest, tmp, roots, dirs=reads.folders, kept=_kept(layout, roots, env, tmp),
+                    files=tuple((f, b"") for f in reads.files),
                     protected=(*layout.protected,
                                *map(hostreads.as_bound, hostreads.candidates(env, home))),
                     moves=moves.record() if moves else None)
@@ -67,10 +69,21 @@ def make_missing(layout: GitLayout, manifest: str, roots: tuple[str, ...], *, tm
 
 
 def make_none(layout: GitLayout, manifest: str, roots: tuple[str, ...], *, tmp: str,
-               moves: MoveOut | None) -> GitLayout:
+               env: Mapping[str, str], moves: MoveOut | None) -> GitLayout:
     """The Landlock box's :func:`_make_missing`: nothing made (no bind would cover it;
     what the box makes of a protected name is moved out after the run,
     sandbox/linux/keeper.py), the manifest written all the same."""
+    layout = unmade(layout)
     _leftovers.make(manifest, tmp, roots, dirs=(), files=(), protected=layout.protected,
-                    moves=moves.record() if moves else None)
+                    moves=moves.record() if moves else None,
+                    kept=_kept(layout, roots, env, tmp))
     return layout
+
+
+def _kept(layout: GitLayout, roots: tuple[str, ...], env: Mapping[str, str], tmp: str
+          ) -> dict[str, object] | None:
+    """The manifest's record of git's names the session keeps (not made)."""
+    from sandbox.session.moveout import data_folder
+
+    base = os.path.join(data_folder(env), f"{os.path.basename(tmp)}-after-the-harness")
+    return _leftovers.kept_record(layout.kept, roots, base)

@@ -435,18 +435,30 @@ def test_the_private_temp_folder_goes_with_the_session(tmp_path: Path) -> None:
     assert not os.path.exists(tmp)
 
 
-def test_a_missing_git_hooks_folder_cannot_be_created_and_filled() -> None:
+def _data_env(base: Path) -> dict[str, str]:
+    """The environment with the user's data folder (where what the box made of a
+    missing protected name goes) inside the test's own folder."""
+    return {**os.environ, "XDG_DATA_HOME": str(base / "data")}
+
+
+def test_a_missing_git_hooks_folder_the_box_fills_is_moved_out_after_the_run() -> None:
     base = Path(os.path.realpath(tempfile.mkdtemp(dir="/var/tmp", prefix="hs-iso-")))
     try:
         project = base / "project"
         subprocess.run(["git", "init", "-q", str(project)], check=True)
         shutil.rmtree(project / ".git" / "hooks")
-        with Session.open(str(project), SandboxSettings(hide_defaults=False)) as session:
+        with Session.open(str(project), SandboxSettings(hide_defaults=False),
+                          env=_data_env(base)) as session:
             r = session.run(["sh", "-c", "mkdir -p .git/hooks; "
                              "printf '#!/bin/sh\\necho pwned\\n' > .git/hooks/pre-commit"])
-        assert r.returncode != 0, explain(r)
-        assert b"Read-only file system" in r.stderr
-        assert not (project / ".git" / "hooks" / "pre-commit").exists()
+            assert r.ok, explain(r)
+            # Gone once the run is over, while the session lasts: no folder is made
+            # for it at the open, so the project lists as it does bare.
+            assert not (project / ".git" / "hooks").exists()
+        moved = list((base / "data" / "harness" / "moved").glob("*/.git/hooks/pre-commit"))
+        assert len(moved) == 1, session.warnings
+        assert any(w.startswith(f"the box made {project}/.git/hooks,")
+                   for w in session.warnings), session.warnings
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -468,13 +480,17 @@ def repo() -> Iterator[Path]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def test_git_cannot_be_pointed_elsewhere_through_a_new_commondir(repo: Path) -> None:
+def test_a_new_commondir_is_moved_out_before_git_reads_it(repo: Path) -> None:
     commondir = repo / ".git" / "commondir"
     assert not commondir.exists()
-    with Session.open(str(repo), SandboxSettings(hide_defaults=False)) as session:
+    with Session.open(str(repo), SandboxSettings(hide_defaults=False),
+                      env=_data_env(repo.parent)) as session:
+        # Nothing is made at the open: the box's git answers as git bare does.
+        r = session.run(["git", "rev-parse", "--git-common-dir"])
+        assert r.stdout == b".git\n", explain(r)
         r = session.run(["sh", "-c", "echo /tmp/evil > .git/commondir"])
-        assert r.returncode != 0, explain(r)
-        assert b"Read-only file system" in r.stderr
+        assert r.ok, explain(r)
+        assert not commondir.exists()  # moved out once the run was over
         # git works as before, in the box and on the host, while the session lasts.
         r = session.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid",
                          "commit", "-q", "--allow-empty", "-m", "boxed"])
@@ -490,13 +506,16 @@ def test_a_linked_worktree_cannot_repoint_its_git_file_or_commondir(repo: Path) 
     dotgit = worktree / ".git"
     own = Path(dotgit.read_text().split(":", 1)[1].strip())
     before = (dotgit.read_bytes(), (own / "commondir").read_bytes())
-    with Session.open(str(worktree), SandboxSettings(hide_defaults=False)) as session:
+    with Session.open(str(worktree), SandboxSettings(hide_defaults=False),
+                      env=_data_env(repo.parent)) as session:
         r = session.run(["sh", "-c", f"echo 'gitdir: /tmp/evil' > .git; "
                                      f"echo /tmp/evil > {own}/commondir; "
                                      f"echo /tmp/evil > {repo}/.git/commondir; "
                                      f"echo x > {repo}/.git/hooks/pre-commit"])
         assert r.returncode != 0, explain(r)
-        assert r.stderr.count(b"Read-only file system") == 4, explain(r)
+        # The common folder's commondir did not exist: made, and moved out after.
+        assert r.stderr.count(b"Read-only file system") == 3, explain(r)
+        assert not (repo / ".git" / "commondir").exists()
         r = session.run(["git", "status", "--short"])
         assert r.ok, explain(r)
     assert (dotgit.read_bytes(), (own / "commondir").read_bytes()) == before

@@ -26,11 +26,14 @@ pytestmark = pytest.mark.isolation
 ROOT = os.geteuid() == 0
 
 
-def test_a_git_folder_made_read_only_by_its_owner_is_no_way_in(tmp_path: Path) -> None:
-    """The owner of a mode-0555 ``.git`` (the box runs as that owner) could ``chmod u+w``
-    it and make ``config.worktree`` with an fsmonitor: host git would run it. Root's
-    session makes and covers the name (root writes there); a plain user's session cannot
-    make it, so it is refused with the fix, never opened without the cover."""
+@pytest.mark.parametrize("close", ["0555", "0000"])
+def test_a_git_folder_made_read_only_by_its_owner_is_no_way_in(tmp_path: Path,
+                                                               close: str) -> None:
+    """The owner of a mode-0555 ``.git`` (the box runs as that owner) can ``chmod u+w``
+    it, make ``config.worktree`` with an fsmonitor, and close the folder again (to its
+    owner too, with 0000): host git would run it. Nothing covers the missing name; what
+    the box made is moved out after the run all the same, the folder opened to its
+    owner for the move and its mode put back."""
     repo = tmp_path / "repo"
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     subprocess.run(["git", "-C", str(repo), "config", "extensions.worktreeConfig", "true"],
@@ -38,24 +41,21 @@ def test_a_git_folder_made_read_only_by_its_owner_is_no_way_in(tmp_path: Path) -
     git = repo / ".git"
     os.chmod(git, 0o555)
     attack = ("chmod u+w .git; printf '[core]\\n\\tfsmonitor = /bin/false\\n' > "
-              ".git/config.worktree 2>&1; echo done")
+              f".git/config.worktree; chmod {close} .git; echo done")
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data")}
     try:
-        if ROOT:
-            with Session.open(str(repo)) as s:
-                r = s.run(["sh", "-c", attack])
+        with Session.open(str(repo), env=env) as s:
+            r = s.run(["sh", "-c", attack])
             assert r.stdout.endswith(b"done\n"), r.stderr
-            assert b"Read-only file system" in r.stderr
-        else:
-            with pytest.raises(PolicyError) as caught, Session.open(str(repo)):
-                pass
-            assert str(caught.value) == (
-                f"{git}/config.worktree is missing and its folder {git} is not writable, "
-                "so the session cannot cover it, while the box could make it after a "
-                f"chmod; make the folder writable (chmod u+w {git}) and try again")
-        made = (git / "config.worktree").exists()
+            assert oct(os.lstat(git).st_mode & 0o777) == oct(int(close, 8))
+            os.chmod(git, 0o755)
+            made = (git / "config.worktree").exists()
     finally:
         os.chmod(git, 0o755)
     assert not made
+    assert any(w.startswith(f"the box made {git}/config.worktree,") for w in s.warnings), \
+        s.warnings
+    assert list((tmp_path / "data").glob("harness/moved/*/.git/config.worktree"))
 
 
 def test_a_project_we_cannot_list_is_refused_with_its_cause(tmp_path: Path) -> None:
@@ -104,3 +104,22 @@ def test_the_session_says_how_to_use_it_without_with(tmp_path: Path) -> None:
     finally:
         opening.end()
     assert not os.path.exists(tmp)
+
+
+def test_a_session_started_from_an_opening_it_dropped_stays_open(tmp_path: Path) -> None:
+    """``session = Session.open(...).start()``, as the error above suggests: the opening
+    is dropped at once, and collected it would end the session under its caller (its
+    private folder removed, the box's next run refused)."""
+    import gc
+
+    project = tmp_path / "p"
+    project.mkdir()
+    session = Session.open(str(project)).start()
+    try:
+        gc.collect()
+        assert os.path.isdir(session.policy.private_tmp)
+        assert session.run(["/bin/echo", "hi"]).stdout == b"hi\n"
+    finally:
+        assert session._opening is not None
+        session._opening.end()
+    assert not os.path.exists(session.policy.private_tmp)

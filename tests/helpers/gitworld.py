@@ -103,6 +103,17 @@ def host_git_runs_nothing(w: World, cwd: Path | None = None) -> None:
     assert not w.marker.exists(), "host git ran the box's program"
 
 
+def moved_out(w: World, warnings: list[str], path: Path) -> None:
+    """What the box made at ``path`` (a protected name missing at the open: nothing held
+    it) is gone from the project, kept in the user's data folder, and said."""
+    assert not os.path.lexists(path), f"{path} is still there"
+    said = [x for x in warnings if x.startswith(f"the box made {path}, which host ")]
+    assert said and "it was moved out to " in said[0], warnings
+    kept = said[0].split("it was moved out to ", 1)[1].split(";", 1)[0]
+    assert kept.startswith(os.path.join(w.env["HOME"], ".local/share/harness/moved/")), said
+    assert os.path.lexists(kept), said
+
+
 def home_is_read_only(w: World, project: Path | None = None) -> None:
     r, _ = w.box(f"echo x >> {w.home}/.profile; echo x > {w.home}/.bashrc", project)
     assert r.returncode != 0, explain(r)

@@ -13,7 +13,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers.gitworld import GIT_ID, World, explain, home_is_read_only, host_git_runs_nothing, w
+from helpers.gitworld import (
+    GIT_ID,
+    World,
+    explain,
+    home_is_read_only,
+    host_git_runs_nothing,
+    moved_out,
+    w,
+)
 
 from sandbox.errors import PolicyError, SandboxUnavailable
 
@@ -107,13 +115,39 @@ def test_another_worktrees_commondir_cannot_be_repointed(w: World) -> None:
     host_git_runs_nothing(w, wt2)
 
 
-def test_config_worktree_cannot_be_created(w: World) -> None:
+def test_a_config_worktree_the_box_makes_is_moved_out(w: World) -> None:
     assert w.git("config", "extensions.worktreeConfig", "true").returncode == 0
-    r, _ = w.box(f"{w.evil()} && printf '[core]\\n\\tfsmonitor = {w.project}/evil.sh\\n' "
-                 "> .git/config.worktree")
-    assert r.returncode != 0, explain(r)
-    assert not (w.project / ".git" / "config.worktree").exists()
+    r, warnings = w.box(f"{w.evil()} && printf '[core]\\n\\tfsmonitor = {w.project}/evil.sh"
+                        "\\n' > .git/config.worktree")
+    assert r.returncode == 0, explain(r)
+    moved_out(w, warnings, w.project / ".git" / "config.worktree")
     host_git_runs_nothing(w)
+
+
+PLANT = "printf '[core]\\n\\tfsmonitor = {p}/evil.sh\\n' > .git/config.worktree"
+
+
+@pytest.mark.parametrize("keeper_on", [True, False])
+def test_what_the_box_made_is_gone_before_host_git_runs_between_runs(
+        w: World, keeper_on: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The session stays open: host git runs between two runs (the harness's own git
+    status, say). With the keeper taken out, host git runs what the box planted."""
+    from sandbox.linux import keeper
+
+    if not keeper_on:
+        monkeypatch.setattr(keeper.Keeper, "check", lambda self: [])
+    assert w.git("config", "extensions.worktreeConfig", "true").returncode == 0
+    with w.session() as s:
+        r = s.run(["sh", "-c", f"{w.evil()} && {PLANT.format(p=w.project)}"])
+        assert r.returncode == 0, explain(r)
+        host_git = w.git("status", "--short")
+        again = s.run(["git", "status", "--short"])
+    assert host_git.returncode == 0 and again.returncode == 0, explain(again)
+    if keeper_on:
+        assert not w.marker.exists(), "host git ran the box's program"
+        moved_out(w, s.warnings, w.project / ".git" / "config.worktree")
+    else:
+        assert w.marker.exists(), "the attack did not take: the test shows nothing"
 
 
 def test_the_hooks_path_folder_is_read_only(w: World) -> None:
@@ -125,12 +159,12 @@ def test_the_hooks_path_folder_is_read_only(w: World) -> None:
     host_git_runs_nothing(w)
 
 
-def test_a_missing_hooks_path_folder_cannot_be_made(w: World) -> None:
+def test_a_missing_hooks_path_folder_the_box_makes_is_moved_out(w: World) -> None:
     assert w.git("config", "core.hooksPath", ".husky").returncode == 0
-    r, _ = w.box(f"mkdir -p .husky; printf '#!/bin/sh\\ntouch {w.marker}\\n' > "
-                 ".husky/pre-commit; chmod +x .husky/pre-commit")
-    assert r.returncode != 0, explain(r)
-    assert not (w.project / ".husky").exists()
+    r, warnings = w.box(f"mkdir -p .husky; printf '#!/bin/sh\\ntouch {w.marker}\\n' > "
+                        ".husky/pre-commit; chmod +x .husky/pre-commit")
+    assert r.returncode == 0, explain(r)
+    moved_out(w, warnings, w.project / ".husky")
     host_git_runs_nothing(w)
 
 
@@ -143,12 +177,12 @@ def test_an_included_file_in_the_worktree_is_read_only(w: World) -> None:
     host_git_runs_nothing(w)
 
 
-def test_an_included_file_that_is_missing_cannot_be_made(w: World) -> None:
+def test_an_included_file_that_is_missing_is_moved_out_when_made(w: World) -> None:
     assert w.git("config", "includeIf.onbranch:evil.path", "../.evil.cfg").returncode == 0
-    r, _ = w.box(f"{w.evil()} && printf '[core]\\n\\tfsmonitor = {w.project}/evil.sh\\n' "
-                 "> .evil.cfg")
-    assert r.returncode != 0, explain(r)
-    assert not (w.project / ".evil.cfg").exists()
+    r, warnings = w.box(f"{w.evil()} && printf '[core]\\n\\tfsmonitor = {w.project}/evil.sh"
+                        "\\n' > .evil.cfg")
+    assert r.returncode == 0, explain(r)
+    moved_out(w, warnings, w.project / ".evil.cfg")
     w.git("checkout", "-q", "-b", "evil")
     host_git_runs_nothing(w)
 
@@ -303,14 +337,14 @@ def test_a_config_git_cannot_read_refuses_the_box(w: World) -> None:
         "again")
 
 
-def test_an_include_named_from_home_in_a_writable_folder_is_read_only(w: World) -> None:
+def test_an_include_named_from_home_in_a_writable_folder_is_moved_out_when_made(w: World) -> None:
     # ~ is the session's HOME here, and the project sits below it as written.
     w.env["HOME"] = str(w.base)
     assert w.git("config", "include.path", "~/project/.team.cfg").returncode == 0
-    r, _ = w.box(f"{w.evil()} && printf '[core]\\n\\tfsmonitor = {w.project}/evil.sh\\n' "
-                 "> .team.cfg")
-    assert r.returncode != 0, explain(r)
-    assert not (w.project / ".team.cfg").exists()
+    r, warnings = w.box(f"{w.evil()} && printf '[core]\\n\\tfsmonitor = {w.project}/evil.sh"
+                        "\\n' > .team.cfg")
+    assert r.returncode == 0, explain(r)
+    moved_out(w, warnings, w.project / ".team.cfg")
     host_git_runs_nothing(w)
 
 

@@ -242,8 +242,10 @@ def test_git_inputs_a_run_changed_are_put_back_before_host_git_reads_them(
     assert not (project / ".git" / "commondir").exists()
     assert again.out.split() == [again.out.split()[0]] and again.code == 0, again
     said = " ".join(s.warnings)
-    for name in (".git/config", ".git/hooks", ".git/commondir"):
+    for name in (".git/config", ".git/hooks"):
         assert f"the box changed {project}/{name}, which host programs read" in said, said
+    # Missing at the open: nothing to put back, what the box made moved out.
+    assert f"the box made {project}/.git/commondir, which host programs read" in said, said
     kept = list((place / "data" / "harness" / "moved").glob("*-protected/.git/config"))
     assert len(kept) == 1 and b"evil.sh" in kept[0].read_bytes()
 
