@@ -62,6 +62,16 @@ def stands_in() -> bool:
     return needed()
 
 
+def given_ids() -> range | None:
+    """The host ids that root's stand-in gives other owners' files (the box's 1 on: ids
+    no account has, :mod:`sandbox.linux.standin`), or None where no box stands in."""
+    if not stands_in():
+        return None
+    from sandbox.linux.standin import COUNT, UID
+
+    return range(UID + 1, UID + COUNT)
+
+
 def host_backend(policy: Policy) -> Backend:
     """The backend for host commands (``sandbox = false`` hooks, ``run --host``)."""
     from sandbox.box.host import HostBackend

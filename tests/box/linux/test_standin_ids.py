@@ -190,3 +190,32 @@ def test_the_boxs_user_namespace_makes_no_other(project: Path, box: str) -> None
     _, out, err = _run(project, box, "cat /proc/sys/user/max_user_namespaces; "
                                      "unshare -U true; echo unshare=$?")
     assert out.split() == ["0", "unshare=1"], err
+
+
+def test_the_end_says_which_files_went_to_ids_no_one_has_and_how_to_take_them_back(
+        project: Path) -> None:
+    """What root bare would give 1234 the host sees owned by an id no account has: the
+    session's end counts those files, names one, and gives the command that makes them
+    the folder's owner's again (run here as written)."""
+    import subprocess
+
+    _archive(project / "a.tar")
+    (project / "mine").write_text("x")
+    with Session.open(str(project)) as s:
+        r = s.run(["sh", "-c", "tar -xpf a.tar && touch f && chown 7:7 f"])
+        assert r.ok, r
+    said = [w for w in s.warnings if "ids no account on this host has" in w]
+    assert len(said) == 1, s.warnings
+    assert said[0].startswith(f"3 files in {project} were given other owners in the box "
+                              "(chown, tar -xp as root)"), said
+    fix = said[0].rsplit("to give them to the folder's owner: ", 1)[1]
+    subprocess.run(["sh", "-c", fix], check=True)
+    st = project.stat()
+    for path in (project / "tree", project / "tree" / "file", project / "f"):
+        assert (path.lstat().st_uid, path.lstat().st_gid) == (st.st_uid, st.st_gid), path
+
+
+def test_a_session_that_gave_nothing_away_says_nothing_of_owners(project: Path) -> None:
+    with Session.open(str(project)) as s:
+        assert s.run(["sh", "-c", "touch f && mkdir d"]).ok
+    assert not [w for w in s.warnings if "ids no account" in w], s.warnings
