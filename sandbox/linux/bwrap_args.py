@@ -169,7 +169,8 @@ def box_args(
         raise ValueError(f"bwrap must be an absolute path, not {bwrap!r}")
     _require_features(bwrap, features)
     ops, read_only_last = _mount_ops(policy)
-    args: list[str] = [bwrap, "--ro-bind", root, "/", "--dev", "/dev", "--proc", "/proc"]
+    args: list[str] = [bwrap, "--ro-bind", root, "/", "--dev", "/dev", "--proc", "/proc",
+                       *TTY_NAMES]
     for name in PROC_READ_ONLY if proc_belt else ():
         args += ["--ro-bind-try", name, name]
     for name in KEYRING_LISTS if proc_belt else ():
@@ -257,6 +258,14 @@ def staged_binds(policy: Policy, fds: Mapping[str, int]) -> list[Bind]:
             elif fd is not None or os.path.lexists(path) or _could_make(path):
                 out.append(Bind("ro", path, root, expect=expect))
     return out
+
+
+# A name in /dev for the run's terminal, which is not in the box's own /dev/pts (the
+# host made it): ttyname() finds it there by its device and inode once the names it
+# tries first fail, as tty(1) does bare. Each leads to one of the command's standard
+# streams (as /dev/stdin does, which ttyname() passes over by its name).
+TTY_NAMES = tuple(a for fd in range(3)
+                  for a in ("--symlink", f"/proc/self/fd/{fd}", f"/dev/tty-of-the-run-{fd}"))
 
 
 def _require_features(bwrap: str, features: Collection[str] | None) -> None:

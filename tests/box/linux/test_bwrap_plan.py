@@ -19,7 +19,9 @@ from sandbox.policy.env import PROVIDER_KEYS
 
 BWRAP = "/usr/bin/bwrap"
 PROC_RO = [x for name in bwrap.PROC_READ_ONLY for x in ("--ro-bind-try", name, name)]
-HEAD = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *PROC_RO,
+TTY = [x for fd in range(3)
+       for x in ("--symlink", f"/proc/self/fd/{fd}", f"/dev/tty-of-the-run-{fd}")]
+HEAD = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *TTY, *PROC_RO,
         "--ro-bind", "/dev/null", "/proc/keys", "--ro-bind", "/dev/null", "/proc/key-users"]
 TAIL = ["--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
         "--new-session", "--cap-drop", "ALL"]

@@ -77,6 +77,20 @@ def test_a_tty_run_is_on_a_terminal_of_its_size_and_a_plain_run_is_not(
 
 
 @EACH_BOX
+def test_the_runs_terminal_has_a_name_in_the_box(project: Path, box: str) -> None:
+    """``tty`` and ``ttyname()`` name the run's terminal, though it is not in the box's
+    own /dev/pts (the host made it): by a name in /dev that leads to the stream, which
+    is the terminal's device and inode. A stream that is no terminal has no name."""
+    script = ("tty; python3 -c 'import os; print(os.ttyname(1))'; "
+              "tty </dev/null; echo rc=$?; test -c \"$(tty)\" && echo a-terminal")
+    with launcher(box) as warm, Session.open(str(project), warm=warm) as s:
+        r = s.run(["sh", "-c", script], tty=True)
+    lines = r.stdout.decode().split("\r\n")
+    assert lines[0].startswith("/dev/tty-of-the-run-") and lines[1] == lines[0], r
+    assert lines[2:5] == ["not a tty", "rc=1", "a-terminal"], r
+
+
+@EACH_BOX
 def test_tiocsti_on_the_runs_terminal_is_still_refused(project: Path, box: str) -> None:
     with launcher(box) as warm, Session.open(str(project), warm=warm) as s:
         r = s.run(["python3", "-c", STI], tty=True)
