@@ -26,16 +26,20 @@ what a run makes is moved out once the run is over.
 
 A name missing at the open is never taken as a new start, whoever made it: another
 session's box on the same project is no more the host's own than this one's (were it
-taken, this session's put-back would plant it again once the other moved it out).
+taken, this session's put-back would plant it again once the other moved it out). Nor
+is any change while a run of another of this user's sessions is going (:class:`Runs`):
+it may be that run's.
 """
 
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import stat
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
 from sandbox.fs import beneath
 from sandbox.text import escape
@@ -148,6 +152,45 @@ def put_back(root: str, rel: str, entry: Entry) -> None:
         _write_at(dfd, name, entry)
     finally:
         os.close(dfd)
+
+
+class Runs:
+    """The runs of this user's sessions whose keepers take the host's changes, across
+    sessions: a lock file in the per-user private root (which no box reaches). A run
+    holds it shared while it goes; a keeper takes what changed as its new start only
+    when it can hold it alone, since a change made while another session's run goes may
+    be that run's, and taking it would put it back once that session moved it out."""
+
+    def __init__(self, root: str) -> None:
+        self.path = os.path.join(root, "kept-runs.lock")
+
+    def _open(self) -> int:
+        return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                       0o600)
+
+    def run(self) -> int:
+        """A run begins: the lock held shared until the descriptor returned is closed."""
+        fd = self._open()
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    @contextmanager
+    def alone(self) -> Iterator[bool]:
+        """Whether no run of another session is going (held so while inside)."""
+        fd = self._open()
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                yield False
+                return
+            yield True
+        finally:
+            os.close(fd)
 
 
 class Keeper:

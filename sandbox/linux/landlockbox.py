@@ -267,11 +267,18 @@ class LandlockBox(BoxBase):
              stdin: bytes, timeout: float | None, cancel: threading.Event | None,
              pipes: type[Pipes]) -> RunResult:
         """A host run's supervision (group, marker, subreaper), then the keeper: what
-        changed while no run was going (the host's own edit) is its new start."""
+        changed while no run was going, of this session or another's (the host's own
+        edit), is its new start."""
+        from sandbox.linux.keeper import Runs
+
+        runs = Runs(os.path.dirname(self.policy.private_tmp))
         with self._turn:
             if self._going == 0 and self._keeper is not None:
-                self._keeper.settle()
+                with runs.alone() as alone:
+                    if alone:
+                        self._keeper.settle()
             self._going += 1
+        held = runs.run()
         try:
             return self.backend.read(self._supervised(
                 argv, env_extra, box=False, stdin=stdin, timeout=timeout, cancel=cancel,
@@ -280,3 +287,4 @@ class LandlockBox(BoxBase):
             with self._turn:
                 self._put_back()
                 self._going -= 1
+            os.close(held)  # after the put-back: this run's changes are gone

@@ -5,11 +5,13 @@ test_containers.py."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -463,3 +465,44 @@ def test_a_home_or_a_hidden_path_in_a_writable_folder_is_refused_with_its_fix(
                          env=env).start()
         assert said in got.value.diagnosis, got.value
         assert got.value.fix.endswith('([sandbox] box = "auto")'), got.value
+
+
+@pytest.mark.parametrize("lock_on", [True, False])
+def test_a_change_made_while_another_sessions_run_goes_is_not_taken_as_the_hosts(
+        place: Path, lock_on: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two sessions on one project (a harness's sub-agents). The first's run plants an
+    fsmonitor in git's config and is still going when the second's run starts: were the
+    second to take the plant as the host's own edit, it would put it back once the first
+    moved it out. With the lock among sessions' runs taken out, host git runs it."""
+    if not lock_on:
+        @contextlib.contextmanager
+        def always(self: keeper.Runs) -> Iterator[bool]:
+            yield True
+        monkeypatch.setattr(keeper.Runs, "alone", always)
+    project = place / "proj"
+    _repo(project)
+    config = (project / ".git" / "config").read_bytes()
+    a, b = _open(project), _open(project)
+    try:
+        going = threading.Thread(target=_sh, args=(a, "printf '#!/bin/sh\\ntouch ../RAN\\n'"
+                                 " > evil.sh; chmod +x evil.sh; printf '[core]\\n\\t"
+                                 f"fsmonitor = {project}/evil.sh\\n' >> .git/config; "
+                                 "sleep 1"))
+        going.start()
+        deadline = time.monotonic() + 10
+        while b"fsmonitor" not in (project / ".git" / "config").read_bytes() and \
+                time.monotonic() < deadline:
+            time.sleep(0.01)
+        # Starts while the first's run goes (its plant is not taken as a start) and
+        # ends after it (the first put the config back meanwhile): nothing to put back.
+        _sh(b, "sleep 2")
+        going.join()
+    finally:
+        a.close()
+        b.close()
+    _host_git(project)
+    if lock_on:
+        assert (project / ".git" / "config").read_bytes() == config
+        assert not (place / "RAN").exists()
+    else:
+        assert (place / "RAN").exists(), "the attack did not take: the test shows nothing"
