@@ -91,6 +91,15 @@ class Box(Protocol):
         """What the box did to keep a promise since the last call (the Landlock box's
         put-back files), for the session's warnings."""
 
+    def appeared(self) -> tuple[str, ...]:
+        """Protected names missing at the open that are there now, which the box would
+        hold from now on (:meth:`adopt`); asked only while no run of any of the user's
+        sessions is going (:mod:`sandbox.process.runs`), so what appeared is the host's."""
+
+    def adopt(self, paths: tuple[str, ...]) -> None:
+        """Hold ``paths``, which appeared on the host, as it holds what was there at the
+        open: from the next run on."""
+
     def plan(self, argv: Sequence[str], env_extra: Mapping[str, str] | None = None
              ) -> LaunchPlan:
         """The plan of one run in a box of its own. Pure but for the descriptors it
@@ -147,6 +156,13 @@ class BoxBase:
     def said(self) -> list[str]:
         """Nothing to say, but in the Landlock box (:mod:`.landlockbox`)."""
         return []
+
+    def appeared(self) -> tuple[str, ...]:
+        """Nothing kept here (Seatbelt denies names, there or not)."""
+        return ()
+
+    def adopt(self, paths: tuple[str, ...]) -> None:
+        """Nothing to do: Seatbelt's rules name the paths, there or not."""
 
     def close(self) -> None:
         if self.hardening is not None:

@@ -26,20 +26,19 @@ what a run makes is moved out once the run is over.
 
 A name missing at the open is never taken as a new start, whoever made it: another
 session's box on the same project is no more the host's own than this one's (were it
-taken, this session's put-back would plant it again once the other moved it out). Nor
-is any change while a run of another of this user's sessions is going (:class:`Runs`):
-it may be that run's.
+taken, this session's put-back would plant it again once the other moved it out).
+A session takes what changed as the host's own only while no run of any of this
+user's sessions is going (:mod:`sandbox.process.runs`): :meth:`Keeper.settle` in the
+Landlock box; :meth:`Keeper.appeared`, a name that did not exist, in both.
 """
 
 from __future__ import annotations
 
 import errno
-import fcntl
 import os
 import stat
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 
 from sandbox.fs import beneath
 from sandbox.text import escape
@@ -154,45 +153,6 @@ def put_back(root: str, rel: str, entry: Entry) -> None:
         os.close(dfd)
 
 
-class Runs:
-    """The runs of this user's sessions whose keepers take the host's changes, across
-    sessions: a lock file in the per-user private root (which no box reaches). A run
-    holds it shared while it goes; a keeper takes what changed as its new start only
-    when it can hold it alone, since a change made while another session's run goes may
-    be that run's, and taking it would put it back once that session moved it out."""
-
-    def __init__(self, root: str) -> None:
-        self.path = os.path.join(root, "kept-runs.lock")
-
-    def _open(self) -> int:
-        return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-                       0o600)
-
-    def run(self) -> int:
-        """A run begins: the lock held shared until the descriptor returned is closed."""
-        fd = self._open()
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH)
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
-
-    @contextmanager
-    def alone(self) -> Iterator[bool]:
-        """Whether no run of another session is going (held so while inside)."""
-        fd = self._open()
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                yield False
-                return
-            yield True
-        finally:
-            os.close(fd)
-
-
 class Keeper:
     """The protected paths as they were when no run was going; :meth:`check` after each
     run, :meth:`settle` before a run that starts while none is going (what changed then
@@ -205,12 +165,18 @@ class Keeper:
         self.base = os.path.join(data_folder(env), f"{time.strftime('%Y%m%d-%H%M%S')}-"
                                                    f"{session}-protected")
         self.why = why
+        self.roots = roots
         self.kept: list[tuple[str, str, Entry]] = []
-        # (root, rel) of the names missing at the open: never settled (see the module).
+        # (root, rel) of the names missing at the start: one lstat each after a run.
         self.absent: set[tuple[str, str]] = set()
+        self.add(paths)
+
+    def add(self, paths: tuple[str, ...]) -> None:
+        """Keep ``paths`` too, as they are now (one kept already stays as it is)."""
+        known = {(root, rel) for root, rel, _ in self.kept}
         for path in paths:
-            where = beneath.relative(path, roots)
-            if where is None or not where[1]:
+            where = beneath.relative(path, self.roots)
+            if where is None or not where[1] or where in known:
                 continue
             try:
                 entry = read(*where)
@@ -226,19 +192,44 @@ class Keeper:
             if entry == MISSING:
                 self.absent.add(where)
 
-    def settle(self) -> None:
+    def settle(self) -> tuple[str, ...]:
         """The paths as they are now, as what :meth:`check` puts back (one that grew
-        past :data:`LIMIT` keeps what it was)."""
+        past :data:`LIMIT` keeps what it was); those missing before that are there now.
+        Only while no run of any of the user's sessions is going
+        (:mod:`sandbox.process.runs`)."""
+        came = tuple(os.path.join(*w) for w in self.absent if not _gone(os.path.join(*w)))
         now = []
         for root, rel, was in self.kept:
-            if (root, rel) in self.absent:
-                now.append((root, rel, was))
-                continue
             try:
-                now.append((root, rel, read(root, rel)))
+                entry = read(root, rel)
             except OverflowError:
-                now.append((root, rel, was))
+                entry = was
+            now.append((root, rel, entry))
+            if entry == MISSING:
+                self.absent.add((root, rel))
+            else:
+                self.absent.discard((root, rel))
         self.kept = now
+        return tuple(p for p in came if beneath.relative(p, self.roots) not in self.absent)
+
+    def appeared(self) -> tuple[str, ...]:
+        """The names missing at the start that are there now as a file or a folder
+        reached without a link, no longer kept (a box that can bind them holds them
+        read-only from now on). Only while no run of any session is going."""
+        out, left = [], []
+        for root, rel, was in self.kept:
+            if (root, rel) in self.absent and not _gone(os.path.join(root, rel)):
+                try:
+                    kind = read(root, rel)[0]
+                except OverflowError:
+                    kind = "large"
+                if kind in ("file", "dir"):
+                    out.append(os.path.join(root, rel))
+                    self.absent.discard((root, rel))
+                    continue
+            left.append((root, rel, was))
+        self.kept = left
+        return tuple(out)
 
     def check(self) -> list[str]:
         """Each protected path the box changed, moved out and put back: one line each."""
@@ -246,7 +237,7 @@ class Keeper:
 
         said: list[str] = []
         for root, rel, was in self.kept:
-            if (root, rel) in self.absent and not os.path.lexists(os.path.join(root, rel)):
+            if (root, rel) in self.absent and _gone(os.path.join(root, rel)):
                 continue  # nothing there for host git to read (it follows links too)
             try:
                 now = read(root, rel)
@@ -270,6 +261,17 @@ class Keeper:
             said.append(f"the box changed {escape(path)}, which host programs read "
                         f"({self.why}): {done}{where}")
         return said
+
+
+def _gone(path: str) -> bool:
+    """Nothing is at ``path`` (a folder on the way the box closed is no answer)."""
+    try:
+        os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def _made(path: str, went: str, why: str) -> str:

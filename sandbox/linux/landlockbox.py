@@ -254,6 +254,21 @@ class LandlockBox(BoxBase):
         self._put_back()
         self.backend.release()
 
+    def appeared(self) -> tuple[str, ...]:
+        """While no run of any of the user's sessions is going: what changed is the
+        host's own edit, the keeper's new start (:meth:`Keeper.settle`); the names
+        missing before that are there now (kept already: :meth:`adopt` adds none)."""
+        with self._turn:
+            if self._keeper is not None and self._going == 0:
+                return self._keeper.settle()
+        return ()
+
+    def adopt(self, paths: tuple[str, ...]) -> None:
+        """``paths`` appeared on the host (another tool's config): kept from now on."""
+        with self._turn:
+            if self._keeper is not None:
+                self._keeper.add(paths)
+
     def said(self) -> list[str]:
         """What the keeper put back since the last call."""
         out, self._said = self._said, []
@@ -266,19 +281,10 @@ class LandlockBox(BoxBase):
     def _run(self, argv: Sequence[str], *, env_extra: Mapping[str, str] | None,
              stdin: bytes, timeout: float | None, cancel: threading.Event | None,
              pipes: type[Pipes]) -> RunResult:
-        """A host run's supervision (group, marker, subreaper), then the keeper: what
-        changed while no run was going, of this session or another's (the host's own
-        edit), is its new start."""
-        from sandbox.linux.keeper import Runs
-
-        runs = Runs(os.path.dirname(self.policy.private_tmp))
+        """A host run's supervision (group, marker, subreaper), then the keeper's
+        check."""
         with self._turn:
-            if self._going == 0 and self._keeper is not None:
-                with runs.alone() as alone:
-                    if alone:
-                        self._keeper.settle()
             self._going += 1
-        held = runs.run()
         try:
             return self.backend.read(self._supervised(
                 argv, env_extra, box=False, stdin=stdin, timeout=timeout, cancel=cancel,
@@ -287,4 +293,3 @@ class LandlockBox(BoxBase):
             with self._turn:
                 self._put_back()
                 self._going -= 1
-            os.close(held)  # after the put-back: this run's changes are gone

@@ -18,6 +18,7 @@ memory bound killed said so).
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -123,8 +124,6 @@ class LinuxBox(BoxBase):
         """The keeper of git's names missing at the open: what a run makes there is
         moved out once no run is going (a name made for a bind would be a placeholder
         git reads, and lists)."""
-        import os
-
         from sandbox.linux.keeper import Keeper
 
         p = self.policy
@@ -133,6 +132,42 @@ class LinuxBox(BoxBase):
                 p.kept_paths(), (*p.read_write_paths(), p.private_tmp), p.env,
                 os.path.basename(p.private_tmp),
                 why="a name that did not exist when the session opened")
+
+    def appeared(self) -> tuple[str, ...]:
+        """git's names missing at the open that the host made since (a host
+        ``pre-commit install``): no longer kept, to be held (:meth:`adopt`)."""
+        with self._turn:
+            if self._keeper is None or self._going:
+                return ()
+            return self._keeper.appeared()
+
+    def adopt(self, paths: tuple[str, ...]) -> None:
+        """Hold ``paths`` read-only from the next run on, with the folders on their way
+        pinned, as what was there at the open: the box's mounts are made again."""
+        from sandbox.fs import beneath
+
+        with self._turn:
+            p = self.policy
+            roots = (*p.read_write_paths(), p.private_tmp)
+            pins = list(p.pinned_dirs)
+            for path in paths:
+                where = beneath.relative(path, roots)
+                if where is None:
+                    continue
+                root, rel = where
+                parts = rel.split("/")[:-1]
+                for i in range(1, len(parts) + 1):
+                    d = os.path.join(root, *parts[:i])
+                    if d not in pins and \
+                            beneath.find(root, "/".join(parts[:i])).kind == "dir":
+                        pins.append(d)
+            new = p._replace(protected=(*p.protected, *paths), pinned_dirs=tuple(pins),
+                             kept=tuple(k for k in p.kept if k not in paths))
+            self.policy = self.backend.policy = new
+            if self._replaced is not None:
+                self._replaced.close()
+            self._replaced = Replaced((*new.protected_paths(), *new.missing_hook_dirs()))
+            self._stale = True
 
     def _warm_up(self, meanwhile: Callable[[], None]) -> None:
         """The warm box, and the allow-list's forwarder in it."""

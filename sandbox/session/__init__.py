@@ -38,6 +38,7 @@ from sandbox.process.watchdog import forget_session, watch_session
 from sandbox.session import leftovers as _leftovers
 from sandbox.session.moveout import MoveOut
 from sandbox.session.prepared import git_layout, make_missing, make_none
+from sandbox.session.turns import Turns
 from sandbox.session.watched import Watched
 from sandbox.settings import SandboxSettings
 from sandbox.text import escape
@@ -125,6 +126,8 @@ def _private_root(writable: tuple[str, ...]) -> str:
 def _end(session: Session | None, manifest: str | None, tmp: str) -> None:
     """Remove what the session made, and tell the watchdog it need not."""
     if session is not None:
+        if session._turns is not None:  # what the host made since the last run: its own
+            session.warnings += session._turns.closing()
         session.close()  # the box (its filter, bounds, /tmp tmpfs and binds) first
         if session._moves is not None:  # what the box made of other tools' configs
             session.warnings += session._moves.end()
@@ -194,6 +197,8 @@ class Session:
         self._plan_fds: list[int] = []
         # Other tools' configs the box makes, moved out after each run (moveout.py).
         self._moves: MoveOut | None = None
+        # Its boxed runs, and what appeared between them (turns.py).
+        self._turns: Turns | None = None
         # The opening that made it, held while it lives (:meth:`Opening.start`).
         self._opening: Opening | None = None
 
@@ -294,6 +299,8 @@ class Session:
             check_self(policy)
             session = cls(policy)
             session._moves = moves
+            if session._box is not None:
+                session._turns = Turns(session._box, tmp, moves, manifest)
             # Hard links to protected files are looked for while the warm box starts
             # (thousands of files in a repository with hundreds of modules); the box
             # runs nothing before the session is open.
@@ -397,7 +404,9 @@ class Session:
         if tty:
             reader, env_extra = terminal(tty, reader, env_extra, boxed and bool(self._box))
         if boxed and self._box is not None:
-            moves = self._moves
+            moves, turns = self._moves, self._turns
+            held, taken = turns.start() if turns is not None else (-1, [])
+            self.warnings += taken
             if moves is not None:
                 moves.run_starts()
             try:
@@ -406,6 +415,8 @@ class Session:
             finally:
                 if moves is not None:
                     self.warnings += moves.run_ended()
+                if turns is not None:
+                    turns.end(held)
                 from sandbox.git.configcopy import after_run  # git's config: the box's allowed keys
                 self.warnings += after_run(self.policy.views, self.policy.private_tmp,
                                            self.policy.env)

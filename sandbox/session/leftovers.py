@@ -132,6 +132,21 @@ def _adopted(protected: Iterable[str], roots: tuple[str, ...],
     return out
 
 
+def held_now(manifest: str, paths: tuple[str, ...]) -> None:
+    """``paths`` are the host's now (they appeared while no run went, and the session
+    holds them): the manifest no longer names them for moving out if the harness dies."""
+    gone = set(paths)
+    with open(manifest, encoding="utf-8") as f:
+        data = json.load(f)
+    moves, kept = data.get("moves"), data.get("kept")
+    if isinstance(moves, dict) and isinstance(moves.get("rows"), list):
+        moves["rows"] = [r for r in moves["rows"]
+                         if os.path.join(str(moves.get("project")), str(r)) not in gone]
+    if isinstance(kept, dict) and isinstance(kept.get("rows"), list):
+        kept["rows"] = [r for r in kept["rows"] if os.path.join(*map(str, r)) not in gone]
+    _write(manifest, data)
+
+
 def _write(manifest: str, data: object, shown: str = "") -> str:
     """Write ``data`` as the manifest, unless ``shown`` (what it holds) says so already;
     what it holds now."""

@@ -71,6 +71,20 @@ class MoveOut:
         return {"project": self.project, "rows": list(self.rows), "links": self.links,
                 "base": self.base}
 
+    def adopt(self) -> tuple[str, ...]:
+        """The rows there now as a file or a folder reached without a link, made on the
+        host while no run of any of the user's sessions was going (the user's editor made
+        ``.idea``): no longer moved out, to be held as what was there at the open."""
+        from sandbox.policy.toolconfigs import present
+
+        with self._lock:
+            here = set(present(self.project, ())) if self.rows else set()
+            took = tuple(p for name in self.rows
+                         if (p := os.path.join(self.project, name)) in here)
+            for p in took:
+                del self.rows[os.path.relpath(p, self.project)]
+            return took
+
     def run_starts(self) -> None:
         """A boxed run begins (it waits while a move is under way)."""
         with self._lock:

@@ -204,24 +204,32 @@ static int guarded_call(int nr)
 	       nr == SYS_sendmmsg || nr == SYS_bind || nr == SYS_flock || nr == SYS_fcntl;
 }
 
-/* The caller's socket's family; -1 when it cannot be had. */
-static int domain_of(pid_t pid, int number)
+/*
+ * The caller's descriptor `number`, taken (pidfd_getfd): the very file the caller
+ * named, which no later change of its table swaps for another; -1 when it cannot
+ * be had. The pid is the caller's only while it waits: confirm (valid) before any
+ * use of what was taken counts.
+ */
+static int taken(pid_t pid, int number)
 {
-	int pidfd, sock, domain = -1;
-	socklen_t size = sizeof domain;
+	autofd int pidfd = -1;
 
 	pidfd = (int)syscall(SYS_pidfd_open, pid, PIDFD_THREAD);
 	if (pidfd < 0)
 		pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	if (pidfd < 0)
 		return -1;
-	sock = (int)syscall(SYS_pidfd_getfd, pidfd, number, 0);
-	close(pidfd);
-	if (sock < 0)
-		return -1;
+	return (int)syscall(SYS_pidfd_getfd, pidfd, number, 0);
+}
+
+/* A socket's family; -1 when it is none. */
+static int domain_of(int sock)
+{
+	int domain = -1;
+	socklen_t size = sizeof domain;
+
 	if (getsockopt(sock, SOL_SOCKET, SO_DOMAIN, &domain, &size) != 0)
-		domain = -1;
-	close(sock);
+		return -1;
 	return domain;
 }
 
@@ -254,23 +262,21 @@ static int open_error(int listener, const struct seccomp_notif *n, const char *p
 	return err;
 }
 
+/* What judge() gives for a call it has made and answered itself. */
+#define ANSWERED (-1)
+
 /*
- * What the fast path answers: an errno (the call fails with it), or 0 when the
- * call needs the supervisor. Every step that is not sure gives 0.
+ * connect(2) on a Unix socket `size` bytes long: ENOENT (or the open's other
+ * error) for a pathname that cannot be opened where the caller would find it; 0
+ * for everything else, which needs the supervisor.
  */
-static int judge(int listener, const struct seccomp_notif *n)
+static int unix_connect(int listener, const struct seccomp_notif *n, int size)
 {
 	struct sockaddr_un addr;
 	char path[sizeof addr.sun_path + 1];
-	int size = (int)n->data.args[2];
 	struct iovec here = { &addr, 0 }, there = { 0, 0 };
 
-	if (n->data.arch != GUARD_ARCH || !guarded_call(n->data.nr))
-		return EACCES;
-	if (n->data.nr != SYS_connect || size <= (int)offsetof(struct sockaddr_un, sun_path) ||
-	    size > (int)sizeof addr)
-		return 0;
-	if (domain_of((pid_t)n->pid, (int)n->data.args[0]) != AF_UNIX)
+	if (size <= (int)offsetof(struct sockaddr_un, sun_path) || size > (int)sizeof addr)
 		return 0;
 	memset(&addr, 0, sizeof addr);
 	here.iov_len = there.iov_len = (size_t)size;
@@ -288,6 +294,73 @@ static int judge(int listener, const struct seccomp_notif *n)
 	if (strncmp(path, "/proc/self/", 11) == 0 || strncmp(path, "/proc/thread-self/", 18) == 0)
 		return 0;
 	return open_error(listener, n, path);
+}
+
+/*
+ * connect(2) on an Internet socket (AF_INET, AF_INET6) that does not block, made
+ * here as the supervisor makes it: on `sock`, the caller's socket itself (taken),
+ * with a copy of the address, read once; the caller gets the call's result
+ * (EINPROGRESS too), never a CONTINUE, which would have the kernel read the
+ * caller's descriptor table and memory again, after the check. No address of
+ * these families is the guard's to refuse: the kernel judges the copy as it
+ * would the caller's. ANSWERED; or 0 when the supervisor must make it: a socket
+ * that blocks (the wait would stop this loop; the supervisor waits in a thread),
+ * an address that cannot be read (it answers the error).
+ *
+ * The socket's O_NONBLOCK is its open file's, which the caller shares: another
+ * thread of the caller that clears it (F_SETFL, FIONBIO) between the check and
+ * the call makes this connect wait, and with it every guarded call of the run,
+ * until the connection is made or fails (TCP gives up in about two minutes). A
+ * command can only stall itself so; nothing gets through unchecked.
+ */
+static int inet_connect(int listener, const struct seccomp_notif *n, int sock, int size)
+{
+	struct sockaddr_storage addr;
+	struct iovec here = { &addr, 0 }, there = { 0, 0 };
+	int flags = fcntl(sock, F_GETFL), err;
+
+	if (flags < 0 || !(flags & O_NONBLOCK))
+		return 0;
+	memset(&addr, 0, sizeof addr);
+	here.iov_len = there.iov_len = (size_t)size;
+	there.iov_base = (void *)(uintptr_t)n->data.args[1];
+	if (process_vm_readv((pid_t)n->pid, &here, 1, &there, 1, 0) != size)
+		return 0;
+	/* The socket and the address are the caller's only if it still waits. */
+	if (!valid(listener, n->id))
+		return ESRCH;
+	err = connect(sock, (const struct sockaddr *)&addr, (socklen_t)size) == 0 ? 0 : errno;
+	answer(listener, n->id, err);
+	return ANSWERED;
+}
+
+/*
+ * What the fast path answers: an errno (the call fails with it), ANSWERED (made
+ * and answered here), or 0 when the call needs the supervisor. Every step that is
+ * not sure gives 0.
+ */
+static int judge(int listener, const struct seccomp_notif *n)
+{
+	autofd int sock = -1;
+	int size = (int)n->data.args[2];
+
+	if (n->data.arch != GUARD_ARCH || !guarded_call(n->data.nr))
+		return EACCES;
+	if (n->data.nr != SYS_connect || size <= 0 || size > (int)sizeof(struct sockaddr_storage))
+		return 0;
+	/* The family of the socket itself: the caller cannot change it under the check. */
+	sock = taken((pid_t)n->pid, (int)n->data.args[0]);
+	if (sock < 0)
+		return 0;
+	switch (domain_of(sock)) {
+	case AF_UNIX:
+		return unix_connect(listener, n, size);
+	case AF_INET:
+	case AF_INET6:
+		return inet_connect(listener, n, sock, size);
+	default:
+		return 0;
+	}
 }
 
 /* -- the supervisor ----------------------------------------------------------- */
@@ -381,6 +454,8 @@ static void one(struct state *s)
 		return;
 	}
 	err = judge(s->listener, &n);
+	if (err == ANSWERED)
+		return;
 	if (err == 0 && s->refusing)
 		err = EACCES;
 	if (err != 0)

@@ -475,10 +475,12 @@ def test_a_change_made_while_another_sessions_run_goes_is_not_taken_as_the_hosts
     second to take the plant as the host's own edit, it would put it back once the first
     moved it out. With the lock among sessions' runs taken out, host git runs it."""
     if not lock_on:
+        from sandbox.process.runs import Runs
+
         @contextlib.contextmanager
-        def always(self: keeper.Runs) -> Iterator[bool]:
+        def always(self: Runs) -> Iterator[bool]:
             yield True
-        monkeypatch.setattr(keeper.Runs, "alone", always)
+        monkeypatch.setattr(Runs, "alone", always)
     project = place / "proj"
     _repo(project)
     config = (project / ".git" / "config").read_bytes()
