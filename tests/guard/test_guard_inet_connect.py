@@ -58,7 +58,8 @@ class Served:
         self.shut = socket.socket(family)
         self.shut.bind((host, 0))
         self.refused = self.shut.getsockname()[1]
-        threading.Thread(target=self._serve, daemon=True).start()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
 
     def _serve(self) -> None:
         while True:
@@ -70,6 +71,9 @@ class Served:
                 conn.sendall(b"hello\n")
 
     def close(self) -> None:
+        # A close alone does not wake an accept(2) that waits: a shutdown does.
+        self.sock.shutdown(socket.SHUT_RDWR)
+        self.thread.join(10)
         self.sock.close()
         self.shut.close()
 
