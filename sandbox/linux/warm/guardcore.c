@@ -453,11 +453,11 @@ static void one(struct state *s)
 		s->listener = -1;
 		return;
 	}
-	err = judge(s->listener, &n);
+	/* A guard whose supervisor could not start refuses every call, made here or not:
+	 * it fails closed, as it did before the fast path made any. */
+	err = s->refusing ? EACCES : judge(s->listener, &n);
 	if (err == ANSWERED)
 		return;
-	if (err == 0 && s->refusing)
-		err = EACCES;
 	if (err != 0)
 		answer(s->listener, n.id, err);
 	else

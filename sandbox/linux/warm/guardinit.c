@@ -49,8 +49,9 @@
  *     network, and flock(2) and fcntl(2)'s lock commands (judged by the file
  *     locked: sandbox/linux/warm/guardlocks.py), wait until this process answers.
  *     Nothing here lets a call go on (SECCOMP_USER_NOTIF_FLAG_CONTINUE is never
- *     used): this fast path only refuses, so a wrong judgement here can stop a
- *     call but never let one through. It answers, with no interpreter:
+ *     used): this fast path refuses, or makes one call itself on its own copy of
+ *     the caller's socket, which is judged by that copy alone. It answers, with
+ *     no interpreter:
  *
  *     - a call of another ABI, or one the filter should not have stopped:
  *       EACCES, as the supervisor answers it;
@@ -58,7 +59,13 @@
  *       the caller would find it (O_PATH, in its root or working folder): the
  *       open's error, ENOENT for a socket that is not there. That is most
  *       programs' one call: glibc asks nscd's socket at every user lookup
- *       (ls -l, id, git), and the box has no nscd.
+ *       (ls -l, id, git), and the box has no nscd;
+ *     - connect(2) on a non-blocking TCP socket (AF_INET, AF_INET6, read from
+ *       the copy taken with pidfd_getfd, so no other thread can swap it): the
+ *       address copied, the connect made on the copy, its result answered
+ *       (EINPROGRESS included). A blocking one would hold this loop: it goes to
+ *       the supervisor. Once the supervisor could not start, every call is
+ *       refused here, these too.
  *
  *     Every other call (an address that exists, an abstract address, another
  *     family's, a send) needs the supervisor's judgement, or a call made for
