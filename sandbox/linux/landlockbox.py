@@ -33,6 +33,7 @@ from sandbox.text import escape
 
 if TYPE_CHECKING:
     from sandbox.linux.keeper import Keeper
+    from sandbox.linux.sentry import Sentry
     from sandbox.network.session import Network
     from sandbox.policy import Policy
     from sandbox.process.pipes import Pipes
@@ -208,6 +209,7 @@ class LandlockBox(BoxBase):
         super().__init__(policy)
         self.backend = LandlockBackend(policy)
         self._keeper: Keeper | None = None
+        self._sentry: Sentry | None = None
         # What the keeper put back, for the session's warnings (:meth:`said`).
         self._said: list[str] = []
         # The runs going on: the keeper takes the host's changes only between runs.
@@ -246,13 +248,26 @@ class LandlockBox(BoxBase):
         self._keeper = Keeper(
             (*p.protected_paths(), *p.missing_hook_dirs(), *p.kept_paths()), writable(p),
             p.env, os.path.basename(p.private_tmp))
+        if p.kept_paths():  # what a run makes there, moved out at once (sentry.py)
+            from sandbox.linux.sentry import Sentry
+
+            self._sentry = Sentry(p.kept_paths(), self._seen)
         self.backend.spec_fd = sealed("harness-sandbox-landlock", spec(p, bpf))
         self.hardening = Hardening.open(p.limits, boxed=False, private_tmp=p.private_tmp)
 
     def close(self) -> None:
         super().close()
+        if self._sentry is not None:
+            self._sentry.close()
+            self._sentry = None
         self._put_back()
         self.backend.release()
+
+    def _seen(self) -> None:
+        """The sentry saw a kept name made: the keeper's check now, while a run goes."""
+        with self._turn:
+            if self._going:
+                self._put_back()
 
     def appeared(self) -> tuple[str, ...]:
         """While no run of any of the user's sessions is going: what changed is the

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
     from sandbox.box.kind import BoxKind
     from sandbox.linux.keeper import Keeper
+    from sandbox.linux.sentry import Sentry
     from sandbox.linux.warm.seat import Forwarder
     from sandbox.network.session import Network
     from sandbox.policy import Policy
@@ -62,8 +63,10 @@ class LinuxBox(BoxBase):
         self._turn = threading.Condition()
         self._opened: tuple[tuple[str, ...] | None, bool] = (None, False)
         self._said: list[str] = []
-        # git's names missing at the open, which no bind can hold (:mod:`.keeper`).
+        # git's names missing at the open, which no bind can hold (:mod:`.keeper`),
+        # and what moves out what a run makes there at once (:mod:`.sentry`).
         self._keeper: Keeper | None = None
+        self._sentry: Sentry | None = None
 
     @property
     def kind(self) -> BoxKind:
@@ -125,6 +128,7 @@ class LinuxBox(BoxBase):
         moved out once no run is going (a name made for a bind would be a placeholder
         git reads, and lists)."""
         from sandbox.linux.keeper import Keeper
+        from sandbox.linux.sentry import Sentry
 
         p = self.policy
         if p.kept_paths():
@@ -132,6 +136,14 @@ class LinuxBox(BoxBase):
                 p.kept_paths(), (*p.read_write_paths(), p.private_tmp), p.env,
                 os.path.basename(p.private_tmp),
                 why="a name that did not exist when the session opened")
+            self._sentry = Sentry(p.kept_paths(), self._seen)
+
+    def _seen(self) -> None:
+        """The sentry saw a kept name made: moved out now if a run is going (between
+        runs it is the host's, :mod:`sandbox.session.turns`)."""
+        with self._turn:
+            if self._going and self._keeper is not None:
+                self._said += self._keeper.check()
 
     def appeared(self) -> tuple[str, ...]:
         """git's names missing at the open that the host made since (a host
@@ -192,6 +204,9 @@ class LinuxBox(BoxBase):
         self._cool_down()
         super().close()
         self.backend.release()
+        if self._sentry is not None:
+            self._sentry.close()
+            self._sentry = None
         if self._keeper is not None:
             with self._turn:
                 self._said += self._keeper.check()

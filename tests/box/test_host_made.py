@@ -111,6 +111,10 @@ def test_nothing_appearing_while_another_sessions_run_goes_is_taken(
     as the host's. With the gate taken out, the Landlock box's second session takes it
     and puts it back once the first moved it out: host git runs it. (The namespace box
     would hold it read-only and lose it to the first's move: no plant, a broken box.)"""
+    from sandbox.linux import landlockbox, linuxbox
+
+    for kind in (linuxbox.LinuxBox, landlockbox.LandlockBox):  # the plant stays a while
+        monkeypatch.setattr(kind, "_seen", lambda self: None)
     if not gate:
         monkeypatch.setattr(Runs, "alone", lambda self: _yes())
     with _open(project, box) as a, _open(project, box) as b:

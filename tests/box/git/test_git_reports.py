@@ -153,33 +153,44 @@ def _manifest_of(pid: int) -> Path | None:
     return None
 
 
-# What the box makes in the git folder of the world's repository, where nothing was:
-# no session makes anything there (nothing of it shows in a listing).
-PLANT = "echo /tmp/evil > .git/commondir; touch .git/config.worktree; sleep 60"
-MADE = ["commondir", "config.worktree"]
+# What the box makes at a name host git reads, where nothing was (no session makes
+# anything there): a file the config includes, in a folder that did not exist either,
+# which the sentry does not watch (sandbox/linux/sentry.py), so that it stays while the
+# run goes, for the harness to be killed meanwhile.
+PLANT = "mkdir inc && printf '[user]\\n' > inc/team.cfg; sleep 60"
+MADE = ["team.cfg"]
+
+
+def _planted(w: World) -> list[str]:
+    return ["team.cfg"] if (w.project / "inc" / "team.cfg").exists() else []
+
+
+def _include(w: World) -> None:
+    assert w.git("config", "include.path", "../inc/team.cfg").returncode == 0
 
 
 def _moved(data: Path) -> list[str]:
-    return sorted(p.name for p in data.glob("harness/moved/*-after-the-harness/.git/*"))
+    return sorted(p.name for p in data.glob("harness/moved/*-after-the-harness/inc/*"))
 
 
 def test_what_the_box_made_is_moved_out_when_the_harness_is_killed(
         w: World, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_DATA_HOME", str(w.base / "data"))
+    _include(w)
     driver = box_driver(w.project, "sh", "-c", PLANT)
     try:
         deadline = time.monotonic() + 20
-        while _leftovers(w) != MADE and time.monotonic() < deadline:
+        while _planted(w) != MADE and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert _leftovers(w) == MADE
+        assert _planted(w) == MADE
         manifest = _manifest_of(driver.pid)
         assert manifest is not None
         tmp = Path(str(manifest)[: -len(".made")])
         driver.kill()
         driver.wait()
-        while (_leftovers(w) or manifest.exists()) and time.monotonic() < deadline:
+        while (_planted(w) or manifest.exists()) and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert _leftovers(w) == []
+        assert _planted(w) == []
         assert _moved(w.base / "data") == MADE  # by the watchdog: nothing is lost
         assert not tmp.exists()
         assert not manifest.exists()
@@ -219,17 +230,19 @@ def test_the_next_session_sweeps_what_a_dead_owner_left(w: World) -> None:
 
 @pytest.mark.parametrize("box", ["auto", "landlock"])
 def test_overlapping_sessions_make_nothing_and_never_put_back_what_a_box_made(
-        w: World, box: str) -> None:
+        w: World, box: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two sessions side by side on one project. The first's run plants a commondir
     and, while it runs, the second's run starts and ends: the second takes the plant
     for nobody's start (were it taken, the second would put it back once the first
     moved it out), and neither makes anything at the open."""
     import threading
 
-    from sandbox.linux import landlock
+    from sandbox.linux import landlock, landlockbox, linuxbox
 
     if box == "landlock" and landlock.abi() < landlock.NEEDED_ABI:
         pytest.skip("this kernel's Landlock lacks ABI 6")
+    for kind in (linuxbox.LinuxBox, landlockbox.LandlockBox):  # the plant stays a while
+        monkeypatch.setattr(kind, "_seen", lambda self: None)
     settings = SandboxSettings(hide_defaults=False, box=box)
     with w.session(settings=settings) as a, w.session(settings=settings) as b:
         assert _leftovers(w) == []
@@ -335,14 +348,15 @@ def _children(pid: int) -> list[int]:
 def test_the_next_session_cleans_up_when_harness_and_watchdog_were_both_killed(
         w: World, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_DATA_HOME", str(w.base / "data"))
+    _include(w)
     driver = box_driver(w.project, "sh", "-c", PLANT)
     try:
         deadline = time.monotonic() + 20
         manifest = None
-        while (manifest is None or _leftovers(w) != MADE) and time.monotonic() < deadline:
+        while (manifest is None or _planted(w) != MADE) and time.monotonic() < deadline:
             manifest = _manifest_of(driver.pid)
             time.sleep(0.01)
-        assert manifest is not None and _leftovers(w) == MADE
+        assert manifest is not None and _planted(w) == MADE
         tmp = Path(str(manifest)[: -len(".made")])
         # Stopped first: with its box gone, a harness left running would end its session
         # (and clean up) before its own kill arrived.
@@ -353,10 +367,10 @@ def test_the_next_session_cleans_up_when_harness_and_watchdog_were_both_killed(
         driver.kill()
         driver.wait()
         time.sleep(0.3)
-        assert _leftovers(w) == MADE  # nobody cleaned
+        assert _planted(w) == MADE  # nobody cleaned
         with w.session():
             assert not tmp.exists() and not manifest.exists()
-            assert _leftovers(w) == []
+            assert _planted(w) == []
         assert _moved(w.base / "data") == MADE
     finally:
         driver.kill()
