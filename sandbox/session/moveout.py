@@ -78,7 +78,16 @@ class MoveOut:
         from sandbox.policy.toolconfigs import present
 
         with self._lock:
-            here = set(present(self.project, ())) if self.rows else set()
+            if not self.rows:
+                return ()
+            # One listing of the top, not a look-up per row: this runs before a run.
+            try:
+                top = set(os.listdir(self.project))
+            except OSError:
+                return ()
+            if not any(name.split("/", 1)[0] in top for name in self.rows):
+                return ()
+            here = set(present(self.project, ()))
             took = tuple(p for name in self.rows
                          if (p := os.path.join(self.project, name)) in here)
             for p in took:
