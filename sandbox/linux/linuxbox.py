@@ -276,6 +276,7 @@ class LinuxBox(BoxBase):
         held, warm = self._opened
         self._cool_down()
         self.backend.release()
+        self._forget_gone()
         if held is not None:
             try:
                 self.backend.hold(held)
@@ -288,6 +289,38 @@ class LinuxBox(BoxBase):
             self._warm_up(lambda: None)
         self.backend.prepare()
         self._stale = False
+
+    def _forget_gone(self) -> None:
+        """The protected names the host removed (``rm -r .idea``, ``git clean`` of an
+        ignored config): no mount can hold a name that is not there, so each is kept
+        from now on as a name missing at the open is (moved out after a run that makes
+        it), not a reason to end the session. Said once each."""
+        from sandbox.linux.keeper import Keeper
+        from sandbox.linux.sentry import Sentry
+        from sandbox.text import escape
+
+        p = self.policy
+        gone = tuple(x for x in p.protected if not os.path.lexists(x))
+        if not gone:
+            return
+        pins = tuple(d for d in p.pinned_dirs if os.path.isdir(d))
+        self.policy = self.backend.policy = p = p._replace(
+            protected=tuple(x for x in p.protected if x not in gone),
+            pinned_dirs=pins, kept=(*p.kept, *gone))
+        if self._keeper is None:
+            self._keeper = Keeper(gone, (*p.read_write_paths(), p.private_tmp), p.env,
+                                  os.path.basename(p.private_tmp),
+                                  why="a name that did not exist when the session opened")
+        else:
+            self._keeper.add(gone)
+        if self._sentry is not None:
+            self._sentry.close()
+        self._sentry = Sentry(p.kept_paths(), self._seen)
+        if self._replaced is not None:  # the box's own making of them is no host's
+            self._replaced.close()
+            self._replaced = Replaced((*p.protected_paths(), *p.missing_hook_dirs()))
+        self._said += [f"{escape(x)} was removed on the host during the session: what the "
+                       "box makes there from now on is moved out once made" for x in gone]
 
     def _run(self, argv: Sequence[str], *, env_extra: Mapping[str, str] | None,
              stdin: bytes, timeout: float | None, cancel: threading.Event | None,

@@ -144,3 +144,33 @@ class _yes:
 
     def __exit__(self, *exc: object) -> None:
         return None
+
+
+@pytest.mark.parametrize("forgetting", [True, False], ids=["kept", "defence-off"])
+def test_a_protected_config_the_host_removes_does_not_end_the_session(
+        project: Path, forgetting: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The user removes ``.vscode`` on the host mid-session (the box held it read-only):
+    the next run's mounts are made again without it, and it is kept as a name missing
+    at the open is: what the box makes there is moved out. Without that, the next run
+    was refused ("end the session")."""
+    from sandbox.errors import SandboxUnavailable
+    from sandbox.linux import linuxbox
+
+    if not forgetting:
+        monkeypatch.setattr(linuxbox.LinuxBox, "_forget_gone", lambda self: None)
+    (project / ".vscode").mkdir()
+    (project / ".vscode" / "settings.json").write_text("{}\n")
+    with _open(project, "auto") as s:
+        assert s.run(["true"]).ok
+        shutil.rmtree(project / ".vscode")
+        make = ["sh", "-c", "mkdir .vscode && echo '{}' > .vscode/tasks.json"]
+        if not forgetting:
+            with pytest.raises(SandboxUnavailable, match="end the session"):
+                s.run(make)
+            return
+        r = s.run(make)
+        assert r.returncode is not None, r
+        assert not (project / ".vscode").exists()
+    said = " ".join(s.warnings)
+    assert f"{project}/.vscode was removed on the host during the session" in said, said
+    assert [p.name for p in _moved(project)] == [".vscode"], _moved(project)
