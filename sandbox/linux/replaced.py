@@ -21,7 +21,7 @@ import ctypes
 import os
 import struct
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 IN_NONBLOCK, IN_CLOEXEC = os.O_NONBLOCK, os.O_CLOEXEC
 IN_MOVED_FROM, IN_MOVED_TO, IN_CREATE, IN_DELETE = 0x40, 0x80, 0x100, 0x200
@@ -31,26 +31,48 @@ WATCHED = IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_DELETE_SELF |
 _EVENT = struct.Struct("iIII")
 
 
+def watch(paths: Iterable[str], mask: int) -> tuple[int, dict[int, tuple[str, set[str]]]]:
+    """A non-blocking inotify descriptor watching, for ``mask``, the folder of each of
+    ``paths`` (a link not followed); each watch's folder and the names wanted in it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = int(libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC))
+    if fd < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"inotify_init1: {os.strerror(err)}")
+    folders: dict[str, set[str]] = {}
+    for path in paths:
+        folders.setdefault(os.path.dirname(path), set()).add(os.path.basename(path))
+    names: dict[int, tuple[str, set[str]]] = {}
+    for folder, wanted in folders.items():
+        wd = libc.inotify_add_watch(fd, os.fsencode(folder),
+                                    mask | IN_ONLYDIR | IN_DONT_FOLLOW)
+        if wd >= 0:
+            names[int(wd)] = (folder, wanted)
+    return fd, names
+
+
+def events(fd: int) -> Iterator[tuple[int, int, str]]:
+    """(watch, mask, name) of each event queued on ``fd``, until none is left."""
+    while True:
+        try:
+            data = os.read(fd, 65536)
+        except BlockingIOError:
+            return
+        at = 0
+        while at + _EVENT.size <= len(data):
+            wd, mask, _, size = _EVENT.unpack_from(data, at)
+            name = os.fsdecode(data[at + _EVENT.size:at + _EVENT.size + size].rstrip(b"\0"))
+            at += _EVENT.size + size
+            yield wd, mask, name
+
+
 class Replaced:
     """The folders of ``paths``, watched for their names being replaced."""
 
     def __init__(self, paths: Iterable[str]) -> None:
-        libc = ctypes.CDLL(None, use_errno=True)
         self._lock = threading.Lock()
-        self._names: dict[int, tuple[str, set[str]]] = {}
         self._touched: set[str] = set()
-        self.fd = int(libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC))
-        if self.fd < 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"inotify_init1: {os.strerror(err)}")
-        folders: dict[str, set[str]] = {}
-        for path in paths:
-            folders.setdefault(os.path.dirname(path), set()).add(os.path.basename(path))
-        for folder, names in folders.items():
-            wd = libc.inotify_add_watch(self.fd, os.fsencode(folder),
-                                        WATCHED | IN_ONLYDIR | IN_DONT_FOLLOW)
-            if wd >= 0:
-                self._names[int(wd)] = (folder, names)
+        self.fd, self._names = watch(paths, WATCHED)
 
     def touched(self) -> set[str]:
         """The protected paths whose names were replaced, removed or made since the last
@@ -61,18 +83,8 @@ class Replaced:
             return out
 
     def _read(self) -> None:
-        while True:
-            try:
-                data = os.read(self.fd, 65536)
-            except BlockingIOError:
-                return
-            at = 0
-            while at + _EVENT.size <= len(data):
-                wd, mask, _, size = _EVENT.unpack_from(data, at)
-                name = os.fsdecode(data[at + _EVENT.size:at + _EVENT.size + size]
-                                   .rstrip(b"\0"))
-                at += _EVENT.size + size
-                self._note(wd, mask, name)
+        for wd, mask, name in events(self.fd):
+            self._note(wd, mask, name)
 
     def _note(self, wd: int, mask: int, name: str) -> None:
         if mask & IN_Q_OVERFLOW:

@@ -22,16 +22,12 @@ over and over is seen. A name whose folder did not exist at the open is not watc
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import select
-import struct
 import threading
 from collections.abc import Callable, Iterable
 
-IN_MOVED_TO, IN_CREATE, IN_Q_OVERFLOW = 0x80, 0x100, 0x4000
-IN_ONLYDIR, IN_DONT_FOLLOW = 0x01000000, 0x02000000
-_EVENT = struct.Struct("iIII")
+from sandbox.linux.replaced import IN_CREATE, IN_MOVED_TO, IN_Q_OVERFLOW, events, watch
 
 
 class Sentry:
@@ -39,21 +35,8 @@ class Sentry:
     no argument (from that thread) after one of the names was made or renamed onto."""
 
     def __init__(self, paths: Iterable[str], seen: Callable[[], None]) -> None:
-        libc = ctypes.CDLL(None, use_errno=True)
         self._seen = seen
-        self._names: dict[int, set[str]] = {}
-        self.fd = int(libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC))
-        if self.fd < 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"inotify_init1: {os.strerror(err)}")
-        folders: dict[str, set[str]] = {}
-        for path in paths:
-            folders.setdefault(os.path.dirname(path), set()).add(os.path.basename(path))
-        for folder, names in folders.items():
-            wd = libc.inotify_add_watch(self.fd, os.fsencode(folder),
-                                        IN_CREATE | IN_MOVED_TO | IN_ONLYDIR | IN_DONT_FOLLOW)
-            if wd >= 0:
-                self._names[int(wd)] = names
+        self.fd, self._names = watch(paths, IN_CREATE | IN_MOVED_TO)
         self._stop_r, self._stop_w = os.pipe2(os.O_CLOEXEC)
         self._thread = threading.Thread(target=self._watch, name="harness-sandbox-sentry",
                                         daemon=True)
@@ -75,18 +58,9 @@ class Sentry:
     def _made(self) -> bool:
         """Whether one of the names was made since the last look (the queue drained)."""
         made = False
-        while True:
-            try:
-                data = os.read(self.fd, 65536)
-            except BlockingIOError:
-                return made
-            at = 0
-            while at + _EVENT.size <= len(data):
-                wd, mask, _, size = _EVENT.unpack_from(data, at)
-                name = os.fsdecode(data[at + _EVENT.size:at + _EVENT.size + size]
-                                   .rstrip(b"\0"))
-                at += _EVENT.size + size
-                made = made or bool(mask & IN_Q_OVERFLOW) or name in self._names.get(wd, ())
+        for wd, mask, name in events(self.fd):  # all of them: the queue is drained
+            made = made or bool(mask & IN_Q_OVERFLOW) or name in self._names.get(wd, ("", ()))[1]
+        return made
 
     def close(self) -> None:
         """The thread ended, the descriptors closed."""
