@@ -9,8 +9,8 @@ write, the files the config includes, ``core.hooksPath`` and every program a key
 (asked of the host's git, :mod:`sandbox.git.config`). A protected name that does not
 exist is not made (a placeholder would be a file nobody made, which git itself reads): a
 session lists it as ``kept``, and what a run makes there is moved out once the run is
-over (:func:`unmade`, :mod:`sandbox.linux.keeper`). On macOS the Seatbelt profile denies
-the name, there or not.
+over (:func:`sandbox.git.layouts.unmade`, :mod:`sandbox.linux.keeper`). On macOS the
+Seatbelt profile denies the name, there or not.
 
 Also protected: each submodule checkout's ``.git`` and each staged nested repository's
 git folder (the index's gitlinks, from ``git ls-files``), and each linked worktree's
@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from pathguard.records import NamedTuple
 from sandbox.errors import GitLayoutError, GitLinkError
@@ -69,21 +68,8 @@ class GitLayout(NamedTuple):
     # (protected path, what the box sees there instead), made by the session once the
     # layout's missing names are: see sandbox.git.views.
     views: tuple[tuple[str, str], ...] = ()
-    # The protected names missing at the open that are not made (see :func:`unmade`).
+    # The protected names missing at the open, not made (sandbox.git.layouts.unmade).
     kept: tuple[str, ...] = ()
-
-
-def unmade(layout: GitLayout) -> GitLayout:
-    """``layout`` for a box that makes none of its missing names: they leave
-    ``protected`` (nothing there to bind) for ``kept`` (what a run makes there is moved
-    out after it, :mod:`sandbox.linux.keeper`), and nothing is to be made or pinned
-    where nothing is."""
-    missing = {p for p, _ in layout.make_files} | set(layout.make_dirs)
-    kept = tuple(p for p in layout.protected if p in missing)
-    return layout._replace(
-        protected=tuple(p for p in layout.protected if p not in missing), kept=kept,
-        pinned_dirs=tuple(d for d in layout.pinned_dirs if d not in missing),
-        make_dirs=(), make_files=())
 
 
 class _Finder:
@@ -440,18 +426,3 @@ def find_layout(project: str, *, env: Mapping[str, str] | None = None,
                      tuple(pinned), tuple(f.make_dirs), tuple(f.make_files),
                      tuple(f.links), dot, tuple(f.skipped), tuple(f.module_dirs),
                      tuple(f.gitlinks))
-
-
-def merged(first: GitLayout, other: GitLayout) -> GitLayout:
-    """``first`` (the project's) with what ``other`` (a ``[sandbox] writable`` folder
-    that is a repository of its own) protects, pins and makes: the box may write that
-    folder, so what host git reads there is held as the project's is. The project's
-    common folder, ``.git`` and gitlinks stay the ones the session's end reports on."""
-    def both(name: str) -> Any:
-        return tuple(dict.fromkeys((*getattr(first, name), *getattr(other, name))))
-
-    return first._replace(
-        git_dirs=both("git_dirs"), protected=both("protected"),
-        pinned_dirs=both("pinned_dirs"), make_dirs=both("make_dirs"),
-        make_files=both("make_files"), links=both("links"), skipped=both("skipped"),
-        modules=both("modules"))

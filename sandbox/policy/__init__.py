@@ -209,13 +209,14 @@ def _git_fields(project: str, writable: tuple[str, ...], git: GitLayout | None,
                               *reads_to_protect(writable, env, home)),
                 "missing_hooks": (), "views": git.views, "kept": git.kept,
                 "pinned_dirs": git.pinned_dirs, "common_dir": common}
-    git = find_layout(project, env=env, home=home, ask_git=False,
-                      writable=tuple(os.path.realpath(w) for w in writable))
-    missing = {p for p, _ in git.make_files} | set(git.make_dirs)
-    return {"protected": (*(p for p in git.protected if p not in missing),
-                          *project_config_dirs(project, allowed),
+    from sandbox.git.layouts import unmade
+
+    found = find_layout(project, env=env, home=home, ask_git=False,
+                        writable=tuple(os.path.realpath(w) for w in writable))
+    git = unmade(found)
+    return {"protected": (*git.protected, *project_config_dirs(project, allowed),
                           *reads_to_protect(writable, env, home)),
-            "missing_hooks": tuple(d for d in git.make_dirs if d in git.protected),
+            "missing_hooks": tuple(d for d in git.kept if d in found.make_dirs),
             "pinned_dirs": git.pinned_dirs, "common_dir": common}
 
 
@@ -249,7 +250,7 @@ class Policy(NamedTuple):
     protected: tuple[str, ...] = ()
     missing_hooks: tuple[str, ...] = ()
     # git's protected names missing at the open, not made: what a run makes there is
-    # moved out after it (sandbox/linux/keeper.py; see sandbox.git.dirs.unmade).
+    # moved out after it (sandbox/linux/keeper.py; see sandbox.git.layouts.unmade).
     kept: tuple[str, ...] = ()
     pinned_dirs: tuple[str, ...] = ()
     # (protected path, what the box sees there instead): see sandbox.git.views.

@@ -11,7 +11,8 @@ from collections.abc import Mapping, Sequence
 import sandbox.session.leftovers as _leftovers
 from sandbox.dispatch import box_name
 from sandbox.git.config import find_git
-from sandbox.git.dirs import GitLayout, find_layout, merged, unmade
+from sandbox.git.dirs import GitLayout, find_layout
+from sandbox.git.layouts import merged, unmade
 from sandbox.policy import hostreads
 from sandbox.session.moveout import MoveOut
 
