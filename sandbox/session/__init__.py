@@ -37,7 +37,7 @@ from sandbox.process.pty import TtySize, terminal
 from sandbox.process.watchdog import forget_session, watch_session
 from sandbox.session import leftovers as _leftovers
 from sandbox.session.moveout import MoveOut
-from sandbox.session.prepared import git_layout, make_missing, make_none
+from sandbox.session.prepared import git_layout, make_missing
 from sandbox.session.turns import Turns
 from sandbox.session.watched import Watched
 from sandbox.settings import SandboxSettings
@@ -286,11 +286,9 @@ class Session:
                 # The watchdog first: from here on a killed harness leaves nothing behind.
                 watch_session(manifest)
                 if layout is not None:
-                    layout = (make_missing(layout, manifest, roots, tmp=tmp, named=named,
-                                            env=scrubbed, home=home, moves=moves)
-                              if settings.box != "landlock" else
-                              make_none(layout, manifest, roots, tmp=tmp, env=scrubbed,
-                                        moves=moves))
+                    layout = make_missing(layout, manifest, roots, tmp=tmp, named=named,
+                                          env=scrubbed, moves=moves,
+                                          landlock=settings.box == "landlock")
             policy = Policy.from_settings(project, settings, boxed=boxed, private_tmp=tmp,
                                           env=env, git=layout)._replace(output_cap=output_cap)
             # The toolkit will not run from a folder the box can write (selfguard.py).

@@ -48,37 +48,32 @@ def with_views(layout: GitLayout, roots: tuple[str, ...], env: Mapping[str, str]
 
 
 def make_missing(layout: GitLayout, manifest: str, roots: tuple[str, ...], *, tmp: str,
-                  named: Sequence[str], env: Mapping[str, str], home: str,
-                  moves: MoveOut | None) -> GitLayout:
+                  named: Sequence[str], env: Mapping[str, str], moves: MoveOut | None,
+                  landlock: bool = False) -> GitLayout:
     """Make what is missing before the box, listed in ``manifest``: what the host reads
     in a writable folder (made empty, bound read-only like the rest:
-    sandbox/policy/hostreads.py). git's protected names are not made: a bind covers a
-    name that exists, so the namespace box keeps them instead (:func:`unmade`, moved out
-    after a run that made them), and Seatbelt's rules deny names, there or not. Other
-    tools' project configs are moved out too (sandbox/session/moveout.py). Returns
-    ``layout`` with its module configs' views."""
-    binds = box_name() == "bwrap"
+    sandbox/policy/hostreads.py), but for the Landlock box (``landlock``: no bind would
+    cover it; its keeper puts back what a run changed). git's protected names are not
+    made: a bind covers a name that exists, so the Linux boxes keep them instead
+    (:func:`unmade`, moved out after a run that made them), and Seatbelt's rules deny
+    names, there or not. Other tools' project configs are moved out too
+    (sandbox/session/moveout.py). Returns ``layout`` with its module configs' views
+    (none in the Landlock box). ``env``: the session's, scrubbed; its home is the
+    session's."""
+    from sandbox.policy import session_home
+
+    home = session_home(env)
+    linux = box_name() == "bwrap"
+    binds = linux and not landlock
     reads = hostreads.covers(named, env, home) if binds else hostreads.Covers()
-    if binds:
+    if linux:
         layout = unmade(layout)
+    bound = map(hostreads.as_bound, hostreads.candidates(env, home)) if binds else ()
     _leftovers.make(manifest, tmp, roots, dirs=reads.folders, kept=_kept(layout, roots, env, tmp),
                     files=tuple((f, b"") for f in reads.files),
-                    protected=(*layout.protected,
-                               *map(hostreads.as_bound, hostreads.candidates(env, home))),
+                    protected=(*layout.protected, *bound),
                     moves=moves.record() if moves else None)
-    return with_views(layout, roots, env, tmp)
-
-
-def make_none(layout: GitLayout, manifest: str, roots: tuple[str, ...], *, tmp: str,
-               env: Mapping[str, str], moves: MoveOut | None) -> GitLayout:
-    """The Landlock box's :func:`_make_missing`: nothing made (no bind would cover it;
-    what the box makes of a protected name is moved out after the run,
-    sandbox/linux/keeper.py), the manifest written all the same."""
-    layout = unmade(layout)
-    _leftovers.make(manifest, tmp, roots, dirs=(), files=(), protected=layout.protected,
-                    moves=moves.record() if moves else None,
-                    kept=_kept(layout, roots, env, tmp))
-    return layout
+    return layout if landlock else with_views(layout, roots, env, tmp)
 
 
 def _kept(layout: GitLayout, roots: tuple[str, ...], env: Mapping[str, str], tmp: str
