@@ -55,19 +55,14 @@ from sandbox.linux.procfs import KEYRING_LISTS, PROC_READ_ONLY
 from sandbox.policy import Policy
 from sandbox.policy.caches import box_binds as _cache_binds
 from sandbox.policy.caches import box_roots as rw_roots
+from sandbox.process.pty import TTY_LINKS
 
 if TYPE_CHECKING:
     from sandbox.linux.stagebinds import Bind
 
 # Flags the box cannot do without: a bwrap that lacks one is refused, not worked around.
-REQUIRED_FEATURES: tuple[str, ...] = (
-    "--unshare-all",
-    "--unshare-user",
-    "--die-with-parent",
-    "--new-session",
-    "--cap-drop",
-    "--remount-ro",
-)
+REQUIRED_FEATURES: tuple[str, ...] = ("--unshare-all", "--unshare-user", "--die-with-parent",
+                                       "--new-session", "--cap-drop", "--remount-ro")
 
 
 # Used when this bwrap has it (0.8.0 and later): no nested user namespaces in the box.
@@ -170,7 +165,7 @@ def box_args(
     _require_features(bwrap, features)
     ops, read_only_last = _mount_ops(policy)
     args: list[str] = [bwrap, "--ro-bind", root, "/", "--dev", "/dev", "--proc", "/proc",
-                       *TTY_NAMES]
+                       *(a for link in TTY_LINKS for a in ("--symlink", *link))]
     for name in PROC_READ_ONLY if proc_belt else ():
         args += ["--ro-bind-try", name, name]
     for name in KEYRING_LISTS if proc_belt else ():
@@ -258,14 +253,6 @@ def staged_binds(policy: Policy, fds: Mapping[str, int]) -> list[Bind]:
             elif fd is not None or os.path.lexists(path) or _could_make(path):
                 out.append(Bind("ro", path, root, expect=expect))
     return out
-
-
-# A name in /dev for the run's terminal, which is not in the box's own /dev/pts (the
-# host made it): ttyname() finds it there by its device and inode once the names it
-# tries first fail, as tty(1) does bare. Each leads to one of the command's standard
-# streams (as /dev/stdin does, which ttyname() passes over by its name).
-TTY_NAMES = tuple(a for fd in range(3)
-                  for a in ("--symlink", f"/proc/self/fd/{fd}", f"/dev/tty-of-the-run-{fd}"))
 
 
 def _require_features(bwrap: str, features: Collection[str] | None) -> None:

@@ -31,13 +31,18 @@ from typing import Any
 from pathguard.records import NamedTuple
 from sandbox.process.pipes import READ_SIZE, Piped, Pipes
 
-__all__ = ["TTY_VAR", "TtySize", "open_pty", "terminal", "tty_of", "with_tty"]
+__all__ = ["TTY_LINKS", "TTY_VAR", "TtySize", "open_pty", "terminal", "tty_of", "with_tty"]
 
 # Set for a box per run's launcher (in bwrap's environment, taken out of the command's):
 # its command gets the run's terminal as its controlling terminal.
 TTY_VAR = "HARNESS_SANDBOX_TTY"
 # The warm run's request says so in its second field (sandbox/linux/warm/inbox.py).
 TTY_FIELD = b"tty"
+# A name in the Linux box's /dev for the run's terminal, which is not in the box's own
+# /dev/pts (the host made it): ttyname() finds it there by its device and inode once the
+# names it tries first fail, as tty(1) does bare. Each (target, link) leads to one of the
+# command's standard streams, as /dev/stdin does (which ttyname() passes over by name).
+TTY_LINKS = tuple((f"/proc/self/fd/{fd}", f"/dev/tty-of-the-run-{fd}") for fd in range(3))
 # A stream key that no descriptor has: stderr is the terminal too, so it stays empty.
 _NO_STDERR = -2
 
