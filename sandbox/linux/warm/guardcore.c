@@ -266,6 +266,22 @@ static int open_error(int listener, const struct seccomp_notif *n, const char *p
 #define ANSWERED (-1)
 
 /*
+ * The call's address (its second argument, `size` bytes) copied into `buf`: 0 when
+ * read while the caller still waits in that call (what was read is its own only
+ * then); ESRCH when it waits no more; -1 when it cannot be read (the supervisor
+ * answers that as the kernel would).
+ */
+static int copied(int listener, const struct seccomp_notif *n, void *buf, int size)
+{
+	struct iovec here = { buf, (size_t)size };
+	struct iovec there = { (void *)(uintptr_t)n->data.args[1], (size_t)size };
+
+	if (process_vm_readv((pid_t)n->pid, &here, 1, &there, 1, 0) != size)
+		return -1;
+	return valid(listener, n->id) ? 0 : ESRCH;
+}
+
+/*
  * connect(2) on a Unix socket `size` bytes long: ENOENT (or the open's other
  * error) for a pathname that cannot be opened where the caller would find it; 0
  * for everything else, which needs the supervisor.
@@ -274,18 +290,14 @@ static int unix_connect(int listener, const struct seccomp_notif *n, int size)
 {
 	struct sockaddr_un addr;
 	char path[sizeof addr.sun_path + 1];
-	struct iovec here = { &addr, 0 }, there = { 0, 0 };
+	int got;
 
 	if (size <= (int)offsetof(struct sockaddr_un, sun_path) || size > (int)sizeof addr)
 		return 0;
 	memset(&addr, 0, sizeof addr);
-	here.iov_len = there.iov_len = (size_t)size;
-	there.iov_base = (void *)(uintptr_t)n->data.args[1];
-	if (process_vm_readv((pid_t)n->pid, &here, 1, &there, 1, 0) != size)
-		return 0;
-	/* What was read is the caller's only if it is still waiting in that call. */
-	if (!valid(listener, n->id))
-		return ESRCH;
+	got = copied(listener, n, &addr, size);
+	if (got != 0)
+		return got < 0 ? 0 : got;
 	if (addr.sun_family != AF_UNIX || addr.sun_path[0] == '\0')
 		return 0; /* another family's (the kernel refuses it), or abstract */
 	memcpy(path, addr.sun_path, sizeof addr.sun_path);
@@ -316,19 +328,15 @@ static int unix_connect(int listener, const struct seccomp_notif *n, int size)
 static int inet_connect(int listener, const struct seccomp_notif *n, int sock, int size)
 {
 	struct sockaddr_storage addr;
-	struct iovec here = { &addr, 0 }, there = { 0, 0 };
 	int flags = fcntl(sock, F_GETFL), err;
 
 	if (flags < 0 || !(flags & O_NONBLOCK))
 		return 0;
 	memset(&addr, 0, sizeof addr);
-	here.iov_len = there.iov_len = (size_t)size;
-	there.iov_base = (void *)(uintptr_t)n->data.args[1];
-	if (process_vm_readv((pid_t)n->pid, &here, 1, &there, 1, 0) != size)
-		return 0;
 	/* The socket and the address are the caller's only if it still waits. */
-	if (!valid(listener, n->id))
-		return ESRCH;
+	err = copied(listener, n, &addr, size);
+	if (err != 0)
+		return err < 0 ? 0 : err;
 	err = connect(sock, (const struct sockaddr *)&addr, (socklen_t)size) == 0 ? 0 : errno;
 	answer(listener, n->id, err);
 	return ANSWERED;
