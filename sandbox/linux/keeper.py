@@ -169,6 +169,9 @@ class Keeper:
         self.kept: list[tuple[str, str, Entry]] = []
         # (root, rel) of the names missing at the start: one lstat each after a run.
         self.absent: set[tuple[str, str]] = set()
+        # (root, rel) of what a run changed that could not be moved out: a run's, never
+        # taken as the host's (settle, appeared) while it stays.
+        self.unmoved: set[tuple[str, str]] = set()
         self.add(paths)
 
     def add(self, paths: tuple[str, ...]) -> None:
@@ -201,7 +204,7 @@ class Keeper:
         now = []
         for root, rel, was in self.kept:
             try:
-                entry = read(root, rel)
+                entry = was if (root, rel) in self.unmoved else read(root, rel)
             except OverflowError:
                 entry = was
             now.append((root, rel, entry))
@@ -218,7 +221,8 @@ class Keeper:
         read-only from now on). Only while no run of any session is going."""
         out, left = [], []
         for root, rel, was in self.kept:
-            if (root, rel) in self.absent and not _gone(os.path.join(root, rel)):
+            if (root, rel) in self.absent and (root, rel) not in self.unmoved and \
+                    not _gone(os.path.join(root, rel)):
                 try:
                     kind = read(root, rel)[0]
                 except OverflowError:
@@ -238,16 +242,22 @@ class Keeper:
         said: list[str] = []
         for root, rel, was in self.kept:
             if (root, rel) in self.absent and _gone(os.path.join(root, rel)):
+                self.unmoved.discard((root, rel))
                 continue  # nothing there for host git to read (it follows links too)
             try:
                 now = read(root, rel)
             except OverflowError:
                 now = ("large",)
             if now == was:
+                self.unmoved.discard((root, rel))
                 continue
             moved = move_rows(root, [rel], {}, self.base) if now != MISSING else []
             went = next((m[2] for m in moved if m[2]), "")
             path = os.path.join(root, rel)
+            if any(m[4] for m in moved):
+                self.unmoved.add((root, rel))
+            else:
+                self.unmoved.discard((root, rel))
             if was == MISSING:  # nothing found there (a folder closed, say): nothing to say
                 if moved:
                     said.append(_made(path, went, next((m[4] for m in moved if m[4]), "")))

@@ -64,6 +64,8 @@ class MoveOut:
         self._lock = threading.Lock()
         self._live = 0
         self._unmoved: set[str] = set()
+        # Rows a run made that could not be moved out: never taken as the host's.
+        self._stuck: set[str] = set()
 
     def record(self) -> dict[str, object]:
         """What the session's manifest keeps, for a harness that dies
@@ -88,8 +90,8 @@ class MoveOut:
             if not any(name.split("/", 1)[0] in top for name in self.rows):
                 return ()
             here = set(present(self.project, ()))
-            took = tuple(p for name in self.rows
-                         if (p := os.path.join(self.project, name)) in here)
+            took = tuple(p for name in self.rows if name not in self._stuck
+                         and (p := os.path.join(self.project, name)) in here)
             for p in took:
                 del self.rows[os.path.relpath(p, self.project)]
             return took
@@ -116,6 +118,7 @@ class MoveOut:
             return []
         out = []
         for m in move_rows(self.project, self.rows, self.links, self.base):
+            (self._stuck.add if m[4] else self._stuck.discard)(m[0])
             line = self._said(*m)
             if m[4]:  # not moved: said once, not after every run
                 if line in self._unmoved:

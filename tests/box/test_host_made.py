@@ -174,3 +174,22 @@ def test_a_protected_config_the_host_removes_does_not_end_the_session(
     said = " ".join(s.warnings)
     assert f"{project}/.vscode was removed on the host during the session" in said, said
     assert [p.name for p in _moved(project)] == [".vscode"], _moved(project)
+
+
+@BOXES
+def test_what_a_run_made_and_could_not_be_moved_is_never_taken_as_the_hosts(
+        project: Path, box: str) -> None:
+    """The data folder cannot be made (a file stands where it goes): what the run made
+    at a kept name stays, said as not moved, and the next run's start, no run going
+    anywhere, does not take it as the host's (it would be held as the user's, and said
+    so)."""
+    (project.parent / "data").write_text("not a folder\n")
+    with _open(project, box) as s:
+        r = s.run(["sh", "-c", "mkdir .idea && echo '<x/>' > .idea/workspace.xml; "
+                               "mkdir -p .git/hooks && echo x > .git/hooks/pre-commit"])
+        assert r.ok, r
+        assert s.run(["true"]).ok
+        assert (project / ".idea").exists() and (project / ".git" / "hooks").exists()
+    said = " ".join(s.warnings)
+    assert "appeared on the host" not in said, said
+    assert "could not be moved out" in said, said
