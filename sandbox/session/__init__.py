@@ -296,9 +296,7 @@ class Session:
 
             check_self(policy)
             session = cls(policy)
-            session._moves = moves
-            if session._box is not None:
-                session._turns = Turns(session._box, tmp, moves, manifest)
+            session._between_runs(moves, manifest)
             # Hard links to protected files are looked for while the warm box starts
             # (thousands of files in a repository with hundreds of modules); the box
             # runs nothing before the session is open.
@@ -317,6 +315,13 @@ class Session:
                 session.warnings += session.network.report()
         finally:
             _end(session, manifest, tmp)
+
+    def _between_runs(self, moves: MoveOut | None, manifest: str | None) -> None:
+        """What the session looks at between its boxed runs: other tools' configs the
+        box made (moveout.py), and what appeared on the host (turns.py)."""
+        self._moves = moves
+        if self._box is not None:
+            self._turns = Turns(self._box, self.policy.private_tmp, moves, manifest)
 
     def _start(self, held: tuple[str, ...] | None, warm: bool = False,
                meanwhile: Callable[[], None] = lambda: None) -> None:
