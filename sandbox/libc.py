@@ -212,3 +212,25 @@ def attach(tree: int, path: str) -> None:
     """Mount the detached ``tree`` on ``path`` (``move_mount``)."""
     call("move_mount", libc().syscall(SYS_MOVE_MOUNT, tree, b"", AT_FDCWD,
                                       os.fsencode(path), MOVE_MOUNT_F_EMPTY_PATH), path)
+
+
+def mount_overlay(target: str, options: str) -> None:
+    """An overlay on ``target`` with ``options`` (``lowerdir=...,upperdir=...``), nosuid
+    and nodev. Raises OSError."""
+    if libc().mount(b"overlay", os.fsencode(target), b"overlay", MS_NOSUID | MS_NODEV,
+                    options.encode()) != 0:
+        raise _failed("mounting an overlay failed", target)
+
+
+# prctl(2): PR_SET_SECUREBITS, and the bit that keeps the capabilities across a uid change.
+PR_SET_SECUREBITS = 28
+SECBIT_NO_SETUID_FIXUP = 1 << 2
+
+
+def setfsids(uid: int, gid: int) -> None:
+    """Set this thread's file-system uid and gid (``setfsuid``, ``setfsgid``), keeping
+    its capabilities (a change away from 0 would drop those over files)."""
+    call("prctl", libc().prctl(PR_SET_SECUREBITS, SECBIT_NO_SETUID_FIXUP if uid else 0,
+                               0, 0, 0))
+    libc().setfsgid(gid)
+    libc().setfsuid(uid)

@@ -561,9 +561,10 @@ def package_env(home: Path) -> dict[str, str]:
             "npm_config_update_notifier": "false"}
 
 
-def package_projects(base: Path) -> tuple[Path, Path]:
-    """Two copies of one project (a package.json, its lock, made bare once with a cache of
-    its own, and a requirements file), each with its venv: one run bare, one boxed."""
+def package_projects(base: Path) -> tuple[Path, ...]:
+    """Three copies of one project (a package.json, its lock, made bare once with a cache
+    of its own, and a requirements file), each with its venv: one run bare, one boxed, one
+    boxed with the bare side's home (its caches warm)."""
     template = base / "pkg-template"
     template.mkdir()
     (template / "package.json").write_text(json.dumps(NPM_PROJECT, indent=2) + "\n")
@@ -571,7 +572,7 @@ def package_projects(base: Path) -> tuple[Path, Path]:
     env = {**package_env(base / "lock-home"), "npm_config_cache": str(base / "lock-cache")}
     subprocess.run(["npm", "install", "--package-lock-only", "--silent"], cwd=template,
                    env=env, check=True, capture_output=True, timeout=300)
-    copies = base / "pkg-bare", base / "pkg-boxed"
+    copies = base / "pkg-bare", base / "pkg-boxed", base / "pkg-warm"
     for copy in copies:
         shutil.copytree(template, copy)
         subprocess.run(["/usr/bin/python3", "-m", "venv", ".venv"], cwd=copy, check=True,
@@ -621,7 +622,7 @@ def package_cases(base: Path, rounds: int) -> Results:
     if shutil.which("npm") is None or not os.path.exists("/usr/bin/python3"):
         return {"p_packages": {"error": "npm or /usr/bin/python3 is not installed"}}
     try:
-        bare_dir, boxed_dir = package_projects(base)
+        bare_dir, boxed_dir, warm_dir = package_projects(base)
     except (OSError, subprocess.SubprocessError) as e:
         err = getattr(e, "stderr", b"") or b""
         return {"p_packages": {"error": f"{e}: {err.decode(errors='replace')[-300:]}"}}
@@ -638,6 +639,12 @@ def package_cases(base: Path, rounds: int) -> Results:
                         (_bare(again, bare_dir, env), _boxed(session, again)), rounds))
                 except Exception as e:  # the other tool is still measured
                     results[key] = {"error": str(e)}
+        # A new project's first npm ci, boxed, where the host's cache is warm (the bare
+        # side's home): laid under the box's (sandbox/policy/layers.py).
+        with Session.open(str(warm_dir), SandboxSettings(network=REGISTRIES),
+                          env=env) as session:
+            results["p_npm_ci_first_boxed_host_warm"] = summary(
+                [timed(_boxed(session, NPM_CI))])
     except Exception as e:  # the session could not open: the section says so, never raises
         results["p_packages"] = {"error": f"{type(e).__name__}: {e}"}
     return results
@@ -749,6 +756,8 @@ DERIVED = {
     "l_landlock_over_namespace_box": _ratio("l_landlock_session_run_true",
                                             "l_namespace_box_per_run_true"),
     "p_npm_ci_boxed_over_bare": _ratio("p_npm_ci_second_boxed", "p_npm_ci_second_bare"),
+    "p_npm_ci_first_host_warm_over_bare_second": _ratio("p_npm_ci_first_boxed_host_warm",
+                                                        "p_npm_ci_second_bare"),
     "p_pip_install_boxed_over_bare": _ratio("p_pip_install_second_boxed",
                                             "p_pip_install_second_bare"),
     "w_cold_over_bare": _ratio("w_cold_session_run_true", "w_bare_spawn"),

@@ -124,6 +124,23 @@ def _caches() -> list[tuple[str, str]]:
     return entries(os.path.realpath(os.getcwd()), os.environ, home)
 
 
+def _warm(settings: object) -> list[str]:
+    """Which host caches a box of the project starts warm from (sandbox/policy/layers.py);
+    what cannot be said is said so."""
+    import os
+
+    from sandbox.errors import PolicyError
+    from sandbox.policy import Policy
+    from sandbox.policy.layers import lines
+
+    try:
+        policy = Policy.from_settings(os.path.realpath(os.getcwd()), settings,  # type: ignore[arg-type]
+                                      env=dict(os.environ))
+    except (PolicyError, OSError) as err:
+        return [f"cache warmth: not known here ({err})"]
+    return lines(policy)
+
+
 def _network_line(backend: str, network: object) -> str:
     """The network a box has here: the Landlock box has no loopback of its own."""
     from sandbox.network.session import mode_line
@@ -145,14 +162,15 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     bounds = hardening(settings) if p.ok and p.backend == "bwrap" else []  # type: ignore[arg-type]
     network = settings.network  # type: ignore[attr-defined]
     caches = _caches() if p.ok and p.backend == "bwrap" else []
+    warm = _warm(settings) if caches else []
     if args.json:
         doc = {**p.as_dict(), "hardening": [b.as_dict() for b in bounds],
                "network": mode(network),
-               "caches": [{"tool": t, "where": w} for t, w in caches]}
+               "caches": [{"tool": t, "where": w} for t, w in caches], "warm": warm}
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
         lines = report(p, shared_network=network is True)
-        said = [f"cache {t}: {w}" for t, w in caches]
+        said = [f"cache {t}: {w}" for t, w in caches] + warm
         sys.stderr.write("\n".join([*lines[:-1], *bound_lines(list(bounds)),
                                     *([_network_line(p.backend, network)] if p.ok else []),
                                     *said,

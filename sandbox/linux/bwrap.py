@@ -41,6 +41,9 @@ from sandbox.linux.started import Started, exec_failure, read, with_var
 from sandbox.plan import BackendName, LaunchPlan, RunResult
 from sandbox.policy import Policy
 from sandbox.policy.caches import box_roots
+from sandbox.policy.layers import plan as warm_layers
+from sandbox.policy.layers import refused
+from sandbox.policy.layers import take as take_slot
 from sandbox.policy.startenv import box_env
 
 if TYPE_CHECKING:
@@ -203,6 +206,10 @@ class BwrapBackend:
         self._stage: Stage | None = None
         self._unstaged = False
         self._stage_lock = threading.Lock()
+        # The lock of the warm caches' slot the stage holds (sandbox/policy/layers.py).
+        self._slot = -1
+        # What the session is told once, at its next look (said()).
+        self._said: list[str] = []
         self._cached = False
         self.guard: bytes | None = None
         # Where the compiled launcher comes from (sandbox/linux/initcache.py), and its sealed
@@ -318,6 +325,12 @@ class BwrapBackend:
             self._started.told(made, read_end)
         return made
 
+    def said(self) -> list[str]:
+        """What was found since the last call that the session says (a package cache
+        the kernel would not lay the host's under)."""
+        out, self._said = self._said, []
+        return out
+
     def bind_fds(self) -> tuple[int, ...]:
         """The held descriptors bwrap binds by (``--bind-fd``): none once the stage has
         made those binds. (A descriptor bwrap does not use would reach the box's
@@ -347,14 +360,20 @@ class BwrapBackend:
                 from sandbox.git.configcopy import is_view
 
                 copies = any(b.kind == "view" and is_view(b.source) for b in binds)
-                if root or copies or len(binds) >= _stage.STAGE_AT:
-                    roots = (self.policy.private_tmp, *box_roots(self.policy))
+                layers, _ = warm_layers(self.policy)
+                if root or copies or layers or len(binds) >= _stage.STAGE_AT:
+                    layers, self._slot = take_slot(layers, self._said)
+                    # The slot is the stand-in's to write, as the box's folders are.
+                    roots = (self.policy.private_tmp, *box_roots(self.policy),
+                             *(layers[0].slot for _ in layers[:1]))
                     try:
                         self._stage = _stage.Stage.open(
                             roots, binds, stand_in=root,
-                            late=late and bindable_late(self.policy))
+                            late=late and bindable_late(self.policy), layers=layers)
                     except StageRefused:
                         self._unstaged = True  # the same box, its binds made by bwrap
+                    else:
+                        self._said += [refused(why) for why in self._stage.unlayered]
                 else:
                     self._unstaged = True
             return self._stage
@@ -393,6 +412,9 @@ class BwrapBackend:
             os.close(fd)
         stage, self._stage = self._stage, None
         self._unstaged = False
+        slot, self._slot = self._slot, -1
+        if slot >= 0:
+            os.close(slot)  # the warm caches' slot, free for the next session
         self._prefix = None  # its root is the stage's
         self._started.close()
         launcher, self._launcher_fd = self._launcher_fd, None

@@ -218,7 +218,7 @@ class LinuxBox(BoxBase):
         """What the box made again, or repaired, since the last call."""
         with self._turn:
             out, self._said = self._said, []
-        return out
+        return out + self.backend.said()
 
     def _enter(self) -> None:
         """A run's start: the box's mounts made again first, once no run is going, if

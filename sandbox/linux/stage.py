@@ -28,6 +28,7 @@ import os
 import stat
 import threading
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from sandbox import libc
 from sandbox.errors import PolicyError, SandboxUnavailable, StageRefused
@@ -42,12 +43,19 @@ from sandbox.linux.stagebinds import (
     copy_root,
     detach_others,
     idmap_roots,
+    mount_layers,
     share_roots,
 )
 from sandbox.text import escape
 
 # A plain user's box is staged from this many binds on (pins, protected names, covers).
 STAGE_AT = 64
+
+# Held while a stage's children are forked and until they are let go: a child forked
+# (without exec) by another thread meanwhile would hold a copy of the pipe each waits
+# on to be let go, and two sessions opening at once in one process would wait for each
+# other's children for ever.
+FORKS = threading.Lock()
 
 # Beside the session's private temp folder: where the stage mounts its copy of ``/``
 # without the stage's binds (see :func:`root_copy`).
@@ -85,14 +93,18 @@ class Stage:
         # What a box of the stage binds as its /: the stage's own, or its copy from
         # before its binds (:func:`root_copy`).
         self.root = root
+        # Each package cache's overlay the kernel refused, as "tool: why".
+        self.unlayered: tuple[str, ...] = ()
 
     @classmethod
     def open(cls, roots: Sequence[str], binds: Sequence[Bind], *, stand_in: bool,
-             late: bool = False) -> Stage:
+             late: bool = False, layers: Sequence[Any] = ()) -> Stage:
         """The stage for a box that writes ``roots`` (the private temp folder first),
         with ``binds`` made in it (in order: shallowest first). ``stand_in`` makes it
         root's stand-in. ``late`` leaves the binds to :meth:`bind_late`, for one box
-        started before them: see :meth:`bind_late`. Raises
+        started before them: see :meth:`bind_late`. ``layers``: the overlays that warm
+        the package caches (:mod:`sandbox.policy.layers`), made before the binds; each
+        one the kernel refused is in :attr:`unlayered`. Raises
         :class:`SandboxUnavailable`, or :class:`PolicyError` for a path that changed."""
         program = standin.nsenter()
         libc.libc()  # loaded before any fork
@@ -103,22 +115,28 @@ class Stage:
         copy = _made_folder(root_copy(private)) if private and len(binds) >= STAGE_AT \
             else ""
         children: list[int] = []
-        try:
-            if stand_in:
-                # The private temp folder's folder is a mount of the stage's own (see
-                # _detach_others), mapped as the top folders are.
-                userns, mntns = standin.open_spaces(
-                    roots, lambda idmaps, mapped: _stage(idmaps, mapped, binds,
-                                                         private=private, copy=copy,
-                                                         children=children, late=late),
-                    also=(os.path.dirname(private),) if private else (), children=children)
-            else:
-                userns, mntns = _own_stage(binds, copy, children, late=late)
-        except BaseException:
-            standin.reap(children)
-            raise
-        return cls(userns, mntns, program, stand_in, copy or "/", children=children,
+        unlayered: list[str] = []
+        with FORKS:  # see FORKS
+            try:
+                if stand_in:
+                    # The private temp folder's folder is a mount of the stage's own (see
+                    # _detach_others), mapped as the top folders are.
+                    userns, mntns = standin.open_spaces(
+                        roots, lambda idmaps, mapped: _stage(idmaps, mapped, binds,
+                                                             private=private, copy=copy,
+                                                             children=children, late=late,
+                                                             layers=(layers, unlayered)),
+                        also=(os.path.dirname(private),) if private else (), children=children)
+                else:
+                    userns, mntns = _own_stage(binds, copy, children, late=late,
+                                               layers=(layers, unlayered))
+            except BaseException:
+                standin.reap(children)
+                raise
+        made = cls(userns, mntns, program, stand_in, copy or "/", children=children,
                    late=binds if late else ())
+        made.unlayered = tuple(unlayered)
+        return made
 
     def bind_late(self) -> None:
         """Make the binds :meth:`open` was told to leave (``late``), once; nothing if
@@ -166,11 +184,12 @@ class Stage:
             bind_all(binds)
             return b""
 
-        _, report, finish = _run_child(work)
-        try:
-            _said(report)
-        finally:
-            standin.reap([finish()])
+        with FORKS:
+            _, report, finish = _run_child(work)
+            try:
+                _said(report)
+            finally:
+                standin.reap([finish()])
 
     def argv(self) -> tuple[str, ...]:
         """What goes before bwrap's own argv: ``nsenter`` into the stage's namespaces,
@@ -218,7 +237,8 @@ def _made_folder(path: str) -> str:
 
 
 def _stage(idmaps: Sequence[Idmap], mapped: Callable[[], None], binds: Sequence[Bind], *,
-           private: str, copy: str, children: list[int], late: bool = False) -> int:
+           private: str, copy: str, children: list[int], late: bool = False,
+           layers: Layers = ((), [])) -> int:
     """Root's mount namespace: copied from this one, with ``idmaps`` and ``binds``
     made in it; as a descriptor. A child makes it (see :func:`_run_child`), its pid
     added to ``children``; it copies the namespace while :func:`mapped` waits for the
@@ -238,17 +258,18 @@ def _stage(idmaps: Sequence[Idmap], mapped: Callable[[], None], binds: Sequence[
             detach_others(private)
         if os.read(mapped_r, 1) != b"m":
             raise OSError(0, "the session did not map the stand-in's user namespaces")
-        skipped = idmap_roots(idmaps)
+        idmap_roots(idmaps)
         copy_root(copy)
+        failed = mount_layers(layers[0], own=False)
         (share_roots if late else bind_all)(binds)
-        return os.fsencode("\0".join(skipped))
+        return os.fsencode("\0".join(failed))
 
     pid, report, finish = _run_child(work)
     os.close(mapped_r)
     try:
         mapped()
         os.write(mapped_w, b"m")
-        _said(report)
+        _layers_said(_said(report), layers[1])
         return os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
     finally:
         os.close(mapped_w)
@@ -256,7 +277,7 @@ def _stage(idmaps: Sequence[Idmap], mapped: Callable[[], None], binds: Sequence[
 
 
 def _own_stage(binds: Sequence[Bind], copy: str, children: list[int], *,
-               late: bool = False) -> tuple[int, int]:
+               late: bool = False, layers: Layers = ((), [])) -> tuple[int, int]:
     """A plain user's stage: a user namespace mapping this user to itself, and a mount
     namespace with ``binds`` made in it (and ``/`` copied on ``copy`` before them); as
     descriptors. The child that makes them is added to ``children``."""
@@ -275,8 +296,9 @@ def _own_stage(binds: Sequence[Bind], copy: str, children: list[int], *,
         libc.unshare(libc.CLONE_NEWNS)
         libc.make_rslave("/")
         copy_root(copy)
+        failed = mount_layers(layers[0], own=True)
         (share_roots if late else bind_all)(binds)
-        return b""
+        return os.fsencode("\0".join(failed))
 
     pid, report, finish = _run_child(work)
     os.close(maps_r)
@@ -294,12 +316,20 @@ def _own_stage(binds: Sequence[Bind], copy: str, children: list[int], *,
                 f"the box's staging namespace could not be mapped: {err.strerror}",
                 standin.FIX) from err
         os.write(maps_w, b"m")
-        _said(report)
+        _layers_said(_said(report), layers[1])
         return (os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC),
                 os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC))
     finally:
         os.close(maps_w)
         children.append(finish())
+
+
+# The layers a stage's child mounts, and the list it adds each refused one to.
+Layers = tuple[Sequence[Any], list[str]]
+
+
+def _layers_said(said: bytes, into: list[str]) -> None:
+    into += [p for p in os.fsdecode(said).split("\0") if p]
 
 
 class _Report:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from pathguard.records import NamedTuple
 from sandbox import libc
@@ -30,6 +30,45 @@ class Bind(NamedTuple):
     root: str
     source: str = ""
     expect: tuple[int, int] | None = None
+
+
+def mount_layers(layers: Sequence[Any], *,  # pragma: no cover - in the child
+                 own: bool) -> list[str]:
+    """Each :class:`~sandbox.policy.layers.Layer`'s overlay, mounted on its target; for
+    each one that could not be, ``tool: why``. Every path is opened first, none through
+    a link, the lower checked to be the folder the session saw, and given to the kernel
+    as ``/proc/self/fd/N``: a link planted on the way since (by a box that writes the
+    home) cannot make the host's cache the upper one. ``own``: a plain user's stage,
+    whose overlay keeps its marks in ``user.`` attributes."""
+    failed = []
+    for layer in layers:
+        fds: list[int] = []
+        try:
+            fds.append(open_path(layer.top, os.path.basename(layer.target)))
+            fds.append(open_path(layer.slot, layer.upper))
+            fds.append(open_path(layer.slot, layer.work))
+            fds.append(os.open(layer.lower, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC))
+            st = os.fstat(fds[-1])
+            if (st.st_dev, st.st_ino) != tuple(layer.lower_id):
+                raise OSError(0, "it is another folder now")
+            at, up, work, low = (f"/proc/self/fd/{fd}" for fd in fds)
+            options = f"lowerdir={low},upperdir={up},workdir={work}"
+            if own:
+                libc.mount_overlay(at, options + ",userxattr")
+            else:
+                # The overlay writes its upper folder as its mounter: as the stand-in,
+                # which the slot's idmapped mount maps (root is not mapped there).
+                libc.setfsids(standin.UID, standin.GID)
+                try:
+                    libc.mount_overlay(at, options)
+                finally:
+                    libc.setfsids(0, 0)
+        except OSError as err:
+            failed.append(f"{layer.tool}: {err.strerror or err}")
+        finally:
+            for fd in fds:
+                os.close(fd)
+    return failed
 
 
 def copy_root(copy: str) -> None:  # pragma: no cover - in the child

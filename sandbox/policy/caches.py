@@ -14,9 +14,9 @@ where the tool has one (``npm_config_cache``, ``PIP_CACHE_DIR``, ...), else by a
 over the tool's own folder (cargo's ``~/.cargo/registry``), made only where that folder
 is there, or its tool's folder is (an empty one is made then, as the tool would).
 
-It starts empty (bubblewrap's ``--overlay`` would let it start from the host's, read
-only below a layer of the box's own; it needs bubblewrap 0.9) and stays warm from one
-session of the project to the next. Nothing is ever written to the host's caches.
+It starts empty, and stays warm from one session of the project to the next; a staged
+box starts each tool's folder from the host's cache instead, read only below a layer of
+the project's own (:mod:`sandbox.policy.layers`). Nothing is ever written to the host's caches.
 A variable the host set to a folder of its own is replaced: that folder is either
 read-only in the box or one the box writes, and a host cache the box writes is the
 poisoning this module is for. Which folder each tool uses: :func:`lines` (``doctor``).
@@ -127,8 +127,10 @@ def make(project: str, env: Mapping[str, str], home: str) -> str | None:
     return root
 
 
-# Beside each project's folder, out of the box's reach: the project it is for.
+# Beside each project's folder, out of the box's reach: the project it is for, and the
+# folder of its warm caches' slots (sandbox/policy/layers.py).
 NOTE = ".project"
+LAYERED = ".layered"
 
 
 def _note(root: str, project: str) -> None:
@@ -154,6 +156,7 @@ def sweep(caches: str) -> int:
                     project = f.read(4096)
                 if os.path.isabs(project) and not os.path.lexists(project):
                     _remove(note[:-len(NOTE)])
+                    _remove(note[:-len(NOTE)] + LAYERED)
                     os.unlink(note)
                     gone += 1
     return gone

@@ -68,6 +68,14 @@ def caches_of(project: Path, env: dict[str, str]) -> Path:
     return Path(folder_for(str(project.resolve()), env, env["HOME"]))
 
 
+def written(project: Path, env: dict[str, str], folder: str) -> Path:
+    """Where the box's writes to a tool's cache land: the upper folder of the first slot
+    where the host's cache is laid under it (sandbox/policy/layers.py), else the
+    project's own folder."""
+    upper = Path(f"{caches_of(project, env)}.layered/0/upper/{folder}")
+    return upper if upper.is_dir() else caches_of(project, env) / folder
+
+
 @pytest.fixture
 def npm() -> Iterator[str]:
     found = shutil.which("npm")
@@ -98,7 +106,7 @@ def test_npm_packs_and_installs_a_local_tarball_with_the_project_s_cache(
     assert installed.returncode == 0, out(installed)
     assert again.returncode == 0, out(again)
     assert got.stdout == b"42\n"
-    assert (caches_of(project, env) / "npm" / "_cacache").is_dir()
+    assert (written(project, env, "npm") / "_cacache").is_dir()
     assert tree(home) == before
 
 
@@ -149,7 +157,7 @@ def test_pip_builds_and_installs_with_the_project_s_cache(
         assert b"cache has been disabled" not in r.stderr, out(r)
         assert b"Read-only file system" not in r.stderr, out(r)
     assert got.stdout == b"7 8\n"
-    assert list((caches_of(project, env) / "pip" / "wheels").rglob("hsdemo-1.0-*.whl"))
+    assert list((written(project, env, "pip") / "wheels").rglob("hsdemo-1.0-*.whl"))
     assert tree(home) == before
 
 
@@ -176,9 +184,8 @@ def test_a_poisoned_cache_stays_in_the_box_and_the_host_s_is_byte_identical(
     assert r.stdout == b"own-npm\nown-pip\nown-cargo\n", out(r)
     assert tree(home) == before
     assert not (host_cargo / "planted").exists()
-    mine = caches_of(project, env)
-    assert (mine / "cargo-registry" / "planted").read_text() == "poisoned\n"
-    assert (mine / "pip" / "planted").read_text() == "poisoned\n"
+    assert (written(project, env, "cargo-registry") / "planted").read_text() == "poisoned\n"
+    assert (written(project, env, "pip") / "planted").read_text() == "poisoned\n"
 
 
 def test_another_project_s_box_cannot_write_this_project_s_cache(
@@ -267,4 +274,4 @@ def test_a_writable_data_folder_s_parent_lets_no_box_make_another_project_s_cach
                    f"touch {caches}/x.project || echo refused; "
                    'echo x > "$npm_config_cache/mine" && echo mine'])
     assert r.stdout == b"refused\nrefused\nmine\n", out(r)
-    assert (caches_of(project, env) / "npm" / "mine").read_text() == "x\n"
+    assert (written(project, env, "npm") / "mine").read_text() == "x\n"
