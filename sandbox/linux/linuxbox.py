@@ -67,6 +67,10 @@ class LinuxBox(BoxBase):
         # and what moves out what a run makes there at once (:mod:`.sentry`).
         self._keeper: Keeper | None = None
         self._sentry: Sentry | None = None
+        # The submodules whose objects git copied across the pinned .git (:mod:`copied`).
+        from sandbox.git.copied import Copies
+
+        self._copies = Copies(policy.common_dir or os.path.join(policy.project, ".git"))
 
     @property
     def kind(self) -> BoxKind:
@@ -218,7 +222,7 @@ class LinuxBox(BoxBase):
         """What the box made again, or repaired, since the last call."""
         with self._turn:
             out, self._said = self._said, []
-        return out + self.backend.said()
+        return out + self.backend.said() + self._copies.look()
 
     def _enter(self) -> None:
         """A run's start: the box's mounts made again first, once no run is going, if
