@@ -56,7 +56,9 @@ class Workload(NamedTuple):
     cause}} for what differs today and is no boundary. ``volatile``: patterns of files
     whose bytes hold the moment they were built (an archive's dates), compared as
     :data:`VOLATILE` is. ``ignore``: paths left out of the tree's comparison, where
-    another workload compares them."""
+    another workload compares them. ``before``: a script run bare in the fresh copy and
+    home first, for bare and boxed runs alike (the host's state the work starts from:
+    a warm cache)."""
 
     name: str
     script: str
@@ -69,6 +71,7 @@ class Workload(NamedTuple):
     mismatch: Mapping[str, Mapping[str, str]] = {}
     volatile: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
+    before: str = ""
 
 
 class Unsaid(AssertionError):
@@ -274,7 +277,12 @@ def run_in(place: Path, template: Path, work: Workload, how: str,
     """``work`` run ``how`` in a fresh copy of ``template`` at ``place/proj``, and the
     tree it left."""
     project, home = fresh(place, template)
-    outcome = RUNNERS[how](work, project, base_env(home, extra))
+    env = base_env(home, extra)
+    if work.before:
+        done = subprocess.run(["bash", "-c", work.before], cwd=project, env=env,
+                              capture_output=True, timeout=TIMEOUT, check=False)
+        assert done.returncode == 0, f"before {work.name}: {done.stderr!r}"
+    outcome = RUNNERS[how](work, project, env)
     return Ran(outcome, tree(project, work.volatile))
 
 

@@ -56,6 +56,15 @@ WORKLOADS = [
              "npm install --offline --silent ../nodepkg/nodepkg-1.0.0.tgz && "
              "rm -rf node_modules && npm ci --offline --silent && ls node_modules && "
              "grep -c nodepkg package-lock.json", needs=("npm", "node")),
+    # The host's npm cache holds the package, its tarball gone: the box's first
+    # npm ci finds it there, read only below the project's own (sandbox/policy/layers.py).
+    Workload("npm-ci-from-the-host-s-cache",
+             "cd app && npm ci --offline --silent && "
+             "node -e \"console.log(require('nodepkg')())\" && ls node_modules",
+             before="(cd nodepkg && npm pack --silent >/dev/null) && cd app && "
+                    "npm install --offline --silent ../nodepkg/nodepkg-1.0.0.tgz && "
+                    "rm -rf node_modules ../nodepkg/nodepkg-1.0.0.tgz",
+             needs=("npm", "node")),
     Workload("node-script-writes-files",
              "node -e \"const fs = require('fs'); fs.mkdirSync('out/x', {recursive: true});"
              " fs.writeFileSync('out/x/a.json', JSON.stringify({a: 1})); "
