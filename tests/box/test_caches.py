@@ -255,7 +255,9 @@ def test_a_gone_project_s_caches_go_at_another_project_s_first_session(
     gone.rmdir()
     with Session.open(str(new), SETTINGS, env=env) as s:
         s.run(["true"])
+    assert Path(str(mine) + ".layered").is_dir()  # the host's caches laid under the box's
     assert not theirs.exists() and not Path(str(theirs) + ".project").exists()
+    assert not Path(str(theirs) + ".layered").exists()
     assert (mine / "go-mod" / "m@v1" / "f").exists() and caches_of(new, env).is_dir()
 
 
