@@ -81,8 +81,8 @@ def why_not(lower: str, policy: Policy) -> str:
         return f"{lower} is not there"
     if not os.path.isdir(lower) or os.path.islink(lower):
         return f"{lower} is not a folder"
-    if lower.split("/")[1] in BOX_OWN:
-        return f"{lower} is in one of the box's own folders"
+    if lower.split("/")[1] in BOX_OWN | {"tmp"}:
+        return f"{lower} is in one of the box's own folders (the host's is not seen there)"
     writes = (*policy.read_write_paths(), policy.private_tmp)
     if any(_under(lower, w) or _under(w, lower) for w in writes):
         return f"{lower} is in a folder the box writes (or holds one)"

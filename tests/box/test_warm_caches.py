@@ -235,3 +235,25 @@ def test_with_every_slot_taken_the_box_starts_from_the_project_s_own_and_says_so
     assert said == ["the package caches start from the project's own, not warm from the "
                     "host's: every slot of the project's warm caches is taken by a session "
                     "going, or one could not be made"], said
+
+
+def test_a_host_cache_where_the_box_has_its_own_folder_is_not_laid_under(
+        project: Path, env: dict[str, str]) -> None:
+    import shutil as _shutil
+    import tempfile
+
+    # npm's cache in the host's /tmp: the box's /tmp is its own, and an overlay would
+    # show the host's there.
+    cache = Path(tempfile.mkdtemp(prefix="hs-npm-", dir="/tmp"))
+    try:
+        (cache / "entry").write_text("the host's /tmp\n")
+        e = {**env, "npm_config_cache": str(cache)}
+        with Session.open(str(project), SETTINGS, env=e) as s:
+            r = s.run(["sh", "-c", 'cat "$npm_config_cache/entry" 2>/dev/null; '
+                       'cat "$PIP_CACHE_DIR/http/entry"'])
+        assert r.stdout == b"the host's own .cache/pip/http\n", out(r)
+        said = lines(Policy.from_settings(str(project.resolve()), SETTINGS, env=e))
+        assert f"cache npm: starts from the project's own: {cache} is in one of the box's " \
+               "own folders (the host's is not seen there)" in said, said
+    finally:
+        _shutil.rmtree(cache)
