@@ -86,7 +86,9 @@ def why_not(lower: str, policy: Policy) -> str:
     writes = (*policy.read_write_paths(), policy.private_tmp)
     if any(_under(lower, w) or _under(w, lower) for w in writes):
         return f"{lower} is in a folder the box writes (or holds one)"
-    hid = next((h for h in policy.hidden if _under(h, lower) or _under(lower, h)), None)
+    # By name and by where it leads: the box hides both.
+    hid = next((h for h in policy.hidden for at in {h, os.path.realpath(h)}
+                if _under(at, lower) or _under(lower, at)), None)
     if hid is not None:
         return f"the hidden path {hid} is in it (or holds it)"
     with contextlib.suppress(OSError), os.scandir(lower) as it:

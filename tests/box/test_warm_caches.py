@@ -257,3 +257,14 @@ def test_a_host_cache_where_the_box_has_its_own_folder_is_not_laid_under(
                "own folders (the host's is not seen there)" in said, said
     finally:
         _shutil.rmtree(cache)
+
+
+def test_a_hidden_path_named_through_a_link_keeps_the_cache_it_leads_into_out(
+        project: Path, env: dict[str, str], home: Path) -> None:
+    secret = home / ".npm" / "_cacache" / "token"
+    secret.write_text("s3cret\n")
+    (home / "token-link").symlink_to(secret)
+    settings = SandboxSettings(hide_defaults=False, hidden=(str(home / "token-link"),))
+    with Session.open(str(project), settings, env=env) as s:
+        r = s.run(["sh", "-c", 'cat "$npm_config_cache/_cacache/token"; exit 0'])
+    assert b"s3cret" not in r.stdout, out(r)
