@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 from pathguard.records import NamedTuple
 from sandbox.fs.beneath import create_beneath
-from sandbox.policy.caches import BOX_OWN, LAYERED, TABLE, Row, made
+from sandbox.policy.caches import BOX_OWN, LAYERED, TABLE, Row, folder_for, made
 
 if TYPE_CHECKING:
     from sandbox.policy import Policy
@@ -97,13 +97,17 @@ def why_not(lower: str, policy: Policy) -> str:
     return ""
 
 
-def plan(policy: Policy) -> tuple[list[Layer], list[tuple[str, str]]]:
+def plan(policy: Policy, *, ahead: bool = False) -> tuple[list[Layer], list[tuple[str, str]]]:
     """The layers a stage of ``policy``'s session would make (no slot yet: see
     :func:`take`), and (tool, why not) for each tool that gets none. None at all
-    where the project's cache folder is not made, or the box is not Linux's."""
+    where the project's cache folder is not made (``ahead``: where it could not be,
+    for ``doctor`` before any session), or the box is not Linux's."""
     if not policy.platform.startswith("linux"):
         return [], [("every tool", "only the Linux box lays the host's caches under")]
     top = made(policy.project, policy.env, policy.home)
+    if top is None and ahead:
+        top = folder_for(policy.project, policy.env, policy.home)
+        top = None if top.split("/")[1] in BOX_OWN else top
     if top is None:
         return [], [("every tool", "the project's cache folder is not made")]
     home = os.path.realpath(policy.home)
@@ -191,7 +195,7 @@ def _and_above(rel: str) -> list[str]:
 def lines(policy: Policy) -> list[str]:
     """Which host caches a Linux box of ``policy``'s session starts warm from
     (``doctor``), one line a tool."""
-    layers, nots = plan(policy)
+    layers, nots = plan(policy, ahead=True)
     out = [f"cache {layer.tool}: warm from {layer.lower} (read only below the box's "
            "writes), where the box is staged" for layer in layers]
     out += [f"cache {tool}: starts from the project's own: {why}" for tool, why in nots]

@@ -194,12 +194,10 @@ def test_a_hidden_path_in_a_host_cache_keeps_that_cache_out(
            "(or holds it)" in said, said
 
 
-def test_what_each_tool_starts_from_is_said(project: Path, env: dict[str, str],
-                                            home: Path) -> None:
-    with Session.open(str(project), SETTINGS, env=env) as s:
-        s.run(["true"])
+def test_what_each_tool_starts_from_is_said_before_any_session(
+        project: Path, env: dict[str, str], home: Path) -> None:
     policy = Policy.from_settings(str(project.resolve()), SETTINGS, env=env)
-    layers, _ = plan(policy)
+    layers, _ = plan(policy, ahead=True)
     assert [x.tool for x in layers] == ["npm", "pip"]
     said = lines(policy)
     assert said[0] == (f"cache npm: warm from {home}/.npm (read only below the box's "

@@ -149,3 +149,21 @@ def test_in_the_default_profile_audit_and_serve_say_the_landlock_box(engine: Eng
     audit = next(d for d in docs if "hooks" in d)
     opened = next(d for d in docs if d.get("id") == "1")
     assert audit["box"] == said and opened["result"]["audit"]["box"] == said, r
+
+
+def test_in_a_container_a_host_cache_the_kernel_will_not_lay_under_is_said(
+        engine: Engine) -> None:
+    """The container's / is an overlay, which the kernel refuses as an upper layer: the
+    box's cache starts from the project's own, works, and the session says why (or,
+    on a kernel that takes it, the host's cache is read)."""
+    cli = _cli()
+    r = engine.run("mkdir -p /srv/p /srv/home/.npm && echo host > /srv/home/.npm/x && "
+                   f"export HOME=/srv/home && cd {REPO} && {cli} run --project /srv/p -- "
+                   "sh -c 'cat $npm_config_cache/x 2>/dev/null; echo w > $npm_config_cache/y "
+                   "&& echo wrote'; echo rc=$?", user=True, seccomp="unconfined")
+    assert r.out.endswith("wrote\nrc=0\n"), r
+    said = [line for line in r.err.splitlines() if line.startswith("harness-sandbox: ")]
+    if not r.out.startswith("host\n"):
+        assert said == ["harness-sandbox: the host's cache of npm is not laid under the "
+                        "box's: mounting an overlay failed: Invalid argument; the box's "
+                        "starts from the project's own"], r
