@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 from pathguard.records import NamedTuple
 from sandbox.fs.beneath import create_beneath
 from sandbox.policy.caches import BOX_OWN, LAYERED, TABLE, Row, folder_for, made
+from sandbox.text import escape
 
 if TYPE_CHECKING:
     from sandbox.policy import Policy
@@ -77,23 +78,24 @@ def _under(path: str, top: str) -> bool:
 def why_not(lower: str, policy: Policy) -> str:
     """Why the host cache at ``lower`` (a real path) cannot be laid under the box's, or
     ``""`` when it can."""
+    said = escape(lower)
     if not os.path.lexists(lower):
-        return f"{lower} is not there"
+        return f"{said} is not there"
     if not os.path.isdir(lower) or os.path.islink(lower):
-        return f"{lower} is not a folder"
+        return f"{said} is not a folder"
     if lower.split("/")[1] in BOX_OWN | {"tmp"}:
-        return f"{lower} is in one of the box's own folders (the host's is not seen there)"
+        return f"{said} is in one of the box's own folders (the host's is not seen there)"
     writes = (*policy.read_write_paths(), policy.private_tmp)
     if any(_under(lower, w) or _under(w, lower) for w in writes):
-        return f"{lower} is in a folder the box writes (or holds one)"
+        return f"{said} is in a folder the box writes (or holds one)"
     # By name and by where it leads: the box hides both.
     hid = next((h for h in policy.hidden for at in {h, os.path.realpath(h)}
                 if _under(at, lower) or _under(lower, at)), None)
     if hid is not None:
-        return f"the hidden path {hid} is in it (or holds it)"
+        return f"the hidden path {escape(hid)} is in it (or holds it)"
     with contextlib.suppress(OSError), os.scandir(lower) as it:
         if next(it, None) is None:
-            return f"{lower} is empty"
+            return f"{said} is empty"
     return ""
 
 
@@ -117,10 +119,13 @@ def plan(policy: Policy, *, ahead: bool = False) -> tuple[list[Layer], list[tupl
         target = os.path.join(top, row.folder)
         lower = os.path.realpath(host_cache(row, policy.env, home))
         why = why_not(lower, policy)
+        try:
+            st = os.stat(lower)
+        except OSError as err:  # gone since
+            why = why or f"{escape(lower)}: {err.strerror}"
         if why:
             nots.append((row.tool, why))
             continue
-        st = os.stat(lower)
         out.append(Layer(row.tool, top, target, lower, (st.st_dev, st.st_ino), "",
                          os.path.join("upper", row.folder), os.path.join("work", row.folder)))
     return out, nots
@@ -196,7 +201,7 @@ def lines(policy: Policy) -> list[str]:
     """Which host caches a Linux box of ``policy``'s session starts warm from
     (``doctor``), one line a tool."""
     layers, nots = plan(policy, ahead=True)
-    out = [f"cache {layer.tool}: warm from {layer.lower} (read only below the box's "
+    out = [f"cache {layer.tool}: warm from {escape(layer.lower)} (read only below the box's "
            "writes), where the box is staged" for layer in layers]
     out += [f"cache {tool}: starts from the project's own: {why}" for tool, why in nots]
     return out
