@@ -107,12 +107,20 @@ def pump(streams: Pipes, chan: socket.socket, deadline: float | None,
 
 
 def recv(chan: socket.socket) -> list[bytes] | None:
-    """One message from a run's init, or None when it is gone without one."""
-    try:
-        msg = chan.recv(MAX_MESSAGE)
-    except OSError:
-        return None
-    return unpack(msg) if msg else None
+    """One message from a run's init, or None when it is gone without one.
+
+    An init that ended with the host's request unread (its setup failed first) leaves
+    ECONNRESET on the host's end, which the kernel reports before the messages queued
+    ahead of it: the init's last word (``exit setup ...``) is read after it."""
+    for _ in range(2):
+        try:
+            msg = chan.recv(MAX_MESSAGE)
+        except ConnectionResetError:
+            continue
+        except OSError:
+            return None
+        return unpack(msg) if msg else None
+    return None
 
 
 def result(outcome: Outcome, reply: list[bytes] | None, streams: Pipes, started: float
