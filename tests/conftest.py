@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,6 +44,11 @@ def outside() -> Iterator[Path]:
     try:
         yield d
     finally:
+        # Opened first: an overlay's work folder (sandbox/policy/layers.py) is mode 000
+        # and may hold a whiteout, and go's module cache folders are read-only; neither
+        # can be listed or emptied as they are, and all above them would stay.
+        subprocess.run(["chmod", "-R", "u+rwx", "--", str(d)], check=False,
+                       capture_output=True)
         shutil.rmtree(d, ignore_errors=True)
 
 
