@@ -365,7 +365,7 @@ class BwrapBackend:
                     layers, self._slot = take_slot(layers, self._said)
                     # The slot is the stand-in's to write, as the box's folders are.
                     roots = (self.policy.private_tmp, *box_roots(self.policy),
-                             *(layers[0].slot for _ in layers[:1]))
+                             *([layers[0].slot] if layers else []))
                     try:
                         self._stage = _stage.Stage.open(
                             roots, binds, stand_in=root,

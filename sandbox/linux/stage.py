@@ -238,7 +238,7 @@ def _made_folder(path: str) -> str:
 
 def _stage(idmaps: Sequence[Idmap], mapped: Callable[[], None], binds: Sequence[Bind], *,
            private: str, copy: str, children: list[int], late: bool = False,
-           layers: Layers = ((), [])) -> int:
+           layers: Layers) -> int:
     """Root's mount namespace: copied from this one, with ``idmaps`` and ``binds``
     made in it; as a descriptor. A child makes it (see :func:`_run_child`), its pid
     added to ``children``; it copies the namespace while :func:`mapped` waits for the
@@ -277,7 +277,7 @@ def _stage(idmaps: Sequence[Idmap], mapped: Callable[[], None], binds: Sequence[
 
 
 def _own_stage(binds: Sequence[Bind], copy: str, children: list[int], *,
-               late: bool = False, layers: Layers = ((), [])) -> tuple[int, int]:
+               layers: Layers, late: bool = False) -> tuple[int, int]:
     """A plain user's stage: a user namespace mapping this user to itself, and a mount
     namespace with ``binds`` made in it (and ``/`` copied on ``copy`` before them); as
     descriptors. The child that makes them is added to ``children``."""

@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.homes import home_env, host_home
 
 from sandbox.plan import RunResult
 from sandbox.policy.caches import TABLE, folder_for, lines
@@ -35,24 +35,14 @@ def out(r: RunResult) -> str:
 
 @pytest.fixture
 def home(outside: Path) -> Path:
-    """A home with the host's caches in it: npm's, pip's and cargo's, with files; outside
-    /tmp, which is the box's own."""
-    h = outside / "home"
-    for rel in (".npm/_cacache/index-v5", ".cache/pip/wheels", ".cargo/registry/cache",
-                ".cargo/git/db"):
-        (h / rel).mkdir(parents=True)
-        (h / rel / "entry").write_text(f"the host's own {rel}\n")
-    for p in [h, *h.rglob("*")]:
-        os.chmod(p, 0o755 if p.is_dir() else 0o644)
-    return h
+    """A home with the host's caches in it: npm's, pip's and cargo's, with files."""
+    return host_home(outside, (".npm/_cacache/index-v5", ".cache/pip/wheels",
+                               ".cargo/registry/cache", ".cargo/git/db"))
 
 
 @pytest.fixture
 def env(home: Path) -> dict[str, str]:
-    e = {k: v for k, v in os.environ.items()
-         if k not in ("XDG_DATA_HOME", "XDG_CACHE_HOME") and not k.startswith("npm_config")}
-    e.update(HOME=str(home), PIP_CONFIG_FILE="/dev/null", PIP_DISABLE_PIP_VERSION_CHECK="1")
-    return e
+    return home_env(home)
 
 
 def tree(home: Path) -> dict[str, str]:

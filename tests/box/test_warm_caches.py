@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from helpers.homes import home_env, host_home
 
 from sandbox.plan import RunResult
 from sandbox.policy import Policy
@@ -34,23 +35,13 @@ def out(r: RunResult) -> str:
 
 @pytest.fixture
 def home(outside: Path) -> Path:
-    """A home whose npm and pip caches hold files, outside /tmp (the box's own)."""
-    h = outside / "home"
-    for rel in (".npm/_cacache/index-v5", ".cache/pip/http"):
-        (h / rel).mkdir(parents=True)
-        (h / rel / "entry").write_text(f"the host's own {rel}\n")
-    for p in [h, *h.rglob("*")]:
-        os.chmod(p, 0o755 if p.is_dir() else 0o644)
-    return h
+    """A home whose npm and pip caches hold files."""
+    return host_home(outside, (".npm/_cacache/index-v5", ".cache/pip/http"))
 
 
 @pytest.fixture
 def env(home: Path) -> dict[str, str]:
-    e = {k: v for k, v in os.environ.items()
-         if k not in ("XDG_DATA_HOME", "XDG_CACHE_HOME") and not k.startswith("npm_config")
-         and not k.endswith("_CACHE_DIR")}
-    e.update(HOME=str(home), PIP_CONFIG_FILE="/dev/null", PIP_DISABLE_PIP_VERSION_CHECK="1")
-    return e
+    return home_env(home)
 
 
 def tree(root: Path) -> dict[str, str]:
